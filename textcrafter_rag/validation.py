@@ -45,8 +45,8 @@ def check_vectors(
     if not isinstance(x, np.ndarray):
         try:
             x = np.asarray(x)
-        except Exception as exc:  # ragged lists and other unconvertible input
-            raise TypeError(f"{name} could not be read as a 2-D float array: {type(exc).__name__}") from None
+        except Exception:  # ragged lists and other unconvertible input
+            raise TypeError(f"{name} could not be read as a 2-D float array (ragged or non-numeric rows)") from None
         if x.dtype == object:
             raise TypeError(f"{name} could not be read as a 2-D float array (ragged or non-numeric rows)")
     if x.dtype.kind not in _FLOAT_KINDS:

