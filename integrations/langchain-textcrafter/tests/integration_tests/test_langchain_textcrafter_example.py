@@ -1,0 +1,51 @@
+"""Runs examples/protected_rag.py with its smallest settings (in-process, to reuse the loaded MiniLM)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from textcrafter_rag.protector import shipped_policy_path
+
+EXAMPLE = Path(__file__).resolve().parents[4] / "examples" / "protected_rag.py"
+
+pytest.importorskip("langchain_community.vectorstores")
+pytest.importorskip("faiss")
+
+
+@pytest.mark.skipif(not EXAMPLE.is_file(), reason="examples/ is not in this checkout")
+def test_protected_rag_example_quick(tmp_path, minilm) -> None:
+    spec = importlib.util.spec_from_file_location("textcrafter_protected_rag_example", EXAMPLE)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+
+    shipped = shipped_policy_path("sentence-transformers/all-MiniLM-L6-v2") is not None
+    policy = "shipped" if shipped else "gaussian:s=0.02"
+    store = tmp_path / "store"
+    summary = module.main(
+        ["--quick", "--n-docs", "15", "--k", "2", "--policy", policy, "--store-dir", str(store),
+         "--json", str(tmp_path / "summary.json")]
+    )
+    assert (store / "index.faiss").is_file() and (tmp_path / "summary.json").is_file()
+    assert summary["n_docs"] == 15 and summary["dim"] == 384
+    assert summary["rows_identical_to_raw"] == 0
+    assert summary["diff_norm_mean"] > 0.1 and summary["cosine_stored_raw"]["max"] < 0.999
+    assert len(summary["queries"]) == 5 and all(len(q["titles"]) == 2 for q in summary["queries"])
+    assert summary["inversion"] is None  # no --inverter given: the hook says how to enable it
+
+
+def test_missing_policy_exits_with_the_fit_hint(tmp_path, capsys) -> None:
+    if not EXAMPLE.is_file():
+        pytest.skip("examples/ is not in this checkout")
+    if shipped_policy_path("sentence-transformers/all-MiniLM-L6-v2") is not None:
+        pytest.skip("the shipped policy exists, so there is no missing-policy path to show")
+    spec = importlib.util.spec_from_file_location("textcrafter_protected_rag_example2", EXAMPLE)
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    with pytest.raises(SystemExit) as info:
+        module.main(["--quick", "--n-docs", "5", "--store-dir", str(tmp_path)])
+    assert info.value.code == 2
+    assert "textcrafter fit" in capsys.readouterr().err

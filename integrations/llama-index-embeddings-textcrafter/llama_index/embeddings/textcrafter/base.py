@@ -1,0 +1,201 @@
+"""LlamaIndex ``BaseEmbedding`` that protects every document vector before it is stored.
+
+Raw vectors never pass through LlamaIndex's instrumentation: the base model is called
+only through its private ``_get_*`` methods (no ``EmbeddingEndEvent``, no callback
+payload, no ``embeddings_cache`` entry), and with the ``dispatcher.span`` decorator that
+LlamaIndex puts on every subclass's ``_get_text_embedding``/``_get_query_embedding``
+peeled off, so span handlers never receive a raw vector as a span result either. Only
+this wrapper's public methods report vectors, and those are protected (queries too if
+``protect_queries``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import os
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import wrapt
+from llama_index.core.base.embeddings.base import BaseEmbedding, Embedding
+from llama_index.core.bridge.pydantic import PrivateAttr
+from llama_index.core.instrumentation import DISPATCHER_SPAN_DECORATED_ATTR
+
+from textcrafter_rag import Encoder, Mechanism, Protector, bundled_minilm
+
+__all__ = ["ProtectedEmbedding", "BypassedCacheWarning", "span_free_encoders"]
+
+
+class BypassedCacheWarning(UserWarning):
+    """The base model's ``embeddings_cache`` is not used (it would hold raw vectors)."""
+
+
+def _unspanned(obj: Any, name: str) -> Callable[..., Any]:
+    """``obj.<name>`` bound, without LlamaIndex's span decorator (whose span exit carries the raw result)."""
+    fn = inspect.getattr_static(type(obj), name)
+    while isinstance(fn, wrapt.FunctionWrapper) and getattr(fn, DISPATCHER_SPAN_DECORATED_ATTR, False):
+        fn = fn.__wrapped__
+    return fn.__get__(obj, type(obj)) if hasattr(fn, "__get__") else getattr(obj, name)
+
+
+def _is_default(obj: Any, name: str) -> bool:
+    return inspect.getattr_static(type(obj), name) is BaseEmbedding.__dict__[name]
+
+
+def span_free_encoders(base: BaseEmbedding) -> tuple[Encoder, Encoder]:
+    """Document and query encoders calling a LlamaIndex model without spans, events, callbacks or cache.
+
+    The defaults of ``_get_text_embeddings``/``_aget_text_embeddings`` loop over the
+    span-decorated single-text methods, so they are replaced by the same loop over the
+    undecorated ones.
+    """
+    if _is_default(base, "_get_text_embeddings"):
+        one = _unspanned(base, "_get_text_embedding")
+
+        def docs(texts: list[str]) -> list[Embedding]:
+            return [one(t) for t in texts]
+    else:
+        docs = _unspanned(base, "_get_text_embeddings")
+
+    adocs: Callable[[list[str]], Any] | None
+    if not _is_default(base, "_aget_text_embeddings"):
+        adocs = _unspanned(base, "_aget_text_embeddings")
+    elif not _is_default(base, "_aget_text_embedding"):
+        aone = _unspanned(base, "_aget_text_embedding")
+
+        async def adocs(texts: list[str]) -> list[Embedding]:
+            return list(await asyncio.gather(*(aone(t) for t in texts)))
+    else:
+        adocs = None  # no native async: the core runs the sync path in a worker thread
+
+    query, aquery = _unspanned(base, "_get_query_embedding"), _unspanned(base, "_aget_query_embedding")
+
+    def queries(texts: list[str]) -> list[Embedding]:
+        return [query(t) for t in texts]
+
+    async def aqueries(texts: list[str]) -> list[Embedding]:
+        return [await aquery(t) for t in texts]
+
+    name = getattr(base, "model_name", type(base).__name__)
+    return (
+        Encoder(docs, async_fn=adocs, model_id=f"llama_index:{name}"),
+        Encoder(queries, async_fn=aqueries, model_id=f"llama_index-query:{name}"),
+    )
+
+
+class ProtectedEmbedding(BaseEmbedding):
+    """Embed with any base model, then protect document vectors with a TextCrafter policy.
+
+    All protection is done by :class:`textcrafter_rag.Protector`, one policy call per batch.
+
+    Example:
+        >>> from llama_index.embeddings.openai import OpenAIEmbedding
+        >>> embed_model = ProtectedEmbedding(base=OpenAIEmbedding(), policy="path/to/policy")
+        >>> index = VectorStoreIndex(nodes, embed_model=embed_model, storage_context=ctx)
+
+    Args:
+        base: The base model: a LlamaIndex ``BaseEmbedding``, a sentence-transformers model, a
+            :class:`textcrafter_rag.Encoder` or a callable ``list[str] -> array``. ``None`` uses the
+            bundled offline all-MiniLM-L6-v2.
+        policy: A saved policy directory, a :class:`textcrafter_rag.Mechanism`, or ``None`` for the
+            policy shipped for the bundled encoder.
+        protect_queries: Also protect query vectors. Off by default: queries are not stored, and
+            protecting both sides costs retrieval quality.
+        secure_mode: Draw noise from the OS CSPRNG (for policies loaded from a path).
+        seed: Reproducible noise, for experiments only (warns).
+        chunk_size: Rows protected per step.
+        **kwargs: ``BaseEmbedding`` fields (``embed_batch_size``, ``embeddings_cache``, ...). For a
+            LlamaIndex base, ``embed_batch_size``, ``num_workers`` and ``rate_limiter`` default to
+            the base's.
+
+    Raises:
+        textcrafter_rag.MissingPolicyError: ``policy=None`` with an encoder that ships no policy.
+        textcrafter_rag.FingerprintMismatch: The policy was fitted for another encoder.
+    """
+
+    _base: Any = PrivateAttr()
+    _protector: Protector = PrivateAttr()
+
+    def __init__(
+        self,
+        *,
+        base: Any = None,
+        policy: str | os.PathLike[str] | Mechanism | None = None,
+        protect_queries: bool = False,
+        secure_mode: bool = False,
+        seed: int | None = None,
+        chunk_size: int = 4096,
+        **kwargs: Any,
+    ) -> None:
+        if base is None:
+            base = bundled_minilm()
+        doc_base: Any = base
+        query_encoder: Encoder | None = None
+        if isinstance(base, BaseEmbedding):
+            doc_base, query_encoder = span_free_encoders(base)
+        protector = Protector(
+            base=doc_base,
+            query_base=query_encoder,
+            policy=policy,
+            protect_queries=protect_queries,
+            chunk_size=chunk_size,
+            secure_mode=secure_mode,
+            seed=seed,
+        )
+        if isinstance(base, BaseEmbedding):
+            if base.embeddings_cache is not None:
+                warnings.warn(
+                    "the base model's embeddings_cache is bypassed so raw vectors are never cached; "
+                    "set embeddings_cache on the ProtectedEmbedding to cache protected vectors",
+                    BypassedCacheWarning,
+                    stacklevel=2,
+                )
+            kwargs.setdefault("embed_batch_size", base.embed_batch_size)
+            kwargs.setdefault("num_workers", base.num_workers)
+            kwargs.setdefault("rate_limiter", base.rate_limiter)
+        kwargs.setdefault("model_name", f"textcrafter:{protector.encoder.model_id}")
+        super().__init__(**kwargs)
+        self._base = base
+        self._protector = protector
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "TextCrafterProtectedEmbedding"
+
+    @property
+    def protector(self) -> Protector:
+        """The framework-free core doing the protection."""
+        return self._protector
+
+    @property
+    def protect_queries(self) -> bool:
+        """Whether query vectors are protected too."""
+        return self._protector.protect_queries
+
+    def to_payload(self) -> dict[str, Any]:
+        """Non-sensitive description for instrumentation (no vectors, no policy parameters)."""
+        payload = super().to_payload()
+        payload.update(mechanism=self._protector.mechanism.name, protect_queries=self.protect_queries)
+        return payload
+
+    # Documents: always protected, one policy call per batch.
+    def _get_text_embedding(self, text: str) -> Embedding:
+        return self._protector.embed_documents([text])[0].tolist()
+
+    def _get_text_embeddings(self, texts: list[str]) -> list[Embedding]:
+        return self._protector.embed_documents(texts).tolist()
+
+    async def _aget_text_embedding(self, text: str) -> Embedding:
+        return (await self._protector.aembed_documents([text]))[0].tolist()
+
+    async def _aget_text_embeddings(self, texts: list[str]) -> list[Embedding]:
+        return (await self._protector.aembed_documents(texts)).tolist()
+
+    # Queries: the base's query path; protected only if protect_queries.
+    def _get_query_embedding(self, query: str) -> Embedding:
+        return self._protector.embed_query(query).tolist()
+
+    async def _aget_query_embedding(self, query: str) -> Embedding:
+        return (await self._protector.aembed_query(query)).tolist()
