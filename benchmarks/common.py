@@ -166,8 +166,8 @@ def embed_cached(encoder: Any, texts: Sequence[str], *, cache: Path, desc: str =
 
 
 #: Calibration sizes per benchmark size: (n_pii, n_calibration, clusters, training steps, batch size).
-#: The full size uses the package defaults (those of the shipped policy); the shipped eps=2.5 policy
-#: is used as is when installed.
+#: The full size uses the package defaults (those of the shipped policies); the shipped eps 1.0 and
+#: 2.5 policies are used as they are when installed.
 CALIBRATION_SIZES: dict[str, tuple[int, int, int, int, int]] = {
     "full": (1000, 6000, 16, 800, 256),
     "quick": (300, 1500, 8, 150, 128),
@@ -210,7 +210,7 @@ def get_textcrafter(eps: float, *, size: str, encoder: Any, data_dir: Path | Non
                     noise_seed: int | None = None, progress: bool = True) -> Any:
     """A TextCrafter policy for the bundled MiniLM at ``eps``, fitted once per (size, seed) and cached.
 
-    The full size with ``eps=2.5`` reuses the shipped policy when it is installed.
+    The full size with ``eps`` 1.0 or 2.5 reuses the shipped policy when it is installed.
 
     Args:
         noise_seed: Seed of the returned mechanism's release noise (``None``: fresh randomness).
@@ -218,9 +218,9 @@ def get_textcrafter(eps: float, *, size: str, encoder: Any, data_dir: Path | Non
     from textcrafter_rag.mechanisms import TextCrafter
     from textcrafter_rag.training import TrainingConfig
 
-    if size == "full" and math.isclose(eps, 2.5):
+    if size == "full" and any(math.isclose(eps, e) for e in (1.0, 2.5)):
         with contextlib.suppress(Exception), quiet_seed_warnings():
-            return TextCrafter.load_shipped(seed=noise_seed)
+            return TextCrafter.load_shipped(eps=eps, seed=noise_seed)
     n_pii, n_cal, k, steps, bs = CALIBRATION_SIZES[size]
     key = _hash("textcrafter-v1", encoder.model_id, size, n_pii, n_cal, k, steps, bs, seed, eps, str(data_dir))
     d = cache / "policies" / f"minilm-{size}-eps{eps:g}-seed{seed}-{key[:8]}"

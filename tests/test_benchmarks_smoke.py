@@ -105,3 +105,16 @@ def test_missing_data_dir_exits_2(name: str, tmp_path: Path, capsys: pytest.Capt
     assert rc == 2
     assert "benchmark datasets not found" in capsys.readouterr().err
     assert not list(tmp_path.glob("*.json"))
+
+
+def test_privacy_smoke(data_dir: Path, bench_cache: Path, tmp_path: Path) -> None:
+    mod = _bench("privacy")
+    code = mod.main(["--smoke", "--no-progress", "--data-dir", str(data_dir), "--out-dir", str(tmp_path),
+                     "--cache-dir", str(bench_cache)])
+    assert code == 0
+    rows = _check(tmp_path / "privacy_smoke.json", benchmark="privacy")
+    labels = {(r["defense_label"], r["attacker"].startswith("adaptive")) for r in rows}
+    assert ("none", False) in labels and ("textcrafter:eps=1", True) in labels
+    adaptive = [r for r in rows if r["attacker"].startswith("adaptive")]
+    assert all(r["n_pairs"] == r["pairs_seen"] > 0 for r in adaptive)
+    assert all("floor_content_f1" in r for r in rows)

@@ -94,7 +94,7 @@ def _cmd_protect(args: argparse.Namespace) -> int:
 def _cmd_demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
 
-    return run_demo(n_docs=args.docs, queries=args.query or None, refit=args.refit)
+    return run_demo(n_docs=args.docs, queries=args.query or None, refit=args.refit, eps=args.eps)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -127,6 +127,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="the quickstart: protect a BBC News index and compare retrieval")
     demo.add_argument("--docs", type=int, default=500, help="number of BBC News articles to index")
     demo.add_argument("--query", action="append", help="a query to run (repeatable)")
+    demo.add_argument("--eps", type=float, default=1.0,
+                      help="perturbation norm: 1.0 (default) and 2.5 ship; other values fit a quick policy")
     demo.add_argument("--refit", action="store_true", help="fit a fresh quick policy instead of the shipped one")
     demo.set_defaults(func=_cmd_demo)
 

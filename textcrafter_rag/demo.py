@@ -45,24 +45,26 @@ def _bbc_docs(n_docs: int) -> tuple[list[str], list[str], list[str]]:
     return heads, bodies, labs
 
 
-def _policy(refit: bool):
+def _policy(refit: bool, eps: float):
+    from .encoders import BUNDLED_MODEL_ID
     from .mechanisms.textcrafter import TextCrafter
     from .protector import shipped_policy_path
-    from .encoders import BUNDLED_MODEL_ID
 
-    shipped = shipped_policy_path(BUNDLED_MODEL_ID)
+    shipped = shipped_policy_path(BUNDLED_MODEL_ID, eps=eps)
     if shipped is not None and not refit:
         return TextCrafter.load(shipped), f"shipped policy {shipped.name}"
-    cache = Path.home() / ".cache" / "textcrafter_rag" / "policies" / "demo-quick"
+    cache = Path.home() / ".cache" / "textcrafter_rag" / "policies" / f"demo-quick-eps{eps:g}"
     if (cache / "config.json").is_file() and not refit:
         return TextCrafter.load(cache), f"cached quick policy {cache}"
-    print("Fitting a quick policy for the bundled MiniLM (about a minute)...")
-    tc = TextCrafter.fit(quick=True, progress=False)
+    print(f"Fitting a quick policy for the bundled MiniLM at eps={eps:g} (about a minute)...")
+    tc = TextCrafter.fit(eps=eps, quick=True, progress=False)
     tc.save(cache)
     return tc, f"quick policy fitted now, cached at {cache}"
 
 
-def run_demo(*, n_docs: int = 500, queries: Sequence[str] | None = None, refit: bool = False, k: int = 3) -> int:
+def run_demo(
+    *, n_docs: int = 500, queries: Sequence[str] | None = None, refit: bool = False, eps: float = 1.0, k: int = 3
+) -> int:
     """Run the quickstart and print what happened. Returns an exit code."""
     import faiss
 
@@ -72,7 +74,7 @@ def run_demo(*, n_docs: int = 500, queries: Sequence[str] | None = None, refit: 
     t0 = time.perf_counter()
     print("== textcrafter-rag quickstart ==")
     encoder = bundled_minilm()
-    policy, where = _policy(refit)
+    policy, where = _policy(refit, eps)
     protector = Protector(base=encoder, policy=policy)
     print(f"Encoder: {encoder.model_id} ({encoder.dimension}-d, unit norm). Policy: {where}, eps={policy.eps}.")
 

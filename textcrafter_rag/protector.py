@@ -16,18 +16,23 @@ from .encoders import BUNDLED_MODEL_ID, Encoder, as_encoder
 from .mechanisms.base import Mechanism
 from .validation import check_text, check_texts, check_vectors
 
-__all__ = ["Protector", "resolve_policy", "shipped_policy_path", "MissingPolicyError"]
+__all__ = ["Protector", "resolve_policy", "shipped_policy_path", "MissingPolicyError", "DEFAULT_SHIPPED_EPS"]
 
-_SHIPPED = {BUNDLED_MODEL_ID: "all-MiniLM-L6-v2-eps2.5"}
+#: Policies shipped in ``textcrafter_rag/policies``: model id -> {eps: folder}.
+_SHIPPED: dict[str, dict[float, str]] = {
+    BUNDLED_MODEL_ID: {1.0: "all-MiniLM-L6-v2-eps1.0", 2.5: "all-MiniLM-L6-v2-eps2.5"},
+}
+#: The eps used when none is named: the retrieval benchmark's recommendation (README, "Results").
+DEFAULT_SHIPPED_EPS = 1.0
 
 
 class MissingPolicyError(ValueError):
     """No policy was given and none ships for this encoder."""
 
 
-def shipped_policy_path(model_id: str) -> Path | None:
-    """The directory of the policy shipped for ``model_id``, if one ships."""
-    name = _SHIPPED.get(model_id)
+def shipped_policy_path(model_id: str, *, eps: float = DEFAULT_SHIPPED_EPS) -> Path | None:
+    """The directory of the policy shipped for ``model_id`` at ``eps``, if one ships."""
+    name = _SHIPPED.get(model_id, {}).get(float(eps))
     if name is None:
         return None
     path = Path(__file__).parent / "policies" / name
@@ -42,7 +47,7 @@ def resolve_policy(
     Args:
         policy: A :class:`~textcrafter_rag.mechanisms.base.Mechanism` (a loaded ``TextCrafter`` or
             a baseline), a path to a saved policy directory, or ``None`` for the policy shipped for
-            the encoder (only the bundled all-MiniLM-L6-v2 has one).
+            the encoder (only the bundled all-MiniLM-L6-v2 has them: eps 1.0, the default, and 2.5).
         encoder: The base encoder; a loaded policy is checked against its fingerprint.
         secure_mode: Draw noise from the OS CSPRNG (for policies loaded here; a given mechanism
             must already be in secure mode).

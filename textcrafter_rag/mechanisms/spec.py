@@ -28,7 +28,8 @@ def from_spec(spec: str, *, seed: int | None = None, secure_mode: bool = False, 
     """Build a mechanism from its spec string.
 
     Specs: ``none``, ``shuffle``, ``gaussian:s=S``, ``ldp:eps=E[,delta=D]``, ``purkayastha:eps=E``,
-    ``textcrafter:POLICY_DIR`` (or ``textcrafter`` alone for the policy shipped for the bundled MiniLM).
+    ``textcrafter:POLICY_DIR``, or ``textcrafter`` / ``textcrafter:eps=2.5`` for a policy shipped for the
+    bundled MiniLM.
 
     Raises:
         ValueError: Unknown mechanism or malformed parameters.
@@ -47,7 +48,10 @@ def from_spec(spec: str, *, seed: int | None = None, secure_mode: bool = False, 
     if name == "textcrafter":
         from ..protector import resolve_policy
 
-        return resolve_policy(rest or None, encoder=encoder, **rng) if rest else TextCrafter.load_shipped(**rng)
+        if not rest or "=" in rest:  # the shipped policy, optionally at a named eps
+            eps = _parse_params(rest, spec).pop("epsilon", None) if rest else None
+            return TextCrafter.load_shipped(eps=eps, **rng)
+        return resolve_policy(rest, encoder=encoder, **rng)
     classes: dict[str, type[Mechanism]] = {
         "shuffle": Shuffle, "gaussian": GaussianNoise, "ldp": LDPGaussian, "purkayastha": Purkayastha,
     }

@@ -44,7 +44,7 @@ class TextCrafter(Mechanism):
     ``||f_adv - f0|| = eps`` and ``<f_adv - f0, v> = 0``. TextCrafter has no formal DP guarantee.
 
     Build one with :meth:`fit` (for any encoder) or :meth:`load`; the policy for the bundled
-    all-MiniLM-L6-v2 ships with the package (:meth:`load_shipped`).
+    all-MiniLM-L6-v2 ship with the package at eps 1.0 and 2.5 (:meth:`load_shipped`).
 
     Args:
         policy: The trained policy network.
@@ -276,11 +276,17 @@ class TextCrafter(Mechanism):
         return tc
 
     @classmethod
-    def load_shipped(cls, *, seed: int | None = None, secure_mode: bool = False) -> TextCrafter:
-        """The policy shipped for the bundled all-MiniLM-L6-v2 (eps 2.5)."""
-        from ..protector import MissingPolicyError, shipped_policy_path
+    def load_shipped(
+        cls, *, eps: float | None = None, seed: int | None = None, secure_mode: bool = False
+    ) -> TextCrafter:
+        """A policy shipped for the bundled all-MiniLM-L6-v2: ``eps`` 1.0 (default) or 2.5 (the paper's)."""
+        from ..protector import DEFAULT_SHIPPED_EPS, MissingPolicyError, shipped_policy_path
 
-        path = shipped_policy_path(BUNDLED_MODEL_ID)
+        eps = DEFAULT_SHIPPED_EPS if eps is None else eps
+        path = shipped_policy_path(BUNDLED_MODEL_ID, eps=eps)
         if path is None:
-            raise MissingPolicyError("the shipped policy for all-MiniLM-L6-v2 is missing from this installation")
+            raise MissingPolicyError(
+                f"no policy for all-MiniLM-L6-v2 at eps={eps} ships with this installation (shipped: 1.0, 2.5); "
+                "fit one with `textcrafter fit --eps EPS --out DIR`"
+            )
         return cls.load(path, seed=seed, secure_mode=secure_mode)
