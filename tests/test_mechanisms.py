@@ -129,3 +129,13 @@ def test_no_row_is_released_unchanged(spec: str, unit_vectors: np.ndarray) -> No
     out = from_spec(spec, seed=0).protect(unit_vectors)
     assert out.dtype == np.float32 and out.shape == unit_vectors.shape and np.isfinite(out).all()
     assert not np.any(np.all(out == unit_vectors, axis=1))
+
+
+@pytest.mark.parametrize("scale", [1e-38, 1e-20, 1e20, 3e38])
+def test_sphere_mechanisms_handle_extreme_scales(scale: float) -> None:
+    x = np.full((2, 16), scale, dtype=np.float32)
+    x[1, 0] = -scale
+    for mech in (LDPGaussian(epsilon=8, seed=0), Purkayastha(epsilon=8, seed=0)):
+        out = mech.protect(x)
+        assert np.isfinite(out).all()
+    np.testing.assert_allclose(np.linalg.norm(Purkayastha(epsilon=8, seed=0).protect(x), axis=1), 1.0, atol=1e-5)

@@ -126,3 +126,22 @@ def test_shipped_policy_loads_for_the_bundled_encoder(minilm) -> None:
     docs = p.embed_documents(["Jane Doe's card number is 4111 1111 1111 1111."])
     raw = minilm.encode(["Jane Doe's card number is 4111 1111 1111 1111."])
     assert np.linalg.norm(docs - raw) == pytest.approx(p.mechanism.eps, rel=1e-5)
+
+
+def test_errors_and_logs_never_contain_raw_text_or_vectors(caplog) -> None:
+    import logging
+
+    secret = "Jane Q. Secret 4111-1111-1111-1111"
+    p = Protector(base=_fake_encoder(), policy=make_textcrafter())
+    caplog.set_level(logging.DEBUG)
+    p.embed_documents([secret, "plain text"])
+    for bad in ([secret, 7], [secret, "   "]):
+        with pytest.raises((TypeError, ValueError)) as info:
+            p.embed_documents(bad)
+        assert "Secret" not in str(info.value) and "4111" not in str(info.value)
+    x = np.full((3, 32), 123.456, dtype=np.float32)
+    x[2, 5] = np.nan
+    with pytest.raises(ValueError) as info:
+        p.protect(x)
+    assert "123.4" not in str(info.value)
+    assert all("Secret" not in r.getMessage() and "123.4" not in r.getMessage() for r in caplog.records)

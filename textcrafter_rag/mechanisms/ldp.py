@@ -19,7 +19,10 @@ __all__ = ["LDPGaussian", "Purkayastha", "analytic_gaussian_sigma", "gaussian_de
 
 
 def _unit_rows(x: np.ndarray) -> np.ndarray:
-    return x / np.linalg.norm(x, axis=1, keepdims=True)
+    """Rows scaled to unit L2 norm, computed in float64 and pre-scaled so tiny or huge rows don't under/overflow."""
+    x64 = x.astype(np.float64)
+    x64 /= np.abs(x64).max(axis=1, keepdims=True)
+    return x64 / np.linalg.norm(x64, axis=1, keepdims=True)
 
 
 def gaussian_delta(*, epsilon: float, sigma: float, sensitivity: float) -> float:
@@ -85,7 +88,7 @@ class LDPGaussian(Mechanism):
         self.delta = float(delta)
 
     def _protect(self, x: np.ndarray) -> np.ndarray:
-        return _unit_rows(x) + (self.sigma * self._noise.normal(x.shape)).astype(np.float32)
+        return (_unit_rows(x) + self.sigma * self._noise.normal(x.shape)).astype(np.float32)
 
     def params(self) -> dict[str, Any]:
         return {"eps": self.epsilon, "delta": self.delta}
@@ -145,7 +148,7 @@ class Purkayastha(Mechanism):
         n, d = x.shape
         if d < 2:
             raise ValueError("Purkayastha needs dimension >= 2")
-        u = _unit_rows(x.astype(np.float64))
+        u = _unit_rows(x)
         t, cdf = self.angle_cdf(d)
         theta = np.interp(self._noise.uniform((n,)), cdf, t)
         w = self._noise.normal((n, d))

@@ -22,8 +22,8 @@ def test_protected_rag_example_quick(tmp_path, minilm) -> None:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
 
-    shipped = shipped_policy_path("sentence-transformers/all-MiniLM-L6-v2") is not None
-    policy = "shipped" if shipped else "gaussian:s=0.02"
+    assert shipped_policy_path("sentence-transformers/all-MiniLM-L6-v2") is not None, "the shipped policy is missing"
+    policy = "shipped"
     store = tmp_path / "store"
     summary = module.main(
         ["--quick", "--n-docs", "15", "--k", "2", "--policy", policy, "--store-dir", str(store),
@@ -37,11 +37,12 @@ def test_protected_rag_example_quick(tmp_path, minilm) -> None:
     assert summary["inversion"] is None  # no --inverter given: the hook says how to enable it
 
 
-def test_missing_policy_exits_with_the_fit_hint(tmp_path, capsys) -> None:
+def test_missing_policy_exits_with_the_fit_hint(tmp_path, capsys, monkeypatch) -> None:
     if not EXAMPLE.is_file():
         pytest.skip("examples/ is not in this checkout")
-    if shipped_policy_path("sentence-transformers/all-MiniLM-L6-v2") is not None:
-        pytest.skip("the shipped policy exists, so there is no missing-policy path to show")
+    import textcrafter_rag.protector as protector
+
+    monkeypatch.setattr(protector, "shipped_policy_path", lambda *a, **k: None)  # as if none shipped
     spec = importlib.util.spec_from_file_location("textcrafter_protected_rag_example2", EXAMPLE)
     module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
     spec.loader.exec_module(module)  # type: ignore[union-attr]
