@@ -10,31 +10,10 @@ import numpy as np
 import pytest
 from langchain_core.embeddings import Embeddings
 
-from textcrafter_rag import GaussianNoise, Mechanism
+from textcrafter_rag import GaussianNoise
+from textcrafter_rag.testing import RecordingMechanism
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-
-
-class RecordingMechanism(Mechanism):
-    """Wraps a mechanism and records every batch it protects (so tests know the protected vectors)."""
-
-    name = "recording"
-
-    def __init__(self, inner: Mechanism) -> None:
-        super().__init__()
-        self.inner = inner
-        self.inputs: list[np.ndarray] = []
-        self.outputs: list[np.ndarray] = []
-
-    @property
-    def dim(self) -> int | None:
-        return self.inner.dim
-
-    def _protect(self, x: np.ndarray) -> np.ndarray:
-        out = self.inner.protect(x)
-        self.inputs.append(x.copy())
-        self.outputs.append(out.copy())
-        return out
 
 
 def _vec(text: str, dim: int) -> list[float]:

@@ -12,32 +12,6 @@ from llama_index.core.instrumentation.event_handlers import BaseEventHandler
 from llama_index.core.instrumentation.events.embedding import EmbeddingEndEvent
 from llama_index.core.instrumentation.span_handlers import NullSpanHandler
 
-from textcrafter_rag import Mechanism
-
-
-class RecordingMechanism(Mechanism):
-    """Wraps a mechanism and records every batch it protects (so tests know the protected vectors)."""
-
-    name = "recording"
-
-    def __init__(self, inner: Mechanism) -> None:
-        super().__init__()
-        self.inner = inner
-        self.inputs: list[np.ndarray] = []
-        self.outputs: list[np.ndarray] = []
-
-    @property
-    def dim(self) -> int | None:
-        return self.inner.dim
-
-    def _protect(self, x: np.ndarray) -> np.ndarray:
-        out = self.inner.protect(x)
-        self.inputs.append(x.copy())
-        self.outputs.append(out.copy())
-        return out
-
-    def all_outputs(self) -> np.ndarray:
-        return np.concatenate(self.outputs) if self.outputs else np.empty((0, 0), np.float32)
 
 
 def known_vector(text: str, dim: int = 8) -> list[float]:
