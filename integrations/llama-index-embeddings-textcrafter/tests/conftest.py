@@ -7,7 +7,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from _llama_textcrafter_fakes import EmbeddingEventRecorder, FakeBase, RecordingMechanism, SpanResultRecorder
+from _llama_textcrafter_fakes import EmbeddingEventRecorder, FakeBase, SpanResultRecorder
+from textcrafter_rag.testing import RecordingMechanism
 from llama_index.core.instrumentation import get_dispatcher
 
 from textcrafter_rag import GaussianNoise
