@@ -20,7 +20,6 @@ Each defense's result is cached, so the work can be split over processes::
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import time

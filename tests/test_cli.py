@@ -36,6 +36,13 @@ def test_protect_npy_and_jsonl(quick_policy, tmp_path, minilm, capsys) -> None:
     assert "Protected 2 vectors" in capsys.readouterr().out
 
 
+def test_protect_defaults_to_the_shipped_policy(tmp_path, minilm) -> None:
+    x = minilm.encode(["The bank raised rates."])
+    np.save(tmp_path / "in.npy", x)
+    assert main(["protect", "--input", str(tmp_path / "in.npy"), "--output", str(tmp_path / "out.npy"), "--secure"]) == 0
+    np.testing.assert_allclose(np.linalg.norm(np.load(tmp_path / "out.npy") - x, axis=1), 1.0, rtol=1e-5)
+
+
 def test_protect_reports_bad_input_clearly(quick_policy, tmp_path, capsys) -> None:
     np.save(tmp_path / "bad.npy", np.ones((3, 10), dtype=np.float32))
     code = main(["protect", "--policy", str(quick_policy), "--input", str(tmp_path / "bad.npy"),

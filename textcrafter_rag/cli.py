@@ -7,6 +7,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -72,7 +73,12 @@ def _cmd_protect(args: argparse.Namespace) -> int:
         vectors = None
     else:
         raise SystemExit("error: --input must be a .npy file of vectors or a .jsonl file of texts")
-    protector = Protector(base=encoder, policy=args.policy, secure_mode=args.secure, chunk_size=args.chunk_size)
+    policy: Any = args.policy
+    if policy is None and encoder is None:  # bare vectors: assume they come from the bundled MiniLM
+        from .mechanisms.textcrafter import TextCrafter
+
+        policy = TextCrafter.load_shipped(secure_mode=args.secure)
+    protector = Protector(base=encoder, policy=policy, secure_mode=args.secure, chunk_size=args.chunk_size)
     if vectors is None:
         texts = _read_texts(inp)
         chunks = [texts[i : i + args.chunk_size] for i in range(0, len(texts), args.chunk_size)]
@@ -116,7 +122,8 @@ def build_parser() -> argparse.ArgumentParser:
     fit.set_defaults(func=_cmd_fit)
 
     prot = sub.add_parser("protect", help="protect vectors (.npy) or texts (.jsonl) with a saved policy")
-    prot.add_argument("--policy", default=None, help="policy directory (default: the shipped MiniLM policy)")
+    prot.add_argument("--policy", default=None,
+                      help="policy directory (default: the shipped eps=1.0 policy for the bundled MiniLM)")
     prot.add_argument("--input", required=True, help=".npy of vectors (n, D) or .jsonl with a 'text' field")
     prot.add_argument("--output", required=True, help=".npy file to write")
     prot.add_argument("--encoder", default=None, help="for .jsonl input: 'bundled' (default) or a sentence-transformers model")
