@@ -72,7 +72,8 @@ def _retrieval_ndcg(label: str) -> float | None:
 
 
 def _attack(label: str, defense: Any, mode: str, *, encoder: Any, train: list[str], test: list[str],
-            size: str, n_pairs: int, cache: Path, seed: int, progress: bool) -> dict[str, Any]:
+            size: str, n_pairs: int, cache: Path, seed: int, progress: bool,
+            cached_only: bool = False) -> dict[str, Any] | None:
     from textcrafter_rag.attacks import evaluate_attacks
     from textcrafter_rag.attacks.adaptive import DEFAULT_ADAPT_CONFIG
     from textcrafter_rag.attacks.inverter import TrainConfig
@@ -81,6 +82,8 @@ def _attack(label: str, defense: Any, mode: str, *, encoder: Any, train: list[st
     part = cache / "privacy" / f"{key}.json"
     if part.is_file():
         return json.loads(part.read_text())
+    if cached_only:
+        return None
     kwargs: dict[str, Any] = {}
     if size == "smoke":
         kwargs.update(train_config=TrainConfig(max_steps=2, time_budget_min=None, epochs=1.0, bf16=False),
@@ -129,6 +132,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = common.base_parser(__doc__.splitlines()[0])
     ap.add_argument("--only", default=None, help="run one defense label (e.g. textcrafter:eps=1) and cache it")
     ap.add_argument("--n-pairs", type=int, default=None, help="adaptive budget (default 30,000; smaller sizes less)")
+    ap.add_argument("--collect", action="store_true",
+                    help="only collect the cached per-defense results (missing ones are listed, not run)")
     args = ap.parse_args(argv)
     size = common.resolve_size(args)
     data_dir = common.resolve_data_or_none(args.data_dir)
@@ -152,12 +157,16 @@ def main(argv: list[str] | None = None) -> int:
     labels = [args.only] if args.only else list(defenses)
     if args.only and args.only not in defenses:
         ap.error(f"--only must be one of {list(defenses)}")
-    rows = []
+    rows, missing = [], []
     for label in labels:
         modes = ("non-adaptive",) if label == "none" else ("non-adaptive", "adaptive")
         for mode in modes:
             row = _attack(label, defenses[label], mode, encoder=encoder, train=train, test=test, size=size,
-                          n_pairs=n_pairs, cache=cache, seed=args.seed, progress=not args.no_progress)
+                          n_pairs=n_pairs, cache=cache, seed=args.seed, progress=not args.no_progress,
+                          cached_only=args.collect)
+            if row is None:
+                missing.append(f"{label} ({mode})")
+                continue
             row["perturbation_norm"] = defenses[label].expected_norm(encoder.dimension)
             row["ndcg@10"] = _retrieval_ndcg(label) if size == "full" else None
             rows.append(row)
@@ -169,8 +178,9 @@ def main(argv: list[str] | None = None) -> int:
                             n_test=len(test), n_train=len(train), n_pairs=n_pairs,
                             attack_config={"inverter": "textcrafter_rag.attacks defaults", "beam": 4, "rerank": True,
                                            "adaptive": f"fine-tune, {n_pairs} pairs, 1 pass, no time cap"},
-                            dataset_sizes={"train": len(train), "test": len(test)})
-    common.write_results(NAME, size=size, meta=meta, rows=rows, markdown=_markdown(rows, meta),
+                            dataset_sizes={"train": len(train), "test": len(test)}, not_measured=missing)
+    md = _markdown(rows, meta) + (f"\n\nNot measured in this run: {', '.join(missing)}." if missing else "")
+    common.write_results(NAME, size=size, meta=meta, rows=rows, markdown=md,
                          out_dir=args.out_dir, tag=args.tag)
     return 0
 
