@@ -104,6 +104,36 @@ def _attack(label: str, defense: Any, mode: str, *, encoder: Any, train: list[st
     return row
 
 
+def _plot(rows: list[dict[str, Any]], path: Path) -> bool:
+    """Retrieval NDCG@10 against adaptive and non-adaptive content-F1, one marker per defense."""
+    pts = [r for r in rows if r.get("ndcg@10") is not None and r.get("content_f1") is not None]
+    if not pts:
+        return False
+    plt = common.setup_matplotlib()
+    fig, ax = plt.subplots(figsize=(7, 5))
+    style = {"none": ("k", "*"), "textcrafter": ("tab:red", "D"), "gaussian": ("tab:blue", "o")}
+    for r in pts:
+        color, marker = style.get(r["defense"], ("gray", "s"))
+        adaptive = str(r.get("attacker", "")).startswith("adaptive")
+        ax.scatter(r["content_f1"], r["ndcg@10"], c=color if adaptive or r["defense"] == "none" else "white",
+                   edgecolors=color, marker=marker, s=70, zorder=3)
+        if adaptive or r["defense"] == "none":  # one label per defense, at its adaptive point
+            ax.annotate(r["defense_label"], (r["content_f1"], r["ndcg@10"]),
+                        textcoords="offset points", xytext=(6, -12), fontsize=8)
+    floor = next((r.get("floor_content_f1") for r in rows if r.get("floor_content_f1") is not None), None)
+    if floor is not None:
+        ax.axvline(floor, color="gray", ls=":", label=f"floor content-F1 {floor:.2f}")
+        ax.legend(loc="lower right", fontsize=8)
+    ax.set_xlabel("inversion content-F1 (lower = more private; hollow = non-adaptive, filled = adaptive)")
+    ax.set_ylabel("SciFact NDCG@10, protected documents")
+    ax.set_title("Privacy (WikiText-2 inversion) vs retrieval at the same setting")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
 def _markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     cols = ["defense_label", "attacker", "content_f1", "bleu", "token_f1", "rouge_l", "cosine", "keyword_f1",
             "pii_auc", "ndcg@10", "n_pairs", "pairs_seen", "minutes"]
@@ -180,6 +210,10 @@ def main(argv: list[str] | None = None) -> int:
                                            "adaptive": f"fine-tune, {n_pairs} pairs, 1 pass, no time cap"},
                             dataset_sizes={"train": len(train), "test": len(test)}, not_measured=missing)
     md = _markdown(rows, meta) + (f"\n\nNot measured in this run: {', '.join(missing)}." if missing else "")
+    png = Path(args.out_dir) / f"{common.result_name(NAME, size, args.tag)}.png"
+    Path(args.out_dir).mkdir(parents=True, exist_ok=True)
+    if _plot(rows, png):
+        md += f"\n\n![privacy vs retrieval]({png.name})\n"
     common.write_results(NAME, size=size, meta=meta, rows=rows, markdown=md,
                          out_dir=args.out_dir, tag=args.tag)
     return 0

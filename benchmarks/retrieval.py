@@ -398,9 +398,12 @@ def render_markdown(rows: list[dict[str, Any]], privacy_rows: list[dict[str, Any
                   "is comparable to ||x|| = 1."), ""]
     if privacy_rows:
         pcols = ["defense_label", "mode", "attacker", "bleu", "token_f1", "content_f1", "cosine"]
+        first = privacy_rows[0]
+        floor = {"defense_label": "floor (ignores the vector)", "mode": "–", "attacker": "best trivial",
+                 **{k: first.get(f"floor_{k}") for k in ("bleu", "token_f1", "content_f1", "cosine")}}
         parts += ["## Inversion of protected document sentences", "",
                   f"Attack config: {meta['attack_config']}", "",
-                  common.md_table(privacy_rows, pcols), ""]
+                  common.md_table([*privacy_rows, floor], pcols), ""]
     else:
         parts += ["## Privacy", "", ("Inversion metrics were not measured in this run "
                   "(`--no-privacy`, or `textcrafter_rag.attacks.evaluate_attacks` unavailable); "
