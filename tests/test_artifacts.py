@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import make_textcrafter
+from _textcrafter_helpers import make_textcrafter
 from textcrafter_rag.artifacts import ArtifactError
 from textcrafter_rag.mechanisms.textcrafter import TextCrafter
 

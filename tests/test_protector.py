@@ -6,7 +6,7 @@ import threading
 import numpy as np
 import pytest
 
-from conftest import make_textcrafter
+from _textcrafter_helpers import make_textcrafter
 from textcrafter_rag import GaussianNoise, MissingPolicyError, Protector
 from textcrafter_rag.encoders import Encoder, FingerprintMismatch, as_encoder
 

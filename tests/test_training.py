@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import make_textcrafter
+from _textcrafter_helpers import make_textcrafter
 from textcrafter_rag.encoders import Encoder, FingerprintMismatch
 from textcrafter_rag.mechanisms.textcrafter import TextCrafter
 from textcrafter_rag.reward import RewardWeights, reward

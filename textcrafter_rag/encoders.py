@@ -127,7 +127,8 @@ def as_encoder(base: Any, *, normalize: bool = True, batch_size: int = 64, model
         base: An :class:`Encoder`; a sentence-transformers ``SentenceTransformer``; a LangChain
             ``Embeddings`` (``embed_documents``/``aembed_documents``); a LlamaIndex ``BaseEmbedding``
             (its private ``_get_text_embeddings``/``_aget_text_embeddings`` are called so raw vectors
-            never pass through LlamaIndex's instrumentation or caches); or a callable
+            never reach LlamaIndex's events, callbacks or caches; with ``llama-index-embeddings-textcrafter``
+            installed its span decorators are stripped too, so span handlers never see them); or a callable
             ``list[str] -> array``.
         normalize: For sentence-transformers models, L2-normalise outputs.
         batch_size: For sentence-transformers models, the encoding batch size.
@@ -141,11 +142,16 @@ def as_encoder(base: Any, *, normalize: bool = True, batch_size: int = 64, model
     elif hasattr(base, "encode") and (hasattr(base, "get_embedding_dimension") or hasattr(base, "get_sentence_embedding_dimension")):
         enc = _sentence_transformer_encoder(base, normalize=normalize, batch_size=batch_size)
     elif hasattr(base, "_get_text_embeddings") and hasattr(base, "get_text_embedding_batch"):
-        enc = Encoder(
-            base._get_text_embeddings,
-            async_fn=getattr(base, "_aget_text_embeddings", None),
-            model_id=f"llama_index:{getattr(base, 'model_name', type(base).__name__)}",
-        )
+        try:  # the integration package strips LlamaIndex's span decorators (spans would see raw vectors)
+            from llama_index.embeddings.textcrafter.base import span_free_encoders
+        except ImportError:
+            enc = Encoder(
+                base._get_text_embeddings,
+                async_fn=getattr(base, "_aget_text_embeddings", None),
+                model_id=f"llama_index:{getattr(base, 'model_name', type(base).__name__)}",
+            )
+        else:
+            enc = span_free_encoders(base)[0]
     elif hasattr(base, "embed_documents") and hasattr(base, "embed_query"):
         name = getattr(base, "model", None) or getattr(base, "model_name", None) or type(base).__name__
         enc = Encoder(base.embed_documents, async_fn=getattr(base, "aembed_documents", None),

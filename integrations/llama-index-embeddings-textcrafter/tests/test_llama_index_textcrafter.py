@@ -207,3 +207,20 @@ def test_default_policy_for_bundled_minilm(minilm) -> None:
     texts = ["Alice Smith's account 12345 is overdrawn.", "The match ended in a draw."]
     out = _f32(emb.get_text_embedding_batch(texts))
     assert not np.allclose(out, minilm.encode(texts), atol=1e-3)
+
+
+def test_core_protector_on_a_llama_index_base_keeps_raw_vectors_out_of_spans(instrumentation) -> None:
+    """The core's ``as_encoder`` uses this package's span-free path for a LlamaIndex base."""
+    from textcrafter_rag import GaussianNoise, Protector
+
+    events, spans = instrumentation
+    fake_base = MinimalBase(model_name="minimal")  # every method span-decorated by LlamaIndex
+    protector = Protector(base=fake_base, policy=GaussianNoise(s=0.05, seed=0))
+    out = protector.embed_documents(DOCS)
+    raw = np.asarray([fake_base.doc(t) for t in DOCS], dtype=np.float32)
+    assert not np.any(np.all(np.isclose(out, raw), axis=1))
+    seen = [np.asarray(r, dtype=np.float32).ravel() for r in spans.results if isinstance(r, list) and r]
+    seen += [np.asarray(v, dtype=np.float32) for v in events.vectors]
+    for v in seen:
+        for row in raw:
+            assert v.shape != row.shape or not np.allclose(v, row, atol=1e-6)
