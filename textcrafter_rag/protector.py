@@ -135,13 +135,13 @@ class Protector:
         The whole batch is validated before any row is protected, and a failure in any chunk
         raises without returning anything: no partial batch is ever released.
         """
-        x = check_vectors(vectors, dim=self.dimension)
+        x = check_vectors(vectors, dim=self.dimension)  # validated once, here, for every chunk
         if x.shape[0] <= self.chunk_size:
-            return self.mechanism.protect(x)
+            return self.mechanism._release(x)
         out = np.empty_like(x)
         for start in range(0, x.shape[0], self.chunk_size):
             stop = start + self.chunk_size
-            out[start:stop] = self.mechanism.protect(x[start:stop])
+            out[start:stop] = self.mechanism._release(np.ascontiguousarray(x[start:stop]))
         return out
 
     def _require_encoder(self, *, query: bool = False) -> Encoder:

@@ -55,7 +55,10 @@ class Mechanism(ABC):
             TypeError: Non-float input.
             ValueError: Wrong shape or dimension, empty batch, NaN/Inf or all-zero rows.
         """
-        x32 = check_vectors(x, dim=self.dim)
+        return self._release(check_vectors(x, dim=self.dim))
+
+    def _release(self, x32: np.ndarray) -> np.ndarray:
+        """Protect an already validated float32 batch and check the output (no second validation copy)."""
         out = np.asarray(self._protect(x32), dtype=np.float32)
         if out.shape != x32.shape or not np.isfinite(out).all():
             raise RuntimeError(f"{type(self).__name__} produced an invalid output; nothing was released")
