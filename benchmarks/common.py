@@ -23,7 +23,7 @@ import sys
 import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Self
 
@@ -347,6 +347,13 @@ def privacy_evaluator() -> Callable[..., dict[str, Any]] | None:
     return evaluate_attacks
 
 
+def fixed_adapt_config() -> Any:
+    """The fixed adaptive budget of the privacy tables: each of the ``n_pairs`` pairs is seen once, no time cap."""
+    from textcrafter_rag.attacks.adaptive import DEFAULT_ADAPT_CONFIG
+
+    return replace(DEFAULT_ADAPT_CONFIG, time_budget_min=None, epochs=1.0)
+
+
 def privacy_subset(grid: list[DefenseSpec], which: str) -> list[DefenseSpec]:
     """``all`` defenses, or ``core``: none, TextCrafter and the equal-norm Gaussians (the comparison that matters)."""
     if which == "all":
@@ -355,7 +362,38 @@ def privacy_subset(grid: list[DefenseSpec], which: str) -> list[DefenseSpec]:
 
 
 PRIVACY_KEYS = ("bleu", "token_f1", "exact_match", "rouge_l", "content_f1", "cosine", "keyword_f1", "pii_auc",
-                "attacker", "n_pairs", "n_train", "n_test", "train_minutes", "attack_minutes")
+                "attacker", "n_pairs", "pairs_seen", "adapt_minutes", "n_train", "n_test", "train_minutes",
+                "attack_minutes")
+
+
+FLOOR_KEYS = ("bleu", "token_f1", "exact_match", "rouge_l", "content_f1", "cosine")
+
+
+def floor_row(privacy_rows: Sequence[dict[str, Any]], **fields: Any) -> dict[str, Any] | None:
+    """The ``floor`` reference row (best trivial attacker, ignores the vector) measured with ``privacy_rows``.
+
+    Every privacy result carries the floor of its own run (``floor_*`` keys, same test texts); the first
+    one is used. ``fields`` are extra columns (e.g. ``dataset``). ``None`` when no row has a floor.
+    """
+    first = next((r for r in privacy_rows if r.get("floor_content_f1") is not None), None)
+    if first is None:
+        return None
+    return {**fields, "defense_label": "floor (ignores the vector)", "mode": "–", "attacker": "best trivial",
+            **{k: first.get(f"floor_{k}") for k in FLOOR_KEYS}, "pii_auc": 0.5}
+
+
+def load_results(path: str | os.PathLike[str]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """``(meta, rows)`` of a results JSON written by :func:`write_results` (for re-rendering reports)."""
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    if not isinstance(data, dict) or "meta" not in data or "rows" not in data:
+        raise ValueError(f"{path} is not a benchmark results file (expected 'meta' and 'rows')")
+    return data["meta"], data["rows"]
+
+
+def add_rerender_option(ap: argparse.ArgumentParser) -> None:
+    """``--from-json``: rebuild the Markdown and plots of an earlier run from its JSON, measuring nothing."""
+    ap.add_argument("--from-json", default=None, metavar="RESULTS_JSON",
+                    help="re-render the .md/.png of an earlier run from its results JSON (no measurement)")
 
 
 def privacy_fields(result: dict[str, Any]) -> dict[str, Any]:
@@ -456,8 +494,13 @@ def write_results(name: str, *, size: str, meta: dict[str, Any], rows: list[dict
     base = result_name(name, size, tag)
     jp, mp = out / f"{base}.json", out / f"{base}.md"
     jp.write_text(json.dumps(_clean({"meta": meta, "rows": rows}), indent=1) + "\n", encoding="utf-8")
-    mp.write_text(markdown.rstrip() + "\n", encoding="utf-8")
+    write_markdown(mp, markdown)
     return jp, mp
+
+
+def write_markdown(path: Path, markdown: str) -> None:
+    """Write a report's Markdown (one trailing newline)."""
+    path.write_text(markdown.rstrip() + "\n", encoding="utf-8")
 
 
 def fmt(v: Any, digits: int = 2) -> str:

@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -75,7 +74,6 @@ def _attack(label: str, defense: Any, mode: str, *, encoder: Any, train: list[st
             size: str, n_pairs: int, cache: Path, seed: int, progress: bool,
             cached_only: bool = False) -> dict[str, Any] | None:
     from textcrafter_rag.attacks import evaluate_attacks
-    from textcrafter_rag.attacks.adaptive import DEFAULT_ADAPT_CONFIG
     from textcrafter_rag.attacks.inverter import TrainConfig
 
     key = common._hash(NAME, label, mode, size, n_pairs, len(train), len(test), seed)
@@ -91,7 +89,7 @@ def _attack(label: str, defense: Any, mode: str, *, encoder: Any, train: list[st
                       keyword=False, pii=False, beam=1, cache_dir=cache / "attacks")
     else:
         # The fixed budget: every one of the n_pairs pairs is seen once, however long it takes.
-        kwargs.update(adapt_config=replace(DEFAULT_ADAPT_CONFIG, time_budget_min=None, epochs=1.0))
+        kwargs.update(adapt_config=common.fixed_adapt_config())
     t0 = time.perf_counter()
     result = evaluate_attacks(defense, encoder=encoder, train_texts=train, test_texts=test, mode=mode,
                               n_pairs=n_pairs, quick=size == "quick", seed=seed, progress=progress, **kwargs)

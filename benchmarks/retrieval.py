@@ -139,18 +139,23 @@ def run_privacy(evaluate: Any, spec: common.DefenseSpec, *, encoder: Any, train_
     return rows
 
 
-def make_plot(rows: list[dict[str, Any]], path: Path, *, privacy: bool) -> None:
-    """NDCG@10 (flat index, protected docs) vs inversion BLEU, or vs perturbation norm."""
+def make_plot(rows: list[dict[str, Any]], path: Path, *, privacy_rows: list[dict[str, Any]]) -> None:
+    """NDCG@10 (flat index, protected docs) vs perturbation norm, and vs inversion BLEU / content-F1 with the floor."""
     plt = common.setup_matplotlib()
     ret = [r for r in rows if r.get("index") == "flat" and r["scenario"] in ("clean", "protected_docs")]
     clean = next((r["ndcg@10"] for r in ret if r["scenario"] == "clean"), None)
-    panels = [("perturbation_norm", "measured perturbation norm ||x' - x|| (log)")]
-    if privacy and any(r.get("bleu_non_adaptive") is not None for r in ret):
-        panels.append(("bleu_non_adaptive", "inversion BLEU, non-adaptive attacker (lower = more private)"))
+    panels: list[tuple[str, str, str | None]] = [("perturbation_norm", "measured perturbation norm ||x' - x|| (log)",
+                                                  None)]
+    for metric, name in (("bleu", "BLEU"), ("content_f1", "content-F1")):
+        for mode in ("non_adaptive", "adaptive"):
+            if any(r.get(f"{metric}_{mode}") is not None for r in ret):
+                panels.append((f"{metric}_{mode}", f"inversion {name}, {mode.replace('_', '-')} attacker "
+                               "(lower = more private)", metric))
+    floor = common.floor_row(privacy_rows) or {}
     fig, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels), 4.6), squeeze=False)
     styles = {"gaussian": "o-", "ldp": "s-", "purkayastha": "^-", "textcrafter": "D-", "shuffle": "x", "none": "*"}
     colors = {"gaussian": "C0", "ldp": "C1", "purkayastha": "C2", "textcrafter": "C3", "shuffle": "C4", "none": "k"}
-    for ax, (xkey, xlabel) in zip(axes[0], panels):
+    for ax, (xkey, xlabel, metric) in zip(axes[0], panels):
         for fam, st in styles.items():
             pts = sorted((r[xkey], r["ndcg@10"]) for r in ret if r["defense"] == fam and r.get("comparison") == "grid"
                          and r.get(xkey) is not None and r["scenario"] != "clean")
@@ -168,6 +173,9 @@ def make_plot(rows: list[dict[str, Any]], path: Path, *, privacy: bool) -> None:
             ax.plot(*zip(*eq), "o--", color="grey", label="gaussian @ TextCrafter norm")
         if xkey == "perturbation_norm":
             ax.set_xscale("log")
+        elif floor.get(metric) is not None:
+            fval = floor[metric]
+            ax.axvline(fval, color="gray", ls=":", label=f"floor (ignores the vector) {fval:.2f}")
         if clean is not None:
             ax.axhline(clean, color="k", lw=0.6, ls=":")
         ax.set_xlabel(xlabel)
@@ -233,7 +241,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--defenses", nargs="*", default=None, help="keep only these families")
     ap.add_argument("--textcrafter-eps", nargs="+", type=float, default=None,
                     help="override the TextCrafter eps grid (and the matched Gaussians)")
+    common.add_rerender_option(ap)
     args = ap.parse_args(argv)
+    if args.from_json:
+        meta, all_rows = common.load_results(args.from_json)
+        rows = [r for r in all_rows if r.get("kind") != "privacy"]
+        privacy_rows = [r for r in all_rows if r.get("kind") == "privacy"]
+        out, base = Path(args.out_dir), Path(args.from_json).stem
+        make_plot(rows, out / f"{base}.png", privacy_rows=privacy_rows)
+        verdict, pq_table = protect_queries_verdict(rows)
+        common.write_markdown(out / f"{base}.md",
+                              render_markdown(rows, privacy_rows, pq_table, verdict, meta, f"{base}.png"))
+        print(f"[retrieval] re-rendered {base}.md and {base}.png from {args.from_json}")
+        return 0
     size = common.resolve_size(args)
     if args.privacy is None:
         args.privacy = size == "full"
@@ -352,7 +372,7 @@ def main(argv: list[str] | None = None) -> int:
     base = common.result_name(NAME, size, args.tag)
     plot = out / f"{base}.png"
     out.mkdir(parents=True, exist_ok=True)
-    make_plot(rows, plot, privacy=bool(privacy_rows))
+    make_plot(rows, plot, privacy_rows=privacy_rows)
     md = render_markdown(rows, privacy_rows, pq_table, verdict, meta, plot.name)
     jp, mp = common.write_results(NAME, size=size, meta=meta, rows=all_rows, markdown=md, out_dir=out, tag=args.tag)
     print(f"[retrieval] wrote {jp}, {mp}, {plot} in {seconds:.0f}s")
@@ -398,12 +418,10 @@ def render_markdown(rows: list[dict[str, Any]], privacy_rows: list[dict[str, Any
                   "is comparable to ||x|| = 1."), ""]
     if privacy_rows:
         pcols = ["defense_label", "mode", "attacker", "bleu", "token_f1", "content_f1", "cosine"]
-        first = privacy_rows[0]
-        floor = {"defense_label": "floor (ignores the vector)", "mode": "–", "attacker": "best trivial",
-                 **{k: first.get(f"floor_{k}") for k in ("bleu", "token_f1", "content_f1", "cosine")}}
+        floor = common.floor_row(privacy_rows)
         parts += ["## Inversion of protected document sentences", "",
                   f"Attack config: {meta['attack_config']}", "",
-                  common.md_table([*privacy_rows, floor], pcols), ""]
+                  common.md_table([*privacy_rows, *([floor] if floor else [])], pcols), ""]
     else:
         parts += ["## Privacy", "", ("Inversion metrics were not measured in this run "
                   "(`--no-privacy`, or `textcrafter_rag.attacks.evaluate_attacks` unavailable); "

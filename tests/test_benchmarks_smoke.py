@@ -118,3 +118,34 @@ def test_privacy_smoke(data_dir: Path, bench_cache: Path, tmp_path: Path) -> Non
     adaptive = [r for r in rows if r["attacker"].startswith("adaptive")]
     assert all(r["n_pairs"] == r["pairs_seen"] > 0 for r in adaptive)
     assert all("floor_content_f1" in r for r in rows)
+
+
+def _fake_privacy_row(label: str, defense: str, content_f1: float, **extra) -> dict:
+    return {"dataset": "sst2", "defense": defense, "defense_label": label, "comparison": "grid", "kind": "privacy",
+            "perturbation_norm": 1.0, "mode": "non-adaptive", "attacker": "inverter-beam4-rerank", "bleu": 1.0,
+            "token_f1": 20.0, "content_f1": content_f1, "rouge_l": 15.0, "exact_match": 0.0, "cosine": 0.3,
+            "floor_bleu": 0.2, "floor_token_f1": 16.7, "floor_content_f1": 0.47, "floor_rouge_l": 15.8,
+            "floor_exact_match": 0.0, "floor_cosine": 0.01, **extra}
+
+
+def test_utility_rerender_adds_floor_row_and_frontier(tmp_path: Path) -> None:
+    """``--from-json`` rebuilds the report from measured rows; the privacy table ends with the floor row."""
+    mod = _bench("utility")
+    util = [{"dataset": "sst2", "defense": d, "defense_label": d, "comparison": "grid", "perturbation_norm": n,
+             "scenario": sc, "accuracy": acc, "macro_f1": acc - 1, **({"param_eps": 1.0} if d == "textcrafter" else {})}
+            for d, n, acc in (("none", 0.0, 80.0), ("textcrafter", 1.0, 70.0)) for sc in ("development", "deployment")]
+    priv = [_fake_privacy_row("none", "none", 13.5), _fake_privacy_row("textcrafter", "textcrafter", 5.5)]
+    meta = {"size": "full", "encoder": "e", "dimension": 384, "normalisation": "unit", "classifier": "lr",
+            "seeds": {"seed": 0}, "runtime_seconds": 1.0, "machine": {"cpu_count": 2, "torch": "x"}, "command": "c",
+            "paper_reference": "p", "dataset_sizes": {"sst2": {"train": 1, "test": 1, "classes": 2}},
+            "attack_config": {"n_test_texts": 200}}
+    src = tmp_path / "utility_fake.json"
+    src.write_text(json.dumps({"meta": meta, "rows": util + priv}))
+    assert mod.main(["--from-json", str(src), "--out-dir", str(tmp_path)]) == 0
+    md = (tmp_path / "utility_fake.md").read_text()
+    table = md[md.index("### sst2"):].splitlines()
+    floor_line = next(line for line in table if line.startswith("| floor (ignores the vector)"))
+    assert "0.47" in floor_line and "16.70" in floor_line
+    tc_line = next(line for line in table if line.startswith("| textcrafter"))
+    assert "70.00" in tc_line and "5.50" in tc_line  # accuracy joined to its privacy row
+    assert (tmp_path / "utility_fake_sst2.png").is_file()

@@ -22,6 +22,7 @@ __all__ = [
     "as_encoder",
     "bundled_minilm",
     "bundled_minilm_model",
+    "encoder_from_name",
     "BUNDLED_MODEL_ID",
     "PROBE_SENTENCES",
     "encoder_fingerprint",
@@ -189,6 +190,15 @@ def bundled_minilm(*, device: str | None = None) -> Encoder:
         model._textcrafter_model_id = BUNDLED_MODEL_ID  # so as_encoder(model) finds the shipped policy
         _BUNDLED = _sentence_transformer_encoder(model, normalize=True, batch_size=64)
     return _BUNDLED
+
+
+def encoder_from_name(name: str) -> Encoder:
+    """``"bundled"`` (the offline MiniLM) or a sentence-transformers model name or path, as an :class:`Encoder`."""
+    if name == "bundled":
+        return bundled_minilm()
+    from sentence_transformers import SentenceTransformer
+
+    return as_encoder(SentenceTransformer(name), model_id=name)
 
 
 def bundled_minilm_model() -> Any:

@@ -16,7 +16,7 @@ from .encoders import BUNDLED_MODEL_ID, Encoder, as_encoder
 from .mechanisms.base import Mechanism
 from .validation import check_text, check_texts, check_vectors
 
-__all__ = ["Protector", "resolve_policy", "shipped_policy_path", "MissingPolicyError", "DEFAULT_SHIPPED_EPS"]
+__all__ = ["Protector", "protector_for", "resolve_policy", "shipped_policy_path", "MissingPolicyError", "DEFAULT_SHIPPED_EPS"]
 
 #: Policies shipped in ``textcrafter_rag/policies``: model id -> {eps: folder}.
 _SHIPPED: dict[str, dict[float, str]] = {
@@ -182,3 +182,32 @@ class Protector:
 
     def __repr__(self) -> str:
         return f"Protector(encoder={self.encoder!r}, mechanism={self.mechanism!r}, protect_queries={self.protect_queries})"
+
+
+def protector_for(
+    *,
+    policy: str | Path | None = None,
+    encoder: str | None = None,
+    secure_mode: bool = False,
+    chunk_size: int = 4096,
+) -> Protector:
+    """A :class:`Protector` from names, as the CLI and Ray actors get them.
+
+    Args:
+        policy: A saved policy directory, or ``None`` for the policy shipped for the encoder.
+        encoder: ``"bundled"``, a sentence-transformers model name or path, or ``None`` for
+            vectors only. With neither a policy nor an encoder, the vectors are taken to come from
+            the bundled all-MiniLM-L6-v2 and its shipped policy is used (a 768-d input then fails
+            the dimension check with a clear error).
+        secure_mode: Draw noise from the OS CSPRNG.
+        chunk_size: Rows protected per step.
+    """
+    from .encoders import encoder_from_name
+
+    base = encoder_from_name(encoder) if encoder is not None else None
+    resolved: Any = policy
+    if policy is None and base is None:
+        from .mechanisms.textcrafter import TextCrafter
+
+        resolved = TextCrafter.load_shipped(secure_mode=secure_mode)
+    return Protector(base=base, policy=resolved, secure_mode=secure_mode, chunk_size=chunk_size)

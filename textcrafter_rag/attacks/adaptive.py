@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from .cache import cached_embeddings
+from .cache import adapted_key, cache_root, cached_embeddings
 from .inverter import Inverter, TrainConfig
 
 __all__ = ["protected_pairs", "adapt_inverter", "DEFAULT_ADAPT_CONFIG"]
@@ -50,20 +50,30 @@ def adapt_inverter(
 ) -> tuple[Inverter, dict[str, Any]]:
     """Fine-tune a copy of ``inverter`` on ``n_pairs`` protected pairs of the attacker's texts.
 
+    The result is cached under ``cache_dir`` keyed by the clean inverter, the defense (spec and policy
+    weights), the texts, ``n_pairs``, ``seed`` and ``train_config`` (:func:`~.cache.adapted_key`), so one
+    attacker adapted to a deployed defense is reused on every victim set, as a real attacker would.
+
     Returns:
         ``(adapted_inverter, info)`` with ``n_pairs``, ``pairs_seen``, ``adapt_minutes`` (incl. querying the
         defense) and ``adapt_train_minutes``.
     """
+    tc = train_config or DEFAULT_ADAPT_CONFIG
+    d = cache_root(cache_dir) / f"adapted-{adapted_key(inverter, defense, texts, n_pairs=n_pairs, seed=seed, train_config=tc)}"
+    if (d / "model.safetensors").is_file() and (d / "config.json").is_file():
+        cached = Inverter.load(d, device=inverter.device)
+        return cached, {k: cached.meta["adaptive"][k] for k in ("n_pairs", "pairs_seen", "adapt_train_minutes",
+                                                                "adapt_minutes")}
     t0 = time.time()
     pair_texts, prot = protected_pairs(defense, encoder=encoder, texts=texts, n_pairs=n_pairs, seed=seed,
                                        cache_dir=cache_dir, progress=progress)
     adapted = Inverter(copy.deepcopy(inverter.model), inverter.tokenizer, inverter.vocab_ids,
                        meta=copy.deepcopy(inverter.meta), device=inverter.device)
-    tc = train_config or DEFAULT_ADAPT_CONFIG
     summary = adapted.fit(prot, pair_texts, train_config=tc, progress=progress, desc="adapt inverter")
     info = {
         "n_pairs": int(n_pairs), "pairs_seen": int(min(summary["steps"] * tc.batch_size, n_pairs * max(tc.epochs, 1))),
         "adapt_train_minutes": summary["train_minutes"], "adapt_minutes": (time.time() - t0) / 60,
     }
     adapted.meta["adaptive"] = {**info, "defense": getattr(defense, "spec", lambda: repr(defense))()}
+    adapted.save(d)
     return adapted, info

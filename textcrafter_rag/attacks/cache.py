@@ -17,7 +17,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["cache_root", "texts_hash", "cached_embeddings", "inverter_key", "load_or_train_inverter"]
+__all__ = ["cache_root", "texts_hash", "cached_embeddings", "inverter_key", "load_or_train_inverter", "defense_key",
+           "adapted_key"]
 
 
 def cache_root(cache_dir: str | os.PathLike[str] | None = None) -> Path:
@@ -99,3 +100,29 @@ def load_or_train_inverter(
     inv = Inverter.train(emb, texts, config=config, train_config=train_config, encoder=encoder, progress=progress)
     inv.save(d)
     return inv, d, False
+
+
+def defense_key(defense: Any) -> str:
+    """Identity of a defense for cache keys: its spec, plus the weights of a learned policy.
+
+    Only the mechanism's *distribution* is identified (its spec and parameters), never its noise
+    state: an adaptive attacker trained against a deployed defense can be reused on any victim
+    vectors released by that defense.
+    """
+    h = hashlib.sha256(str(getattr(defense, "spec", lambda: repr(defense))()).encode())
+    h.update(repr(sorted(getattr(defense, "params", dict)().items())).encode())
+    policy = getattr(defense, "policy", None)
+    if policy is not None and hasattr(policy, "state_dict"):
+        for name, tensor in sorted(policy.state_dict().items()):
+            h.update(name.encode())
+            h.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+def adapted_key(inverter: Any, defense: Any, texts: Sequence[str], *, n_pairs: int, seed: int,
+                train_config: Any) -> str:
+    """Cache key of an adaptive attacker: clean inverter, defense, attacker texts, budget, seed, fine-tuning config."""
+    blob = json.dumps({"inverter_meta": inverter.meta, "inverter_config": asdict(inverter.config),
+                       "defense": defense_key(defense), "texts": texts_hash(texts), "n_pairs": n_pairs,
+                       "seed": seed, "train": asdict(train_config)}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
