@@ -283,6 +283,34 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+PAPER_CLAIM = (
+    "The paper (arXiv:2509.17302v5, abstract): under strong privacy (BLEU < 3, ROUGE-L < 15 against Vec2Text on "
+    "GTR-base), TextCrafter keeps >= 70% classification accuracy on four datasets and outperforms Gaussian/LDP. Its "
+    "per-dataset Table I is not reproduced here (not available offline). Below: for each defense, how many of its "
+    "attacked settings meet that bar against *our* attacker, and the best development accuracy among them. Note that "
+    "the floor (an attacker ignoring the vector) already has ROUGE-L near 15, so the bar is close to chance level "
+    "for ROUGE-L; content-F1 in the table above is the more telling column."
+)
+
+
+def claim_rows(priv: list[dict[str, Any]], util: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per dataset, defense family and attacker: settings meeting BLEU<3 & ROUGE-L<15 and their best dev accuracy."""
+    acc = {(r["dataset"], r["defense_label"]): r["accuracy"] for r in util if r["scenario"] == "development"}
+    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for r in priv:
+        fam = "gaussian @ TextCrafter norm" if r.get("comparison") == "equal_norm" else r["defense"]
+        groups.setdefault((r["dataset"], fam, r["mode"]), []).append(r)
+    out = []
+    for (ds, fam, mode), rs in groups.items():
+        ok = [r for r in rs if r.get("bleu") is not None and r.get("rouge_l") is not None
+              and r["bleu"] < 3 and r["rouge_l"] < 15]
+        best = max(ok, key=lambda r: acc.get((ds, r["defense_label"]), -1.0), default=None)
+        out.append({"dataset": ds, "defense": fam, "mode": mode, "n_meeting": f"{len(ok)} of {len(rs)}",
+                    "best_dev_acc": acc.get((ds, best["defense_label"])) if best else None,
+                    "at_setting": best["defense_label"] if best else "–"})
+    return out
+
+
 def render_markdown(rows: list[dict[str, Any]], meta: dict[str, Any], plots: list[str]) -> str:
     """The human-readable report: one table per dataset, development and deployment side by side."""
     parts = [
@@ -334,6 +362,11 @@ def render_markdown(rows: list[dict[str, Any]], meta: dict[str, Any], plots: lis
                                       headers=["defense", "‖x'−x‖", "dev acc", "deploy acc", "attacker", "pairs",
                                                "BLEU", "token-F1", "content-F1", "ROUGE-L", "EM", "cosine",
                                                "keyword-F1", "PII AUC"]), ""]
+        parts += ["### The paper's headline claim, checked on these rows", "", PAPER_CLAIM, "",
+                  common.md_table(claim_rows(priv, util),
+                                  ["dataset", "defense", "mode", "n_meeting", "best_dev_acc", "at_setting"],
+                                  headers=["dataset", "defense", "attacker", "settings with BLEU<3 & ROUGE-L<15",
+                                           "best dev acc among them", "at"]), ""]
     else:
         parts += [("Privacy columns (inversion BLEU / token-F1) are not in this run: run with `--privacy` once "
                   "`textcrafter_rag.attacks.evaluate_attacks` is available."), ""]
