@@ -19,3 +19,31 @@ def make_textcrafter(dim: int = 32, *, eps: float = 2.5, seed: int | None = 0, i
     centroids = torch.nn.functional.normalize(torch.randn(6, dim, generator=g), dim=-1)
     prior = ClusterPrior(centroids=centroids, safe=torch.tensor([True, False, True, False, True, False]))
     return TextCrafter(policy=policy, eps=eps, pii=pii, prior=prior, seed=seed, **kwargs)
+
+
+#: The tiny inverter shared by the attack and audit tests (trained once per session: ``tiny_inverter``).
+TINY_INVERTER_SENTENCES = [
+    "the river flows into the sea.",
+    "she played the violin at the concert.",
+    "rain fell on the quiet village.",
+    "the committee approved the new budget.",
+]
+
+
+def tiny_inverter_config():
+    """A one-layer, 64-wide inverter that overfits :data:`TINY_INVERTER_SENTENCES` in seconds."""
+    from textcrafter_rag.attacks import InverterConfig
+
+    return InverterConfig(d_model=64, n_layers=1, n_heads=4, d_ff=128, n_prefix=2, max_len=12,
+                          init_from_encoder=False)
+
+
+def train_tiny_inverter(encoder):
+    """Overfit the tiny inverter on :data:`TINY_INVERTER_SENTENCES` (CPU, 1 thread, deterministic)."""
+    from textcrafter_rag.attacks import Inverter, TrainConfig
+
+    emb = encoder.encode(TINY_INVERTER_SENTENCES)
+    return Inverter.train(emb, TINY_INVERTER_SENTENCES, config=tiny_inverter_config(), encoder=encoder,
+                          device="cpu", progress=False,
+                          train_config=TrainConfig(batch_size=4, lr=3e-3, warmup_steps=5, epochs=200,
+                                                   time_budget_min=None, bf16=False, seed=0, threads=1))

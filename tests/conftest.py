@@ -26,3 +26,11 @@ def minilm():
     from textcrafter_rag.encoders import bundled_minilm
 
     return bundled_minilm()
+
+
+@pytest.fixture(scope="session")
+def tiny_inverter(minilm):
+    """The tiny inverter of ``_textcrafter_helpers`` (read-only: tests copy before fine-tuning)."""
+    from _textcrafter_helpers import train_tiny_inverter
+
+    return train_tiny_inverter(minilm)

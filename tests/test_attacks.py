@@ -5,12 +5,12 @@ import os
 
 import numpy as np
 import pytest
+from _textcrafter_helpers import TINY_INVERTER_SENTENCES
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from textcrafter_rag.attacks import (  # noqa: E402
     Inverter,
-    InverterConfig,
     KeywordAttack,
     PIIProbe,
     TrainConfig,
@@ -26,13 +26,7 @@ from textcrafter_rag.attacks.correction import Corrector  # noqa: E402
 from textcrafter_rag.encoders import bundled_minilm  # noqa: E402
 from textcrafter_rag.mechanisms import GaussianNoise, Mechanism  # noqa: E402
 
-SENTENCES = [
-    "the river flows into the sea.",
-    "she played the violin at the concert.",
-    "rain fell on the quiet village.",
-    "the committee approved the new budget.",
-]
-TINY = InverterConfig(d_model=64, n_layers=1, n_heads=4, d_ff=128, n_prefix=2, max_len=12, init_from_encoder=False)
+SENTENCES = TINY_INVERTER_SENTENCES
 
 
 @pytest.fixture(scope="module")
@@ -41,12 +35,8 @@ def encoder():
 
 
 @pytest.fixture(scope="module")
-def tiny(encoder):
-    emb = encoder.encode(SENTENCES)
-    inv = Inverter.train(emb, SENTENCES, config=TINY, encoder=encoder, device="cpu", progress=False,
-                         train_config=TrainConfig(batch_size=4, lr=3e-3, warmup_steps=5, epochs=200,
-                                                  time_budget_min=None, bf16=False, seed=0, threads=1))
-    return inv, emb
+def tiny(encoder, tiny_inverter):
+    return tiny_inverter, encoder.encode(SENTENCES)
 
 
 def test_tiny_inverter_overfits(tiny):

@@ -50,12 +50,45 @@ def test_protect_reports_bad_input_clearly(quick_policy, tmp_path, capsys) -> No
     assert code == 2 and "dimension 10, expected 384" in capsys.readouterr().err
     assert not (tmp_path / "o.npy").exists()
     (tmp_path / "bad.jsonl").write_text('{"txt": 1}\n')
-    with pytest.raises(SystemExit, match="no string 'text'"):
-        main(["protect", "--policy", str(quick_policy), "--input", str(tmp_path / "bad.jsonl"),
-              "--output", str(tmp_path / "o.npy")])
-    with pytest.raises(SystemExit, match="does not exist"):
-        main(["protect", "--policy", str(quick_policy), "--input", str(tmp_path / "none.npy"),
-              "--output", str(tmp_path / "o.npy")])
+    code = main(["protect", "--policy", str(quick_policy), "--input", str(tmp_path / "bad.jsonl"),
+                 "--output", str(tmp_path / "o.npy")])
+    assert code == 2 and "bad.jsonl:1 has no 'embedding' field" in capsys.readouterr().err
+    code = main(["protect", "--policy", str(quick_policy), "--input", str(tmp_path / "none.npy"),
+                 "--output", str(tmp_path / "o.npy")])
+    assert code == 2 and "does not exist" in capsys.readouterr().err
+    code = main(["protect", "--input", str(tmp_path / "bad.npy"), "--output", str(tmp_path / "o.csv")])
+    assert code == 2 and "unsupported output file type '.csv'" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.jsonl", "bad.npy"]
+
+
+def test_protect_streams_parquet_with_column_flags(tmp_path, capsys) -> None:
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    from textcrafter_rag.batches import matrix_to_arrow
+
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((11, 384)).astype(np.float32)
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    pq.write_table(pa.table({"id": list(range(11)), "vec": matrix_to_arrow(x)}), tmp_path / "in.parquet")
+    assert main(["protect", "--input", str(tmp_path / "in.parquet"), "--output", str(tmp_path / "out.parquet"),
+                 "--column", "vec", "--output-column", "protected", "--chunk-size", "4", "--no-progress"]) == 0
+    out = capsys.readouterr()
+    assert "Protected 11 vectors (384-d)" in out.out and out.err == ""
+    t = pq.read_table(tmp_path / "out.parquet")
+    assert t.column_names == ["id", "protected"] and t["id"].to_pylist() == list(range(11))
+    y = np.asarray(t["protected"].to_pylist(), dtype=np.float32)
+    np.testing.assert_allclose(np.linalg.norm(y - x, axis=1), 1.0, rtol=1e-5)
+
+
+def test_protect_failure_in_a_late_chunk_leaves_no_output(tmp_path, capsys) -> None:
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((10, 384)).astype(np.float32)
+    x[9] = np.nan
+    np.save(tmp_path / "in.npy", x)
+    code = main(["protect", "--input", str(tmp_path / "in.npy"), "--output", str(tmp_path / "out.npy"),
+                 "--chunk-size", "3", "--no-progress"])
+    assert code == 2 and "chunk 3 (rows 9-9)" in capsys.readouterr().err
+    assert [p.name for p in tmp_path.iterdir()] == ["in.npy"]
 
 
 def test_demo_runs_offline(capsys) -> None:

@@ -1,29 +1,20 @@
-"""The ``textcrafter`` command line: fit, protect, demo, attack."""
+"""The ``textcrafter`` command line: fit, protect, demo, attack, audit."""
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
-from pathlib import Path
-from typing import Any
-
-import numpy as np
 
 __all__ = ["main", "build_parser"]
 
 
 def _cmd_fit(args: argparse.Namespace) -> int:
-    from .encoders import as_encoder
+    from .encoders import encoder_from_name
     from .mechanisms.textcrafter import TextCrafter
     from .reward import RewardWeights
 
-    base = None
-    if args.encoder:
-        from sentence_transformers import SentenceTransformer
-
-        base = as_encoder(SentenceTransformer(args.encoder), model_id=args.encoder)
+    base = encoder_from_name(args.encoder) if args.encoder else None
     t0 = time.perf_counter()
     tc = TextCrafter.fit(
         base, eps=args.eps, quick=args.quick, seed=args.seed, data_dir=args.data_dir,
@@ -34,66 +25,16 @@ def _cmd_fit(args: argparse.Namespace) -> int:
     return 0
 
 
-def _read_texts(path: Path) -> list[str]:
-    texts: list[str] = []
-    with path.open(encoding="utf-8") as fh:
-        for i, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError:
-                raise SystemExit(f"error: {path}:{i} is not valid JSON") from None
-            text = obj.get("text") if isinstance(obj, dict) else obj
-            if not isinstance(text, str):
-                raise SystemExit(f"error: {path}:{i} has no string 'text' field")
-            texts.append(text)
-    return texts
-
-
 def _cmd_protect(args: argparse.Namespace) -> int:
-    from tqdm.auto import tqdm
+    from .streaming import protect_file
 
-    from .encoders import as_encoder, bundled_minilm
-    from .protector import Protector
-
-    inp, out = Path(args.input), Path(args.output)
-    if not inp.is_file():
-        raise SystemExit(f"error: input file {inp} does not exist")
-    if inp.suffix == ".npy":
-        vectors = np.load(inp, mmap_mode="r", allow_pickle=False)
-        encoder = None
-    elif inp.suffix == ".jsonl":
-        if args.encoder in (None, "bundled"):
-            encoder = bundled_minilm()
-        else:
-            from sentence_transformers import SentenceTransformer
-
-            encoder = as_encoder(SentenceTransformer(args.encoder), model_id=args.encoder)
-        vectors = None
-    else:
-        raise SystemExit("error: --input must be a .npy file of vectors or a .jsonl file of texts")
-    policy: Any = args.policy
-    if policy is None and encoder is None:  # bare vectors: assume they come from the bundled MiniLM
-        from .mechanisms.textcrafter import TextCrafter
-
-        policy = TextCrafter.load_shipped(secure_mode=args.secure)
-    protector = Protector(base=encoder, policy=policy, secure_mode=args.secure, chunk_size=args.chunk_size)
-    if vectors is None:
-        texts = _read_texts(inp)
-        chunks = [texts[i : i + args.chunk_size] for i in range(0, len(texts), args.chunk_size)]
-        result = np.concatenate([protector.embed_documents(c) for c in tqdm(chunks, desc="Embedding + protecting")])
-    else:
-        if vectors.ndim != 2:
-            raise SystemExit(f"error: {inp} must hold a 2-D array, got {vectors.ndim}-D")
-        result = np.empty(vectors.shape, dtype=np.float32)
-        for start in tqdm(range(0, vectors.shape[0], args.chunk_size), desc="Protecting"):
-            stop = start + args.chunk_size
-            result[start:stop] = protector.protect(np.asarray(vectors[start:stop]))
-    tmp = out.with_name(out.name + ".partial.npy")
-    np.save(tmp, result)
-    tmp.replace(out)
-    print(f"Protected {result.shape[0]} vectors ({result.shape[1]}-d) with {protector.mechanism!r} -> {out}")
+    report = protect_file(
+        args.input, args.output, policy=args.policy, encoder=args.encoder, secure_mode=args.secure,
+        column=args.column, output_column=args.output_column, text_column=args.text_column,
+        chunk_size=args.chunk_size, progress=not args.no_progress,
+    )
+    print(f"Protected {report.rows} vectors ({report.dim}-d) with {report.mechanism} -> {report.output} "
+          f"in {report.seconds:.1f}s ({report.vectors_per_s:.0f} vectors/s)")
     return 0
 
 
@@ -122,14 +63,30 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--no-progress", action="store_true")
     fit.set_defaults(func=_cmd_fit)
 
-    prot = sub.add_parser("protect", help="protect vectors (.npy) or texts (.jsonl) with a saved policy")
+    prot = sub.add_parser(
+        "protect", help="protect vectors or texts in a .npy, .parquet or .jsonl file, streamed in bounded memory",
+        description="Stream a file through a policy chunk by chunk (peak memory set by --chunk-size, not the file "
+                    "size). The output format follows its suffix: the input's format (other columns kept), or .npy "
+                    "(the protected vectors only); .npy input can also go to .parquet or .jsonl. The output "
+                    "appears only once every chunk succeeded.",
+    )
     prot.add_argument("--policy", default=None,
                       help="policy directory (default: the shipped eps=1.0 policy for the bundled MiniLM)")
-    prot.add_argument("--input", required=True, help=".npy of vectors (n, D) or .jsonl with a 'text' field")
-    prot.add_argument("--output", required=True, help=".npy file to write")
-    prot.add_argument("--encoder", default=None, help="for .jsonl input: 'bundled' (default) or a sentence-transformers model")
-    prot.add_argument("--chunk-size", type=int, default=4096)
+    prot.add_argument("--input", required=True,
+                      help=".npy of vectors (n, D), or .parquet / .jsonl with an embedding column or a text column")
+    prot.add_argument("--output", required=True, help=".npy, .parquet or .jsonl file to write")
+    prot.add_argument("--column", default="embedding",
+                      help="embedding column (.parquet) or field (.jsonl) to protect (default: embedding)")
+    prot.add_argument("--output-column", default=None,
+                      help="column/field for the protected vectors (default: --column; if it differs, the clean "
+                           "column is dropped)")
+    prot.add_argument("--text-column", default="text",
+                      help="text column/field embedded when there is no embedding column (default: text)")
+    prot.add_argument("--encoder", default=None,
+                      help="for text inputs: 'bundled' (default) or a sentence-transformers model")
+    prot.add_argument("--chunk-size", type=int, default=4096, help="rows per step; bounds peak memory (default 4096)")
     prot.add_argument("--secure", action="store_true", help="draw noise from the OS CSPRNG")
+    prot.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     prot.set_defaults(func=_cmd_protect)
 
     demo = sub.add_parser("demo", help="the quickstart: protect a BBC News index and compare retrieval")
@@ -146,6 +103,12 @@ def build_parser() -> argparse.ArgumentParser:
         pass
     else:
         add_attack_command(sub)
+    try:
+        from .audit.cli import add_audit_command
+    except ImportError:  # the attack suite is optional at import time
+        pass
+    else:
+        add_audit_command(sub)
     return parser
 
 

@@ -14,9 +14,11 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 __all__ = [
     "DatasetNotFoundError",
+    "bbc_articles",
     "resolve_data_dir",
     "find_data_dir",
     "CLASSIFICATION_DATASETS",
@@ -153,6 +155,31 @@ def bbc_news() -> tuple[list[str], list[str]]:
             texts.append(f.read_text(encoding="utf-8", errors="ignore").strip())
             labels.append(folder.name)
     return texts, labels
+
+
+def bbc_articles(per_class: int) -> tuple[list[str], list[dict[str, Any]]]:
+    """The first ``per_class`` distinct BBC News articles of each class, as documents with metadata.
+
+    Returns:
+        ``(bodies, metadatas)``: a body is the article's first two paragraphs (the corpus has
+        duplicate articles; repeats are skipped), its metadata holds ``doc_id`` (the article's
+        index in :func:`bbc_news`), ``category``, ``source`` and ``headline``.
+    """
+    texts, labels = bbc_news()
+    bodies: list[str] = []
+    metas: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    counts: dict[str, int] = {}
+    for i, (text, label) in enumerate(zip(texts, labels, strict=True)):
+        lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+        body = " ".join(lines[1:3])
+        if counts.get(label, 0) >= per_class or len(lines) < 2 or body in seen:
+            continue
+        counts[label] = counts.get(label, 0) + 1
+        seen.add(body)
+        bodies.append(body)
+        metas.append({"doc_id": i, "category": label, "source": "bbc-news", "headline": lines[0]})
+    return bodies, metas
 
 
 def bbc_sentences(*, min_words: int = 5, max_words: int = 40) -> list[str]:

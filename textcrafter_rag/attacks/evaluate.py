@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from ..metrics import text_privacy_metrics
+from ..metrics import embedding_cosine, text_privacy_metrics
 from .adaptive import DEFAULT_ADAPT_CONFIG, adapt_inverter
 from .cache import cached_embeddings, load_or_train_inverter
 from .correction import rerank as rerank_candidates
@@ -19,7 +19,7 @@ from .inverter import Inverter, InverterConfig, TrainConfig
 from .keyword import KeywordAttack
 from .pii_probe import PIIProbe, pii_dataset
 
-__all__ = ["evaluate_attacks", "MODES", "QUICK_TRAIN", "QUICK_ADAPT"]
+__all__ = ["evaluate_attacks", "clean_inverter", "MODES", "QUICK_TRAIN", "QUICK_ADAPT"]
 
 MODES = ("non-adaptive", "adaptive")
 #: Training settings of ``quick=True`` (smoke runs: numbers are not meaningful).
@@ -31,12 +31,49 @@ def _batched_protect(defense: Any, x: np.ndarray, batch: int = 4096) -> np.ndarr
     return np.concatenate([defense.protect(x[s : s + batch]) for s in range(0, len(x), batch)], 0)
 
 
+def _fits(texts: Sequence[str], tok: Any, max_len: int) -> list[str]:
+    """The texts of at most ``max_len`` WordPieces."""
+    return [t for t, n in zip(texts, Inverter.token_lengths(list(texts), tok)) if n <= max_len]
+
+
+def _train_setup(
+    encoder: Any, train_texts: Sequence[str], *, quick: bool, seed: int, inverter: Inverter | None = None,
+    inverter_config: InverterConfig | None = None, train_config: TrainConfig | None = None,
+) -> tuple[InverterConfig, TrainConfig, list[str]]:
+    """The clean inverter's ``(config, train_config, usable attacker texts)``: one place for the cache key."""
+    cfg = inverter.config if inverter is not None else (inverter_config or InverterConfig())
+    tc = train_config or (QUICK_TRAIN if quick else TrainConfig())
+    tc = replace(tc, seed=tc.seed if train_config is not None else seed)
+    tok = inverter.tokenizer if inverter is not None else encoder.model.tokenizer
+    train = _fits(train_texts, tok, cfg.max_len)
+    return cfg, tc, train[:2000] if quick else train
+
+
+def clean_inverter(
+    encoder: Any, train_texts: Sequence[str], *, quick: bool = False, seed: int = 0,
+    inverter_config: InverterConfig | None = None, train_config: TrainConfig | None = None,
+    cache_dir: str | os.PathLike[str] | None = None, progress: bool = True,
+) -> tuple[Inverter, dict[str, Any]]:
+    """The clean inverter :func:`evaluate_attacks` would use (trained, or loaded from the cache).
+
+    Returns:
+        ``(inverter, info)`` with ``path`` (cache folder), ``from_cache`` and ``n_train``.
+    """
+    cfg, tc, train = _train_setup(encoder, train_texts, quick=quick, seed=seed, inverter_config=inverter_config,
+                                  train_config=train_config)
+    if not train:
+        raise ValueError("need non-empty train texts of at most max_len WordPieces")
+    inv, path, loaded = load_or_train_inverter(encoder, train, config=cfg, train_config=tc, cache_dir=cache_dir,
+                                               progress=progress)
+    return inv, {"path": str(path), "from_cache": loaded, "n_train": len(train)}
+
+
 def evaluate_attacks(
     defense: Any,
     *,
     encoder: Any,
     train_texts: Sequence[str],
-    test_texts: Sequence[str],
+    test_texts: Sequence[str] | None,
     mode: str = "non-adaptive",
     inverter: Inverter | None = None,
     n_pairs: int = 30_000,
@@ -52,6 +89,9 @@ def evaluate_attacks(
     cache_dir: str | os.PathLike[str] | None = None,
     seed: int = 0,
     progress: bool = True,
+    victim_vectors: np.ndarray | None = None,
+    victim_pii_labels: Sequence[int] | None = None,
+    n_examples: int = 5,
 ) -> dict[str, Any]:
     """Run the inversion, keyword and PII attacks (plus floors) against ``defense``.
 
@@ -75,27 +115,43 @@ def evaluate_attacks(
         cache_dir: Cache folder (default ``~/.cache/textcrafter_rag/attacks``).
         seed: Seed of the attacker's randomness (not of the defense).
         progress: tqdm bars.
+        victim_vectors: The attacked vectors themselves (row ``i`` belongs to ``test_texts[i]``), used
+            instead of ``defense.protect(encoder.encode(test_texts))``; the defense then only answers the
+            attacker's own queries (adaptive fine-tuning and reranking, PII-probe training). No victim is
+            dropped or truncated, and ``test_texts`` may be ``None``: the metrics that need the true
+            texts (text overlap, keyword, floor) are then left out.
+        victim_pii_labels: 0/1 per victim: score the PII probe on the victims with these labels instead
+            of on a synthetic PII test set (``pii_auc_on`` says which).
+        n_examples: How many ``[reference, reconstruction]`` pairs to return under ``examples``.
 
     Returns:
-        Flat metrics ``bleu, token_f1, exact_match, rouge_l, content_f1, cosine, keyword_f1,
-        keyword_precision, keyword_recall, pii_auc`` plus ``attacker, mode, defense, n_pairs,
-        pairs_seen, train_minutes, attack_minutes, n_train, n_test, floor_*``, the nested ``floor``
-        and ``examples`` (first five ``[reference, reconstruction]`` pairs).
+        Flat metrics ``bleu, token_f1, exact_match, rouge_l, content_f1, cosine, target_cosine,
+        keyword_f1, keyword_precision, keyword_recall, pii_auc`` plus ``attacker, mode, defense,
+        n_pairs, pairs_seen, train_minutes, attack_minutes, n_train, n_test, floor_*``, the nested
+        ``floor`` and ``examples`` (the first ``n_examples`` ``[reference, reconstruction]`` pairs;
+        the reference is ``None`` without test texts). ``target_cosine`` is the cosine between the
+        re-embedded reconstruction and the attacked vector.
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     t_start = time.time()
-    cfg = inverter.config if inverter is not None else (inverter_config or InverterConfig())
-    tc = train_config or (QUICK_TRAIN if quick else TrainConfig())
-    tc = replace(tc, seed=tc.seed if train_config is not None else seed)
-    tok = inverter.tokenizer if inverter is not None else encoder.model.tokenizer
-    train = [t for t, n in zip(train_texts, Inverter.token_lengths(list(train_texts), tok)) if n <= cfg.max_len]
-    test = [t for t, n in zip(test_texts, Inverter.token_lengths(list(test_texts), tok)) if n <= cfg.max_len]
+    cfg, tc, train = _train_setup(encoder, train_texts, quick=quick, seed=seed, inverter=inverter,
+                                  inverter_config=inverter_config, train_config=train_config)
+    test: list[str] | None
+    if victim_vectors is None:
+        if test_texts is None:
+            raise ValueError("test_texts are needed unless victim_vectors are given")
+        tok = inverter.tokenizer if inverter is not None else encoder.model.tokenizer
+        test = _fits(test_texts, tok, cfg.max_len)[:64] if quick else _fits(test_texts, tok, cfg.max_len)
+    else:
+        test = None if test_texts is None else list(test_texts)
+        victims = np.asarray(victim_vectors, dtype=np.float32)
+        if victims.ndim != 2 or not len(victims) or (test is not None and len(test) != len(victims)):
+            raise ValueError(f"victim_vectors must be (n, D) with one row per test text, got {victims.shape}")
     if quick:
-        train, test = train[:2000], test[:64]
         n_pairs = min(n_pairs, 2000)
         n_pii = min(n_pii, 600)
-    if not train or not test:
+    if not train or (victim_vectors is None and not test):
         raise ValueError("need non-empty train and test texts of at most max_len WordPieces")
 
     # clean inverter
@@ -105,10 +161,10 @@ def evaluate_attacks(
                                                 progress=progress)
     train_minutes += sum(s["train_minutes"] for s in inverter.meta.get("training", []))
 
-    test_clean = encoder.encode(test)
-    test_prot = _batched_protect(defense, test_clean)
+    test_clean = encoder.encode(test) if test is not None else None
+    test_prot = victims if victim_vectors is not None else _batched_protect(defense, test_clean)
     out: dict[str, Any] = {"mode": mode, "defense": getattr(defense, "spec", lambda: repr(defense))(),
-                           "n_train": len(train), "n_test": len(test), "n_pairs": 0, "pairs_seen": 0}
+                           "n_train": len(train), "n_test": len(test_prot), "n_pairs": 0, "pairs_seen": 0}
 
     attacker = inverter
     if mode == "adaptive":
@@ -125,11 +181,13 @@ def evaluate_attacks(
 
     cands = attacker.generate(test_prot, beam=beam, num_return=max(beam, 1), progress=progress)
     preds = rerank_candidates(cands, test_prot, embed_fn)[0] if (rerank and beam > 1) else [c[0] for c in cands]
-    out.update(text_privacy_metrics(test, preds, encoder=encoder, clean_embeddings=test_clean))
+    if test is not None:
+        out.update(text_privacy_metrics(test, preds, encoder=encoder, clean_embeddings=test_clean))
+    out["target_cosine"] = embedding_cosine(encoder.encode([p if p.strip() else "." for p in preds]), test_prot)
     out["attacker"] = ("adaptive-" if mode == "adaptive" else "") + "inverter" + (
         f"-beam{beam}" if beam > 1 else "-greedy") + ("-rerank" if rerank and beam > 1 else "")
 
-    if keyword:
+    if keyword and test is not None:
         n_kw = 2000 if quick else 20000
         kw_train = train[:n_kw]
         kw_emb = cached_embeddings(encoder, train, cache_dir=cache_dir, progress=progress)[:n_kw]
@@ -139,14 +197,22 @@ def evaluate_attacks(
         out.update(ka.evaluate(test_prot, test))
     if pii:
         p_texts, p_labels = pii_dataset(n_pii, train, seed=seed)
-        q_texts, q_labels = pii_dataset(n_pii, test, seed=seed + 1)
         probe = PIIProbe(seed=seed).fit(_batched_protect(defense, encoder.encode(p_texts)), p_labels)
-        out.update(probe.evaluate(_batched_protect(defense, encoder.encode(q_texts)), q_labels))
+        if victim_pii_labels is not None:
+            if len(victim_pii_labels) != len(test_prot):
+                raise ValueError(f"{len(victim_pii_labels)} PII labels for {len(test_prot)} victims")
+            out.update(probe.evaluate(test_prot, victim_pii_labels), pii_auc_on="victims")
+        else:
+            q_texts, q_labels = pii_dataset(n_pii, test or (), seed=seed + 1)
+            out.update(probe.evaluate(_batched_protect(defense, encoder.encode(q_texts)), q_labels),
+                       pii_auc_on="synthetic")
 
-    floor = floor_metrics(train, test, encoder=encoder, clean_embeddings=test_clean, seed=seed)
-    out["floor"] = floor
-    out.update(flat_floor(floor))
+    if test is not None:
+        floor = floor_metrics(train, test, encoder=encoder, clean_embeddings=test_clean, seed=seed)
+        out["floor"] = floor
+        out.update(flat_floor(floor))
     out["train_minutes"] = train_minutes
     out["attack_minutes"] = (time.time() - t_start) / 60
-    out["examples"] = [[r, p] for r, p in zip(test[:5], preds[:5])]
+    refs: Sequence[str | None] = test if test is not None else [None] * len(preds)
+    out["examples"] = [[r, p] for r, p in zip(refs[:n_examples], preds[:n_examples])]
     return out

@@ -1,0 +1,94 @@
+"""``textcrafter audit``: attack a sample of stored vectors before and after protection and write a report.
+
+The main CLI (``textcrafter_rag/cli.py``) registers it with :func:`add_audit_command`;
+``python -m textcrafter_rag.audit.cli audit ...`` works on its own too. Bad input exits with code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+__all__ = ["add_audit_command", "run_audit_command", "main"]
+
+
+def run_audit_command(args: argparse.Namespace) -> int:
+    """Handler of ``textcrafter audit``."""
+    import os
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from .report import verdict, write_report
+    from .run import run_audit
+
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    result = run_audit(
+        args.vectors, texts=args.texts, column=args.column, encoder=args.encoder, policy=args.policy,
+        defense=args.defense, defense_seed=args.defense_seed, n=args.n, adaptive=args.adaptive,
+        n_pairs=args.n_pairs, quick=args.quick, data_dir=args.data_dir, inverter=args.inverter, beam=args.beam,
+        n_pii=args.n_pii, n_examples=args.examples, cache_dir=args.cache_dir, seed=args.seed,
+        progress=not args.no_progress,
+    )
+    paths = write_report(result, args.out)
+    print(verdict(result))
+    print("wrote " + ", ".join(str(p) for p in paths.values()))
+    return 0
+
+
+def add_audit_command(subparsers: Any) -> argparse.ArgumentParser:
+    """Register ``audit`` on an ``argparse`` subparsers object; its handler is ``args.func(args)``."""
+    p = subparsers.add_parser(
+        "audit", help="measure the inversion risk of a vector store before and after protection",
+        description=__doc__.splitlines()[0],
+        epilog="Reports: OUT/audit.json, audit.md, audit.html, audit.png. Reconstructions in the reports may "
+               "contain sensitive data from the store (--examples 0 leaves them out).")
+    p.add_argument("--vectors", required=True, metavar="STORE",
+                   help=".npy (n, D) array, or .parquet / .jsonl with an embedding column")
+    p.add_argument("--column", default="embedding", help="embedding column of a .parquet / .jsonl store")
+    p.add_argument("--texts", default=None, metavar="SAMPLE.jsonl",
+                   help="texts of the store's first rows (a 'text' field per line; row i <-> store row i): "
+                        "enables BLEU / token-F1 / content-F1, keyword F1, the floor and the store-is-raw check")
+    p.add_argument("--encoder", default="bundled",
+                   help="encoder that built the store: 'bundled' (MiniLM, default) or a sentence-transformers name")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--policy", default=None, metavar="DIR",
+                       help="policy for 'after' (default: the policy shipped for the encoder)")
+    which.add_argument("--defense", default=None, metavar="SPEC",
+                       help="defense spec for 'after' instead, e.g. gaussian:s=0.05, textcrafter:eps=2.5")
+    p.add_argument("--defense-seed", type=int, default=None, help="seed of the defense's noise (default: unseeded)")
+    p.add_argument("--n", type=int, default=200, help="stored vectors sampled (default 200)")
+    p.add_argument("--adaptive", action="store_true",
+                   help="also attack 'after' with an inverter fine-tuned on protected pairs (slower)")
+    p.add_argument("--n-pairs", type=int, default=30_000, help="adaptive attacker's query budget")
+    p.add_argument("--quick", action="store_true", help="small smoke run (n <= 64); numbers are not meaningful")
+    p.add_argument("--data-dir", default=None, help="benchmark datasets (attacker texts: WikiText-2 train if present)")
+    p.add_argument("--inverter", default=None, metavar="DIR", help="a saved inverter to attack with instead")
+    p.add_argument("--beam", type=int, default=4)
+    p.add_argument("--n-pii", type=int, default=4000, help="size of the PII probe's synthetic sets (600 when --quick)")
+    p.add_argument("--examples", type=int, default=5, help="reconstructions shown in the report (0: none)")
+    p.add_argument("--seed", type=int, default=0, help="sampling and attacker seed")
+    p.add_argument("--cache-dir", default=None, help="attack cache (default ~/.cache/textcrafter_rag/attacks)")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--out", required=True, metavar="REPORT_DIR", help="folder for the reports")
+    p.set_defaults(func=run_audit_command)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Standalone entry point: ``python -m textcrafter_rag.audit.cli audit ...`` (exit code 2 on bad input)."""
+    parser = argparse.ArgumentParser(prog="textcrafter")
+    add_audit_command(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args))
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

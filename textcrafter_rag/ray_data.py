@@ -1,0 +1,77 @@
+"""Distributed batch protection on Ray Data.
+
+:class:`Protect` is a callable class for ``Dataset.map_batches``: Ray builds one instance per
+actor, so the policy is loaded once per worker, and calls it on every batch::
+
+    import ray
+    from textcrafter_rag.ray_data import Protect
+
+    ds = ray.data.read_parquet("s3://bucket/embeddings/")          # an "embedding" column
+    ds = ds.map_batches(Protect, fn_constructor_kwargs={"policy": "policies/minilm-eps1"},
+                        batch_size=4096, concurrency=8)
+    ds.write_parquet("s3://bucket/protected/")
+
+The class itself does not import Ray: it is a plain callable over one batch (see
+:func:`~textcrafter_rag.batches.protect_batch`), so it is tested without a cluster too.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from .batches import protect_batch
+from .protector import protector_for
+
+__all__ = ["Protect"]
+
+
+class Protect:
+    """Protect the embedding column of each batch (one instance per Ray actor).
+
+    Args:
+        policy: A saved policy directory (or ``None`` for the shipped policy of the bundled MiniLM);
+            see :func:`~textcrafter_rag.protector.resolve_policy`. A path, not a loaded object, so
+            every actor loads its own copy.
+        column: The embedding column.
+        output_column: Where protected vectors go (default: replace ``column``).
+        text_column: Embed this text column when a batch has no ``column`` (needs ``encoder``).
+        encoder: ``"bundled"`` or a sentence-transformers model name, for ``text_column``.
+        secure_mode: Draw noise from the OS CSPRNG.
+        threads: torch threads per actor (default 1: Ray runs one actor per CPU it schedules).
+
+    Raises:
+        ValueError: ``text_column`` without ``encoder``.
+        MissingPolicyError, FingerprintMismatch, ArtifactError: The policy cannot be loaded
+            (raised when an actor starts, before it protects any batch).
+
+    There is deliberately no ``seed``: every actor would replay the same noise stream, so rows
+    on different workers would get identical perturbations.
+    """
+
+    def __init__(
+        self,
+        *,
+        policy: str | os.PathLike[str] | None = None,
+        column: str = "embedding",
+        output_column: str | None = None,
+        text_column: str | None = None,
+        encoder: str | None = None,
+        secure_mode: bool = False,
+        threads: int | None = 1,
+    ) -> None:
+        if text_column is not None and encoder is None:
+            raise ValueError("text_column needs encoder= ('bundled' or a sentence-transformers model name) to embed it")
+        if threads is not None:
+            import torch
+
+            torch.set_num_threads(int(threads))
+        self.protector = protector_for(policy=policy, encoder=encoder, secure_mode=secure_mode)
+        self.column = column
+        self.output_column = output_column
+        self.text_column = text_column
+
+    def __call__(self, batch: Any) -> Any:
+        """Protect one batch (numpy dict, ``pyarrow.Table`` or pandas DataFrame)."""
+        return protect_batch(self.protector, batch, column=self.column, output_column=self.output_column,
+                             text_column=self.text_column)
