@@ -356,10 +356,10 @@ def render_markdown(rows: list[dict[str, Any]], meta: dict[str, Any], plots: lis
             floor = common.floor_row(table, dataset=ds)
             parts += [f"### {ds}", "",
                       common.md_table([*table, *([floor] if floor else [])],
-                                      ["defense_label", "perturbation_norm", "dev_acc", "deploy_acc", "mode", "pairs_seen",
+                                      ["defense_label", "perturbation_norm", "dev_acc", "deploy_acc", "mode", "pairs_seen", "adapt_minutes",
                                        "bleu", "token_f1", "content_f1", "rouge_l", "exact_match", "cosine",
                                        "keyword_f1", "pii_auc"],
-                                      headers=["defense", "‖x'−x‖", "dev acc", "deploy acc", "attacker", "pairs",
+                                      headers=["defense", "‖x'−x‖", "dev acc", "deploy acc", "attacker", "pairs", "adapt min",
                                                "BLEU", "token-F1", "content-F1", "ROUGE-L", "EM", "cosine",
                                                "keyword-F1", "PII AUC"]), ""]
         parts += ["### The paper's headline claim, checked on these rows", "", PAPER_CLAIM, "",
