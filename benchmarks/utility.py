@@ -351,7 +351,8 @@ def render_markdown(rows: list[dict[str, Any]], meta: dict[str, Any], plots: lis
         for ds in dict.fromkeys(r["dataset"] for r in priv):
             acc = {(r["defense_label"], r["scenario"]): r["accuracy"] for r in util if r["dataset"] == ds}
             table = [{**r, "dev_acc": acc.get((r["defense_label"], "development")),
-                      "deploy_acc": acc.get((r["defense_label"], "deployment"))}
+                      "deploy_acc": acc.get((r["defense_label"], "deployment")),
+                      "pairs_seen": r.get("pairs_seen") if r["mode"] == "adaptive" else None}
                      for r in priv if r["dataset"] == ds]
             floor = common.floor_row(table, dataset=ds)
             parts += [f"### {ds}", "",
