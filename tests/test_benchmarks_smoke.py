@@ -149,3 +149,23 @@ def test_utility_rerender_adds_floor_row_and_frontier(tmp_path: Path) -> None:
     tc_line = next(line for line in table if line.startswith("| textcrafter"))
     assert "70.00" in tc_line and "5.50" in tc_line  # accuracy joined to its privacy row
     assert (tmp_path / "utility_fake_sst2.png").is_file()
+
+
+def test_table1_collects_privacy_runs(tmp_path: Path) -> None:
+    mod = _bench("table1")
+    assert mod.main(["--results-dir", str(tmp_path), "--out-dir", str(tmp_path)]) == 2  # nothing to collect
+    util = [{"dataset": "sst2", "defense": "textcrafter", "defense_label": "textcrafter", "scenario": "development",
+             "accuracy": 70.0, "perturbation_norm": 1.0}]
+    first = [_fake_privacy_row("none", "none", 13.5), _fake_privacy_row("textcrafter", "textcrafter", 5.5)]
+    again = [_fake_privacy_row("none", "none", 99.0),  # same measurement in a later file: the first one is kept
+             _fake_privacy_row("textcrafter", "textcrafter", 8.0, mode="adaptive", pairs_seen=30000)]
+    for name, priv in (("utility_privacy_a.json", first), ("utility_privacy_b.json", again)):
+        (tmp_path / name).write_text(json.dumps({"meta": {}, "rows": util + priv}))
+    assert mod.main(["--results-dir", str(tmp_path), "--out-dir", str(tmp_path)]) == 0
+    rows = json.loads((tmp_path / "table1.json").read_text())["rows"]
+    got = {(r["defense_label"], r["mode"]): r for r in rows}
+    assert got[("none", "non-adaptive")]["content_f1"] == 13.5
+    assert got[("textcrafter", "adaptive")]["pairs_seen"] == 30000
+    assert got[("textcrafter", "non-adaptive")]["dev_acc"] == 70.0
+    assert [r["defense"] for r in rows].count("floor") == 1
+    assert rows[-1]["defense"] == "floor" and rows[-1]["content_f1"] == 0.47
