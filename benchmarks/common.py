@@ -35,14 +35,20 @@ __all__ = [
     "RESULTS_DIR",
     "DefenseSpec",
     "Timer",
+    "add_grid_options",
+    "add_rerender_option",
     "base_parser",
+    "build_grid",
     "cache_dir",
     "check_rows",
     "defense_grid",
     "embed_cached",
+    "fixed_adapt_config",
+    "floor_row",
     "fmt",
     "get_textcrafter",
     "load_calibration",
+    "load_results",
     "machine_info",
     "make_meta",
     "md_table",
@@ -53,6 +59,7 @@ __all__ = [
     "quiet_seed_warnings",
     "resolve_data_or_none",
     "resolve_size",
+    "write_markdown",
     "write_results",
 ]
 
@@ -326,6 +333,29 @@ def defense_grid(
     if only:
         specs = [s for s in specs if s.defense in set(only)]
     return specs
+
+
+def add_grid_options(ap: argparse.ArgumentParser) -> None:
+    """The defense-grid and privacy-attack options ``retrieval.py`` and ``utility.py`` share."""
+    ap.add_argument("--privacy-defenses", choices=("core", "all"), default="core",
+                    help="attack 'core' (none, TextCrafter, Gaussian at TextCrafter's norm) or 'all' defenses")
+    ap.add_argument("--attack-modes", nargs="+", choices=("non-adaptive", "adaptive"),
+                    default=["non-adaptive", "adaptive"], help="attacker modes to run with privacy")
+    ap.add_argument("--defenses", nargs="*", default=None, help="keep only these families")
+    ap.add_argument("--textcrafter-eps", nargs="+", type=float, default=None,
+                    help="override the TextCrafter eps grid (and the matched Gaussians)")
+
+
+def build_grid(args: argparse.Namespace, *, size: str, encoder: Any, dim: int, data_dir: Path | None, cache: Path,
+               progress: bool) -> list[DefenseSpec]:
+    """:func:`defense_grid` with the options of :func:`add_grid_options` and cached TextCrafter policies."""
+
+    def textcrafter(eps: float, seed: int) -> Any:
+        return get_textcrafter(eps, size=size, encoder=encoder, data_dir=data_dir, seed=args.seed, cache=cache,
+                               noise_seed=seed, progress=progress)
+
+    return defense_grid(size=size, dim=dim, textcrafter=textcrafter, only=args.defenses,
+                        textcrafter_eps=args.textcrafter_eps)
 
 
 def perturbation_norm(x: np.ndarray, x_prot: np.ndarray) -> float:

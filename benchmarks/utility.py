@@ -157,13 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n-test", type=int, default=None, help="override: test rows per dataset")
     ap.add_argument("--privacy", action=argparse.BooleanOptionalAction, default=False,
                     help="add inversion metrics of protected test sentences (needs the attacks package)")
-    ap.add_argument("--privacy-defenses", choices=("core", "all"), default="core",
-                    help="attack 'core' (none, TextCrafter, Gaussian at TextCrafter's norm) or 'all' defenses")
-    ap.add_argument("--attack-modes", nargs="+", choices=("non-adaptive", "adaptive"),
-                    default=["non-adaptive", "adaptive"], help="attacker modes to run with --privacy")
-    ap.add_argument("--defenses", nargs="*", default=None, help="keep only these families")
-    ap.add_argument("--textcrafter-eps", nargs="+", type=float, default=None,
-                    help="override the TextCrafter eps grid (and the matched Gaussians)")
+    common.add_grid_options(ap)
     common.add_rerender_option(ap)
     args = ap.parse_args(argv)
     if args.from_json:
@@ -196,12 +190,8 @@ def main(argv: list[str] | None = None) -> int:
     encoder = bundled_minilm()
     dim = encoder.dimension
 
-    def textcrafter(eps: float, seed: int) -> Any:
-        return common.get_textcrafter(eps, size=size, encoder=encoder, data_dir=data_dir, seed=args.seed,
-                                      cache=cache, noise_seed=seed, progress=progress)
-
-    grid = common.defense_grid(size=size, dim=dim, textcrafter=textcrafter, only=args.defenses,
-                               textcrafter_eps=args.textcrafter_eps)
+    grid = common.build_grid(args, size=size, encoder=encoder, dim=dim, data_dir=data_dir, cache=cache,
+                             progress=progress)
     evaluate = common.privacy_evaluator() if args.privacy else None
     if args.privacy and evaluate is None:
         print("[utility] privacy: textcrafter_rag.attacks.evaluate_attacks is not available; utility only", flush=True)

@@ -97,18 +97,11 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--refit", action="store_true", help="fit a fresh quick policy instead of the shipped one")
     demo.set_defaults(func=_cmd_demo)
 
-    try:
-        from .attacks.cli import add_attack_command
-    except ImportError:  # the attack suite is optional at import time
-        pass
-    else:
-        add_attack_command(sub)
-    try:
-        from .audit.cli import add_audit_command
-    except ImportError:  # the attack suite is optional at import time
-        pass
-    else:
-        add_audit_command(sub)
+    from .attacks.cli import add_attack_command
+    from .audit.cli import add_audit_command
+
+    add_attack_command(sub)
+    add_audit_command(sub)
     return parser
 
 

@@ -1,7 +1,6 @@
 """``textcrafter attack``: run every attack against one defense and write the metrics as JSON.
 
-The main CLI (``textcrafter_rag/cli.py``) registers it with :func:`add_attack_command`;
-``python -m textcrafter_rag.attacks.cli attack ...`` works on its own too.
+The main CLI (``textcrafter_rag/cli.py``) registers it with :func:`add_attack_command`.
 """
 
 from __future__ import annotations
@@ -13,7 +12,7 @@ import random
 from pathlib import Path
 from typing import Any
 
-__all__ = ["add_attack_command", "run_attack", "attack_texts", "main"]
+__all__ = ["add_attack_command", "run_attack", "attack_texts"]
 
 
 def attack_texts(data_dir: str | None, *, seed: int = 0) -> tuple[list[str], list[str], str]:
@@ -96,15 +95,3 @@ def add_attack_command(subparsers: Any) -> argparse.ArgumentParser:
                    help="torch CPU threads (1 is fastest on a shared, oversubscribed machine)")
     p.set_defaults(func=run_attack)
     return p
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Standalone entry point: ``python -m textcrafter_rag.attacks.cli attack ...``."""
-    parser = argparse.ArgumentParser(prog="textcrafter")
-    add_attack_command(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    return int(args.func(args))
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,16 +1,14 @@
 """``textcrafter audit``: attack a sample of stored vectors before and after protection and write a report.
 
-The main CLI (``textcrafter_rag/cli.py``) registers it with :func:`add_audit_command`;
-``python -m textcrafter_rag.audit.cli audit ...`` works on its own too. Bad input exits with code 2.
+The main CLI (``textcrafter_rag/cli.py``) registers it with :func:`add_audit_command`. Bad input exits with code 2.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
-__all__ = ["add_audit_command", "run_audit_command", "main"]
+__all__ = ["add_audit_command", "run_audit_command"]
 
 
 def run_audit_command(args: argparse.Namespace) -> int:
@@ -76,19 +74,3 @@ def add_audit_command(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, metavar="REPORT_DIR", help="folder for the reports")
     p.set_defaults(func=run_audit_command)
     return p
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Standalone entry point: ``python -m textcrafter_rag.audit.cli audit ...`` (exit code 2 on bad input)."""
-    parser = argparse.ArgumentParser(prog="textcrafter")
-    add_audit_command(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    try:
-        return int(args.func(args))
-    except (ValueError, FileNotFoundError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
