@@ -1,12 +1,11 @@
-"""Build the example store audited in ``results/audit_example/``: WikiText-2 test sentences + the bundled MiniLM.
+"""The example audit in ``results/audit_example/``: build a raw store, then run ``textcrafter audit`` on it.
 
-Writes ``OUT/store.npy`` (raw, unprotected ``(n, 384)`` vectors) and ``OUT/texts.jsonl`` (row i's text).
-The sentences are the first ``--n`` held-out WikiText-2 test sentences of at most 24 words, the
-selection of ``privacy.py``, so the audit's "before" row is comparable with its ``none`` row::
+The store is the first ``--n`` held-out WikiText-2 test sentences of at most 24 words (the selection
+of ``privacy.py``, so the audit's "before" row is comparable with its ``none`` row), embedded with the
+bundled MiniLM: ``STORE/store.npy`` (raw, unprotected ``(n, 384)`` vectors) and ``STORE/texts.jsonl``
+(row i's text). The audit then attacks it before and after the shipped eps 1.0 policy::
 
-    python benchmarks/audit_store.py --out build/audit_store
-    textcrafter audit --vectors build/audit_store/store.npy --texts build/audit_store/texts.jsonl \\
-        --data-dir ../shared/datasets --out benchmarks/results/audit_example
+    python benchmarks/audit_example.py            # writes benchmarks/results/audit_example/
 """
 
 from __future__ import annotations
@@ -14,29 +13,41 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np
 
+RESULTS = Path(__file__).resolve().parent / "results" / "audit_example"
+
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data-dir", default=None, help="benchmark datasets (default: ../shared/datasets if present)")
+    ap.add_argument("--data-dir", default=None, help="benchmark datasets (default: $TEXTCRAFTER_DATA or ../shared/datasets)")
     ap.add_argument("--n", type=int, default=200, help="sentences in the store")
-    ap.add_argument("--out", default="build/audit_store", help="folder for store.npy and texts.jsonl")
+    ap.add_argument("--store", default="build/audit_store", help="folder for store.npy and texts.jsonl")
+    ap.add_argument("--out", default=str(RESULTS), help="folder for the audit report")
+    ap.add_argument("--threads", type=int, default=1, help="torch CPU threads of the audit")
     args = ap.parse_args(argv)
-    from textcrafter_rag.data import wikitext_sentences
+    from textcrafter_rag.cli import main as textcrafter_main
+    from textcrafter_rag.data import find_data_dir, wikitext_sentences
     from textcrafter_rag.encoders import bundled_minilm
 
-    texts = [t for t in wikitext_sentences("test", data_dir=args.data_dir) if len(t.split()) <= 24][: args.n]
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    np.save(out / "store.npy", bundled_minilm().encode(texts), allow_pickle=False)
-    (out / "texts.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts), encoding="utf-8")
-    print(f"wrote {len(texts)} vectors and texts to {out}")
-    return 0
+    data_dir = find_data_dir(args.data_dir)
+    if data_dir is None:
+        print("error: benchmark datasets not found (set TEXTCRAFTER_DATA or pass --data-dir)", file=sys.stderr)
+        return 2
+    texts = [t for t in wikitext_sentences("test", data_dir=data_dir) if len(t.split()) <= 24][: args.n]
+    store = Path(args.store)
+    store.mkdir(parents=True, exist_ok=True)
+    np.save(store / "store.npy", bundled_minilm().encode(texts), allow_pickle=False)
+    (store / "texts.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts), encoding="utf-8")
+    print(f"wrote {len(texts)} vectors and texts to {store}")
+    return textcrafter_main(["audit", "--vectors", str(store / "store.npy"), "--texts", str(store / "texts.jsonl"),
+                             "--data-dir", str(data_dir), "--defense-seed", "0", "--threads", str(args.threads),
+                             "--out", args.out])
 
 
 if __name__ == "__main__":
