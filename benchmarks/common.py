@@ -191,9 +191,9 @@ def load_calibration(*, size: str, encoder: Any, data_dir: Path | None, seed: in
     """
     import torch
 
-    from textcrafter_rag.calibration import Calibration, calibrate
-    from textcrafter_rag.pii import PIIClassifier
-    from textcrafter_rag.priors import ClusterPrior
+    from textcrafter_rag.textcrafter.calibration import Calibration, calibrate
+    from textcrafter_rag.textcrafter.pii import PIIClassifier
+    from textcrafter_rag.textcrafter.priors import ClusterPrior
 
     n_pii, n_cal, k, _, _ = CALIBRATION_SIZES[size]
     key = _hash("calibration-v1", encoder.model_id, size, n_pii, n_cal, k, seed, str(data_dir))
@@ -223,7 +223,7 @@ def get_textcrafter(eps: float, *, size: str, encoder: Any, data_dir: Path | Non
         noise_seed: Seed of the returned mechanism's release noise (``None``: fresh randomness).
     """
     from textcrafter_rag.mechanisms import TextCrafter
-    from textcrafter_rag.training import TrainingConfig
+    from textcrafter_rag.textcrafter.training import TrainingConfig
 
     if size == "full" and any(math.isclose(eps, e) for e in (1.0, 2.5)):
         with contextlib.suppress(Exception), quiet_seed_warnings():

@@ -168,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from textcrafter_rag.encoders import BUNDLED_MODEL_ID
-    from textcrafter_rag.protector import shipped_policy_path
+    from textcrafter_rag.policies import shipped_policy_path
 
     policy_path = shipped_policy_path(BUNDLED_MODEL_ID, eps=EPS)
     if policy_path is None:

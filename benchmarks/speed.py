@@ -40,9 +40,9 @@ def untrained_textcrafter(dim: int, *, eps: float = 2.5, seed: int = 0) -> Any:
     import torch
 
     from textcrafter_rag.mechanisms import TextCrafter
-    from textcrafter_rag.pii import PIIClassifier
-    from textcrafter_rag.policy import PolicyConfig, TextCrafterPolicy
-    from textcrafter_rag.priors import ClusterPrior
+    from textcrafter_rag.textcrafter.pii import PIIClassifier
+    from textcrafter_rag.textcrafter.policy import PolicyConfig, TextCrafterPolicy
+    from textcrafter_rag.textcrafter.priors import ClusterPrior
 
     torch.manual_seed(seed)
     g = torch.Generator().manual_seed(seed)
@@ -207,10 +207,10 @@ def main(argv: list[str] | None = None) -> int:
 
     # Policy fit time (quick configuration): calibration is cached; training is timed here.
     from textcrafter_rag.mechanisms import TextCrafter
-    from textcrafter_rag.training import TrainingConfig
+    from textcrafter_rag.textcrafter.training import TrainingConfig
 
     if size == "smoke":
-        from textcrafter_rag.calibration import Calibration
+        from textcrafter_rag.textcrafter.calibration import Calibration
 
         base = untrained_textcrafter(384, seed=args.seed)
         emb = rng.standard_normal((256, 384)).astype(np.float32)

@@ -7,10 +7,10 @@ import torch
 
 def make_textcrafter(dim: int = 32, *, eps: float = 2.5, seed: int | None = 0, init_seed: int = 0, **kwargs):
     """A TextCrafter with an untrained policy and a synthetic PII classifier/prior (no encoder needed)."""
-    from textcrafter_rag.mechanisms.textcrafter import TextCrafter
-    from textcrafter_rag.pii import PIIClassifier
-    from textcrafter_rag.policy import PolicyConfig, TextCrafterPolicy
-    from textcrafter_rag.priors import ClusterPrior
+    from textcrafter_rag.textcrafter import TextCrafter
+    from textcrafter_rag.textcrafter.pii import PIIClassifier
+    from textcrafter_rag.textcrafter.policy import PolicyConfig, TextCrafterPolicy
+    from textcrafter_rag.textcrafter.priors import ClusterPrior
 
     torch.manual_seed(init_seed)
     g = torch.Generator().manual_seed(init_seed)

@@ -5,8 +5,17 @@ import os
 import numpy as np
 import pytest
 from _textcrafter_helpers import make_textcrafter
+from hypothesis import settings
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+# Hypothesis: a random search for developers (new examples every run, failures printed with a
+# reproduction blob), a fixed one in CI (`.ci/run` sets HYPOTHESIS_PROFILE=ci) so the same commit
+# always runs the same examples. Regression examples found by the random search are pinned with
+# @example in the tests themselves.
+settings.register_profile("dev", print_blob=True)
+settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
 
 @pytest.fixture

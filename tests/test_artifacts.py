@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from _textcrafter_helpers import make_textcrafter
 from textcrafter_rag.artifacts import ArtifactError
-from textcrafter_rag.mechanisms.textcrafter import TextCrafter
+from textcrafter_rag.textcrafter import TextCrafter
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,7 @@ from textcrafter_rag.audit import AuditInputError, load_sample, run_audit, write
 from textcrafter_rag.audit.run import RAW_COSINE  # noqa: E402
 from textcrafter_rag.cli import main as textcrafter_main  # noqa: E402
 from textcrafter_rag.data import bbc_sentences  # noqa: E402
-from textcrafter_rag.mechanisms import NoDefense, TextCrafter  # noqa: E402
+from textcrafter_rag import NoDefense, TextCrafter  # noqa: E402
 
 METRIC_KEYS = ("bleu", "token_f1", "content_f1", "rouge_l", "exact_match", "keyword_f1", "pii_auc", "cosine",
                "vector_cosine")

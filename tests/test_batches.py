@@ -271,8 +271,8 @@ def test_a_bad_row_in_a_late_chunk_releases_nothing(protector, recorder) -> None
 
 # --------------------------------------------------------------------------- Protect without a cluster
 def test_protect_callable_with_the_shipped_policy() -> None:
-    from textcrafter_rag.mechanisms.textcrafter import TextCrafter
-    from textcrafter_rag.protector import shipped_policy_path
+    from textcrafter_rag.textcrafter import TextCrafter
+    from textcrafter_rag.policies import shipped_policy_path
     from textcrafter_rag.ray_data import Protect
 
     path = shipped_policy_path("sentence-transformers/all-MiniLM-L6-v2")

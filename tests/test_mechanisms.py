@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
+from textcrafter_rag import from_spec
 from textcrafter_rag.mechanisms import (
-    GaussianNoise, LDPGaussian, NoDefense, Purkayastha, Shuffle, analytic_gaussian_sigma, from_spec,
+    GaussianNoise, LDPGaussian, NoDefense, Purkayastha, Shuffle, analytic_gaussian_sigma,
 )
 from textcrafter_rag.mechanisms.ldp import classical_gaussian_sigma, gaussian_delta
 from textcrafter_rag.randomness import SeedWarning

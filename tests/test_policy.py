@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from textcrafter_rag.policy import PolicyConfig, TextCrafterPolicy
+from textcrafter_rag.textcrafter.policy import PolicyConfig, TextCrafterPolicy
 
 
 def test_default_heads_follow_the_paper() -> None:

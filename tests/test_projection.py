@@ -3,11 +3,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from textcrafter_rag.projection import fallback_direction, project_perturbation
+from textcrafter_rag.textcrafter.projection import fallback_direction, project_perturbation
+
+_F64 = np.finfo(np.float64)
 
 
 def _unit(x: torch.Tensor) -> torch.Tensor:
@@ -60,14 +62,38 @@ def test_fallback_is_deterministic_and_orthogonal() -> None:
 
 @settings(max_examples=200, deadline=None)
 @given(
-    delta=arrays(np.float64, (3, 8), elements=st.floats(-1e6, 1e6, allow_nan=False, allow_subnormal=False)),
+    # Every finite float64, subnormals included: the sum of squares of a naive norm under- or
+    # overflows at both ends of this range.
+    delta=arrays(np.float64, (3, 8), elements=st.floats(-_F64.max, _F64.max, allow_nan=False, allow_infinity=False)),
     d=arrays(np.float64, (3, 8), elements=st.floats(-10, 10, allow_nan=False, allow_subnormal=False)),
     eps=st.floats(1e-3, 100.0),
 )
+# Found by the random search (issue 12): 5.8e-162 in every coordinate gave norm 0.988, not 1.0.
+@example(delta=np.full((3, 8), 5.8e-162), d=np.zeros((3, 8)), eps=1.0)
+@example(delta=np.full((3, 8), 1e300), d=np.zeros((3, 8)), eps=1.0)
+@example(delta=np.full((3, 8), 5e-324), d=np.zeros((3, 8)), eps=2.5)
 def test_property_norm_and_orthogonality(delta: np.ndarray, d: np.ndarray, eps: float) -> None:
     d = d + np.eye(3, 8)  # keep v away from zero
     v = torch.as_tensor(d / np.linalg.norm(d, axis=1, keepdims=True))
     _check(torch.as_tensor(delta), v, eps)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("magnitude", [5.8e-162, 1e-300, 1e-40, 1e-30, 1e30, 1e300])
+def test_tiny_and_huge_deltas_keep_the_exact_norm(dtype: torch.dtype, magnitude: float) -> None:
+    """The issue-12 regression: every coordinate 5.8e-162 along a basis-vector v, and its relatives."""
+    finfo = torch.finfo(dtype)
+    value = min(max(magnitude, float(finfo.smallest_normal) * finfo.eps), float(finfo.max) / 64)
+    delta = torch.full((4, 8), value, dtype=dtype)
+    delta[1] *= -1
+    delta[2, ::2] *= -1
+    delta[3, 0] = 0  # not parallel to v = e_0 in row 3 either
+    v = torch.eye(8, dtype=dtype)[:4]
+    p = project_perturbation(delta, v, 1.0)
+    assert p.dtype == dtype
+    norms = p.double().norm(dim=-1)
+    assert torch.allclose(norms, torch.ones_like(norms), rtol=4 * finfo.eps, atol=0)
+    assert (p.double() * v.double()).sum(-1).abs().max() <= 4 * finfo.eps
 
 
 def test_gradient_flows_to_direction() -> None:

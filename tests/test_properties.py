@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from _textcrafter_helpers import make_textcrafter
-from textcrafter_rag.mechanisms import from_spec
+from textcrafter_rag import from_spec
 
 SPECS = ["none", "shuffle", "gaussian:s=0.01", "gaussian:s=1", "ldp:eps=1", "ldp:eps=12", "purkayastha:eps=8"]
 _TC = make_textcrafter(dim=16, eps=1.7)

@@ -8,7 +8,8 @@ import pytest
 
 from _textcrafter_helpers import make_textcrafter
 from textcrafter_rag import GaussianNoise, MissingPolicyError, Protector
-from textcrafter_rag.encoders import Encoder, FingerprintMismatch, as_encoder
+from textcrafter_rag.encoders import Encoder, as_encoder
+from textcrafter_rag.errors import FingerprintMismatch
 
 
 def _fake_encoder(dim: int = 32) -> Encoder:
@@ -118,7 +119,7 @@ def test_threads_and_tasks_get_independent_correct_results() -> None:
 
 
 def test_shipped_policy_loads_for_the_bundled_encoder(minilm) -> None:
-    from textcrafter_rag.protector import shipped_policy_path
+    from textcrafter_rag.policies import shipped_policy_path
 
     if shipped_policy_path(minilm.model_id) is None:
         pytest.fail("the shipped MiniLM policy is missing from textcrafter_rag/policies")

@@ -26,8 +26,8 @@ pa = pytest.importorskip("pyarrow")
 from textcrafter_rag import Protector
 from textcrafter_rag.batches import column_to_matrix
 from textcrafter_rag.encoders import BUNDLED_MODEL_ID
-from textcrafter_rag.mechanisms.textcrafter import TextCrafter
-from textcrafter_rag.protector import shipped_policy_path
+from textcrafter_rag.textcrafter import TextCrafter
+from textcrafter_rag.policies import shipped_policy_path
 from textcrafter_rag.ray_data import Protect
 
 N = 100_000

@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from textcrafter_rag.protector import protector_for, shipped_policy_path
+from textcrafter_rag.policies import shipped_policy_path
+from textcrafter_rag.protector import protector_for
 from textcrafter_rag.streaming import SUPPORTED_CONVERSIONS, StreamError, protect_file
 
 EPS = 1.0  # the shipped default policy

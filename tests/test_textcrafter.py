@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from _textcrafter_helpers import make_textcrafter
-from textcrafter_rag.mechanisms.textcrafter import TextCrafter
+from textcrafter_rag.textcrafter import TextCrafter
 
 
 def _adversarial_batch(dim: int) -> np.ndarray:

@@ -5,10 +5,11 @@ import pytest
 import torch
 
 from _textcrafter_helpers import make_textcrafter
-from textcrafter_rag.encoders import Encoder, FingerprintMismatch
-from textcrafter_rag.mechanisms.textcrafter import TextCrafter
-from textcrafter_rag.reward import RewardWeights, reward
-from textcrafter_rag.training import TrainingConfig, train_policy
+from textcrafter_rag.encoders import Encoder
+from textcrafter_rag.errors import FingerprintMismatch
+from textcrafter_rag.textcrafter import CalibrationConfig, TextCrafter, fit_textcrafter
+from textcrafter_rag.textcrafter.reward import RewardWeights, reward
+from textcrafter_rag.textcrafter.training import TrainingConfig, train_policy
 
 
 def _synthetic_task(tc: TextCrafter, n: int = 400) -> np.ndarray:
@@ -68,9 +69,9 @@ def fitted(minilm, tmp_path_factory):
     from textcrafter_rag.data import bbc_sentences
 
     corpus = bbc_sentences()[:400]
-    tc = TextCrafter.fit(
-        minilm, eps=2.5, corpus=corpus, n_pii=60, n_calibration=300, clusters=4, progress=False, log=None,
-        training=TrainingConfig(steps=60, batch_size=64, eval_every=5, patience=100, lr=3e-3),
+    tc = fit_textcrafter(
+        minilm, eps=2.5, calibration=CalibrationConfig(corpus=tuple(corpus), n_pii=60, n_calibration=300, clusters=4),
+        progress=False, log=None, training=TrainingConfig(steps=60, batch_size=64, eval_every=5, patience=100, lr=3e-3),
     )
     path = tc.save(tmp_path_factory.mktemp("policy") / "minilm")
     return tc, path

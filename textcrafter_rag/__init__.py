@@ -5,27 +5,26 @@ Quick use::
     from textcrafter_rag import Protector, bundled_minilm
     protector = Protector(base=bundled_minilm())          # loads the shipped TextCrafter policy
     vectors = protector.embed_documents(["Alice Smith's account 12345 is overdrawn."])
+
+Layout: the method in :mod:`textcrafter_rag.textcrafter`, the baselines in
+:mod:`textcrafter_rag.mechanisms`, infrastructure (validation, randomness, encoders, files, CLI)
+at the top level, attacks in :mod:`textcrafter_rag.attacks` and the store audit in
+:mod:`textcrafter_rag.audit`.
 """
 
 from __future__ import annotations
 
-from .encoders import Encoder, FingerprintMismatch, as_encoder, bundled_minilm
-from .mechanisms import (
-    GaussianNoise,
-    LDPGaussian,
-    Mechanism,
-    NoDefense,
-    Purkayastha,
-    Shuffle,
-    TextCrafter,
-    from_spec,
-)
-from .protector import MissingPolicyError, Protector
-
-__version__ = "0.1.0"
+from ._version import __version__
+from .encoders import Encoder, as_encoder, bundled_minilm, register_encoder_adapter
+from .errors import ArtifactError, FingerprintMismatch, MissingPolicyError, TextcrafterError, VectorFileError
+from .mechanisms import GaussianNoise, LDPGaussian, Mechanism, NoDefense, Purkayastha, Shuffle
+from .protector import Protector
+from .specs import from_spec, resolve_policy
+from .textcrafter import TextCrafter, fit_textcrafter
 
 __all__ = [
-    "Protector", "TextCrafter", "Mechanism", "NoDefense", "Shuffle", "GaussianNoise", "LDPGaussian",
-    "Purkayastha", "from_spec", "Encoder", "as_encoder", "bundled_minilm", "FingerprintMismatch",
-    "MissingPolicyError", "__version__",
+    "Protector", "TextCrafter", "fit_textcrafter", "Mechanism", "NoDefense", "Shuffle", "GaussianNoise",
+    "LDPGaussian", "Purkayastha", "from_spec", "resolve_policy", "Encoder", "as_encoder", "bundled_minilm",
+    "register_encoder_adapter", "TextcrafterError", "ArtifactError", "FingerprintMismatch", "MissingPolicyError",
+    "VectorFileError", "__version__",
 ]

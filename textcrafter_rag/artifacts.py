@@ -15,16 +15,16 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors.torch import load_file, save
+
+from ._version import __version__
+from .errors import ArtifactError
 
 __all__ = ["ArtifactError", "save_artifact", "load_artifact", "FORMAT_VERSION", "CONFIG_NAME", "WEIGHTS_NAME"]
 
 FORMAT_VERSION = 1
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
-
-
-class ArtifactError(ValueError):
-    """A saved artifact is missing, corrupted, edited or of an unknown format."""
 
 
 def _sha256(path: Path) -> str:
@@ -49,10 +49,6 @@ def _atomic_write(path: Path, data: bytes) -> None:
 
 def save_artifact(path: str | os.PathLike[str], *, kind: str, tensors: dict[str, torch.Tensor], config: dict[str, Any]) -> Path:
     """Write ``tensors`` and ``config`` to the directory ``path`` (created if needed)."""
-    from safetensors.torch import save
-
-    from . import __version__
-
     out = Path(path)
     out.mkdir(parents=True, exist_ok=True)
     payload = save({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, metadata={"kind": kind})
@@ -76,8 +72,6 @@ def load_artifact(path: str | os.PathLike[str], *, kind: str) -> tuple[dict[str,
         ArtifactError: Missing files, invalid JSON, another kind or format version, a weights
             hash mismatch (truncated or edited file), or an unreadable safetensors file.
     """
-    from safetensors.torch import load_file
-
     root = Path(path)
     cfg_path, w_path = root / CONFIG_NAME, root / WEIGHTS_NAME
     if not root.is_dir():

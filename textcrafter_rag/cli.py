@@ -6,17 +6,20 @@ import argparse
 import sys
 import time
 
+from .attacks.cli import add_attack_command
+from .audit.cli import add_audit_command
+from .demo import run_demo
+from .encoders import encoder_from_name
+from .streaming import protect_file
+from .textcrafter import RewardWeights, fit_textcrafter
+
 __all__ = ["main", "build_parser"]
 
 
 def _cmd_fit(args: argparse.Namespace) -> int:
-    from .encoders import encoder_from_name
-    from .mechanisms.textcrafter import TextCrafter
-    from .reward import RewardWeights
-
     base = encoder_from_name(args.encoder) if args.encoder else None
     t0 = time.perf_counter()
-    tc = TextCrafter.fit(
+    tc = fit_textcrafter(
         base, eps=args.eps, quick=args.quick, seed=args.seed, data_dir=args.data_dir,
         weights=RewardWeights(alpha=args.alpha, beta=args.beta, gamma=args.gamma), progress=not args.no_progress,
     )
@@ -26,8 +29,6 @@ def _cmd_fit(args: argparse.Namespace) -> int:
 
 
 def _cmd_protect(args: argparse.Namespace) -> int:
-    from .streaming import protect_file
-
     report = protect_file(
         args.input, args.output, policy=args.policy, encoder=args.encoder, secure_mode=args.secure,
         column=args.column, output_column=args.output_column, text_column=args.text_column,
@@ -39,8 +40,6 @@ def _cmd_protect(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from .demo import run_demo
-
     return run_demo(n_docs=args.docs, queries=args.query or None, refit=args.refit, eps=args.eps)
 
 
@@ -96,9 +95,6 @@ def build_parser() -> argparse.ArgumentParser:
                       help="perturbation norm: 1.0 (default) and 2.5 ship; other values fit a quick policy")
     demo.add_argument("--refit", action="store_true", help="fit a fresh quick policy instead of the shipped one")
     demo.set_defaults(func=_cmd_demo)
-
-    from .attacks.cli import add_attack_command
-    from .audit.cli import add_audit_command
 
     add_attack_command(sub)
     add_audit_command(sub)

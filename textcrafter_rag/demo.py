@@ -11,7 +11,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from textwrap import shorten
 
+import faiss
 import numpy as np
+
+from .encoders import BUNDLED_MODEL_ID, bundled_minilm
+from .numerics import row_cosines
+from .policies import shipped_policy_path
+from .protector import Protector
+from .textcrafter import TextCrafter, fit_textcrafter
 
 __all__ = ["run_demo", "DEFAULT_QUERIES"]
 
@@ -45,11 +52,7 @@ def _bbc_docs(n_docs: int) -> tuple[list[str], list[str], list[str]]:
     return heads, bodies, labs
 
 
-def _policy(refit: bool, eps: float):
-    from .encoders import BUNDLED_MODEL_ID
-    from .mechanisms.textcrafter import TextCrafter
-    from .protector import shipped_policy_path
-
+def _policy(refit: bool, eps: float) -> tuple[TextCrafter, str]:
     shipped = shipped_policy_path(BUNDLED_MODEL_ID, eps=eps)
     if shipped is not None and not refit:
         return TextCrafter.load(shipped), f"shipped policy {shipped.name}"
@@ -57,7 +60,7 @@ def _policy(refit: bool, eps: float):
     if (cache / "config.json").is_file() and not refit:
         return TextCrafter.load(cache), f"cached quick policy {cache}"
     print(f"Fitting a quick policy for the bundled MiniLM at eps={eps:g} (about a minute)...")
-    tc = TextCrafter.fit(eps=eps, quick=True, progress=False)
+    tc = fit_textcrafter(eps=eps, quick=True, progress=False)
     tc.save(cache)
     return tc, f"quick policy fitted now, cached at {cache}"
 
@@ -66,11 +69,6 @@ def run_demo(
     *, n_docs: int = 500, queries: Sequence[str] | None = None, refit: bool = False, eps: float = 1.0, k: int = 3
 ) -> int:
     """Run the quickstart and print what happened. Returns an exit code."""
-    import faiss
-
-    from .encoders import bundled_minilm
-    from .protector import Protector
-
     t0 = time.perf_counter()
     print("== textcrafter-rag quickstart ==")
     encoder = bundled_minilm()
@@ -84,7 +82,7 @@ def run_demo(
     clean = encoder.encode(bodies)
     protected = protector.protect(clean)  # what embed_documents does after encoding
     dist = np.linalg.norm(protected - clean, axis=1)
-    cos = np.sum(protected * clean, axis=1) / (np.linalg.norm(protected, axis=1) * np.linalg.norm(clean, axis=1))
+    cos = row_cosines(protected, clean)
     print(f"Perturbation norm ||f_adv - f0||: min {dist.min():.6f}, mean {dist.mean():.6f}, max {dist.max():.6f} "
           f"(target eps {policy.eps}); cosine(protected, clean): mean {cos.mean():.3f}.")
     again = protector.protect(clean[:1])

@@ -10,11 +10,15 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import threading
 from collections.abc import Callable, Sequence
+from importlib.metadata import entry_points
 from typing import Any
 
 import numpy as np
 
+from .errors import FingerprintMismatch
+from .numerics import row_cosines
 from .validation import check_texts, check_vectors
 
 __all__ = [
@@ -28,6 +32,9 @@ __all__ = [
     "encoder_fingerprint",
     "verify_fingerprint",
     "FingerprintMismatch",
+    "EncoderAdapter",
+    "ADAPTER_ENTRY_POINT_GROUP",
+    "register_encoder_adapter",
 ]
 
 BUNDLED_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
@@ -39,10 +46,6 @@ PROBE_SENTENCES: tuple[str, ...] = (
     "Quarterly revenue rose four percent on strong demand.",
     "The patient developed a rash after taking penicillin.",
 )
-
-
-class FingerprintMismatch(ValueError):
-    """A saved policy was loaded with a different encoder than it was fitted for."""
 
 
 class Encoder:
@@ -128,9 +131,9 @@ def as_encoder(base: Any, *, normalize: bool = True, batch_size: int = 64, model
         base: An :class:`Encoder`; a sentence-transformers ``SentenceTransformer``; a LangChain
             ``Embeddings`` (``embed_documents``/``aembed_documents``); a LlamaIndex ``BaseEmbedding``
             (its private ``_get_text_embeddings``/``_aget_text_embeddings`` are called so raw vectors
-            never reach LlamaIndex's events, callbacks or caches; with ``llama-index-embeddings-textcrafter``
-            installed its span decorators are stripped too, so span handlers never see them); or a callable
-            ``list[str] -> array``.
+            never reach LlamaIndex's events, callbacks or caches; ``llama-index-embeddings-textcrafter``
+            registers an adapter that also strips its span decorators, so span handlers never see them);
+            anything a registered :data:`EncoderAdapter` accepts; or a callable ``list[str] -> array``.
         normalize: For sentence-transformers models, L2-normalise outputs.
         batch_size: For sentence-transformers models, the encoding batch size.
         model_id: Override the recorded model name.
@@ -142,17 +145,14 @@ def as_encoder(base: Any, *, normalize: bool = True, batch_size: int = 64, model
         enc = base
     elif hasattr(base, "encode") and (hasattr(base, "get_embedding_dimension") or hasattr(base, "get_sentence_embedding_dimension")):
         enc = _sentence_transformer_encoder(base, normalize=normalize, batch_size=batch_size)
+    elif (adapted := _adapt(base)) is not None:
+        enc = adapted
     elif hasattr(base, "_get_text_embeddings") and hasattr(base, "get_text_embedding_batch"):
-        try:  # the integration package strips LlamaIndex's span decorators (spans would see raw vectors)
-            from llama_index.embeddings.textcrafter.base import span_free_encoders
-        except ImportError:
-            enc = Encoder(
-                base._get_text_embeddings,
-                async_fn=getattr(base, "_aget_text_embeddings", None),
-                model_id=f"llama_index:{getattr(base, 'model_name', type(base).__name__)}",
-            )
-        else:
-            enc = span_free_encoders(base)[0]
+        enc = Encoder(
+            base._get_text_embeddings,
+            async_fn=getattr(base, "_aget_text_embeddings", None),
+            model_id=f"llama_index:{getattr(base, 'model_name', type(base).__name__)}",
+        )
     elif hasattr(base, "embed_documents") and hasattr(base, "embed_query"):
         name = getattr(base, "model", None) or getattr(base, "model_name", None) or type(base).__name__
         enc = Encoder(base.embed_documents, async_fn=getattr(base, "aembed_documents", None),
@@ -167,6 +167,48 @@ def as_encoder(base: Any, *, normalize: bool = True, batch_size: int = 64, model
     if model_id is not None:
         enc.model_id = model_id
     return enc
+
+
+#: ``base -> Encoder | None``: an integration's way of wrapping its framework's models.
+EncoderAdapter = Callable[[Any], "Encoder | None"]
+
+#: Entry-point group through which installed integration packages register an :data:`EncoderAdapter`.
+#: The core never imports an integration: it asks the installed distributions for their adapters.
+ADAPTER_ENTRY_POINT_GROUP = "textcrafter_rag.encoder_adapters"
+
+_ADAPTERS: list[EncoderAdapter] = []
+_ADAPTERS_LOADED = False
+_ADAPTERS_LOCK = threading.Lock()
+
+
+def register_encoder_adapter(adapter: EncoderAdapter) -> None:
+    """Teach :func:`as_encoder` a new kind of base model.
+
+    ``adapter(base)`` returns an :class:`Encoder` for models it handles and ``None`` otherwise.
+    Adapters are consulted after plain :class:`Encoder` and sentence-transformers models, before
+    the duck-typed LangChain / LlamaIndex / callable fallbacks. Integration packages register
+    theirs through the :data:`ADAPTER_ENTRY_POINT_GROUP` entry point, loaded on first use.
+    """
+    with _ADAPTERS_LOCK:
+        if adapter not in _ADAPTERS:
+            _ADAPTERS.append(adapter)
+
+
+def _adapt(base: Any) -> Encoder | None:
+    global _ADAPTERS_LOADED
+    with _ADAPTERS_LOCK:
+        if not _ADAPTERS_LOADED:
+            _ADAPTERS_LOADED = True
+            for ep in entry_points(group=ADAPTER_ENTRY_POINT_GROUP):
+                adapter = ep.load()
+                if adapter not in _ADAPTERS:
+                    _ADAPTERS.append(adapter)
+        adapters = list(_ADAPTERS)
+    for adapter in adapters:
+        enc = adapter(base)
+        if enc is not None:
+            return enc
+    return None
 
 
 _BUNDLED: Encoder | None = None
@@ -230,13 +272,11 @@ def verify_fingerprint(encoder: Encoder, expected: np.ndarray, *, min_cosine: fl
     if encoder.dimension != expected.shape[1]:
         raise FingerprintMismatch(
             f"this policy was fitted for {expected.shape[1]}-d embeddings, but the encoder produces "
-            f"{encoder.dimension}-d ones; fit a policy for this encoder with TextCrafter.fit(...) or `textcrafter fit`"
+            f"{encoder.dimension}-d ones; fit a policy for this encoder with fit_textcrafter(...) or `textcrafter fit`"
         )
-    got = encoder.encode(list(PROBE_SENTENCES)).astype(np.float64)
-    exp = expected.astype(np.float64)
-    cos = np.sum(got * exp, axis=1) / (np.linalg.norm(got, axis=1) * np.linalg.norm(exp, axis=1))
+    cos = row_cosines(encoder.encode(list(PROBE_SENTENCES)), expected)
     if float(cos.min()) < min_cosine:
         raise FingerprintMismatch(
             f"this policy was fitted for a different encoder (probe cosine {cos.min():.3f} < {min_cosine}); "
-            "fit a policy for this encoder with TextCrafter.fit(...) or `textcrafter fit`"
+            "fit a policy for this encoder with fit_textcrafter(...) or `textcrafter fit`"
         )

@@ -12,79 +12,13 @@ from typing import Any
 
 import numpy as np
 
-from .encoders import BUNDLED_MODEL_ID, Encoder, as_encoder
-from .mechanisms.base import Mechanism
+from .encoders import Encoder, as_encoder, encoder_from_name
+from .mechanisms import Mechanism
+from .specs import resolve_policy
+from .textcrafter import TextCrafter
 from .validation import check_text, check_texts, check_vectors
 
-__all__ = ["Protector", "protector_for", "resolve_policy", "shipped_policy_path", "MissingPolicyError", "DEFAULT_SHIPPED_EPS"]
-
-#: Policies shipped in ``textcrafter_rag/policies``: model id -> {eps: folder}.
-_SHIPPED: dict[str, dict[float, str]] = {
-    BUNDLED_MODEL_ID: {1.0: "all-MiniLM-L6-v2-eps1.0", 2.5: "all-MiniLM-L6-v2-eps2.5"},
-}
-#: The eps used when none is named: the retrieval benchmark's recommendation (README, "Results").
-DEFAULT_SHIPPED_EPS = 1.0
-
-
-class MissingPolicyError(ValueError):
-    """No policy was given and none ships for this encoder."""
-
-
-def shipped_policy_path(model_id: str, *, eps: float = DEFAULT_SHIPPED_EPS) -> Path | None:
-    """The directory of the policy shipped for ``model_id`` at ``eps``, if one ships."""
-    name = _SHIPPED.get(model_id, {}).get(float(eps))
-    if name is None:
-        return None
-    path = Path(__file__).parent / "policies" / name
-    return path if (path / "config.json").is_file() else None
-
-
-def resolve_policy(
-    policy: Any, *, encoder: Encoder | None, secure_mode: bool = False, seed: int | None = None
-) -> Mechanism:
-    """Turn ``policy`` into a ready mechanism.
-
-    Args:
-        policy: A :class:`~textcrafter_rag.mechanisms.base.Mechanism` (a loaded ``TextCrafter`` or
-            a baseline), a path to a saved policy directory, or ``None`` for the policy shipped for
-            the encoder (only the bundled all-MiniLM-L6-v2 has them: eps 1.0, the default, and 2.5).
-        encoder: The base encoder; a loaded policy is checked against its fingerprint.
-        secure_mode: Draw noise from the OS CSPRNG (for policies loaded here; a given mechanism
-            must already be in secure mode).
-        seed: Seed for reproducible experiments (for policies loaded here).
-
-    Raises:
-        MissingPolicyError: ``None`` was given for an encoder with no shipped policy.
-        FingerprintMismatch: The policy was fitted for another encoder or dimension.
-    """
-    from .mechanisms.textcrafter import TextCrafter
-
-    if isinstance(policy, Mechanism):
-        if secure_mode and not policy.secure_mode:
-            raise ValueError(
-                "secure_mode=True was requested but the given mechanism was built without it; "
-                "construct it with secure_mode=True (or pass a policy path)"
-            )
-        if encoder is not None and policy.dim is not None and policy.dim != encoder.dimension:
-            from .encoders import FingerprintMismatch
-
-            raise FingerprintMismatch(
-                f"the policy protects {policy.dim}-d vectors but the encoder produces {encoder.dimension}-d ones"
-            )
-        return policy
-    if policy is None:
-        model_id = encoder.model_id if encoder is not None else None
-        path = shipped_policy_path(model_id) if model_id else None
-        if path is None:
-            raise MissingPolicyError(
-                f"no TextCrafter policy ships for encoder {model_id!r}. Fit one once for this encoder "
-                "(`TextCrafter.fit(encoder, ...)` then `.save(DIR)`, or `textcrafter fit --out DIR`) and "
-                "pass policy=DIR"
-            )
-        policy = path
-    if isinstance(policy, (str, Path)):
-        return TextCrafter.load(policy, encoder=encoder, secure_mode=secure_mode, seed=seed)
-    raise TypeError(f"policy must be a path, a Mechanism or None, got {type(policy).__name__}")
+__all__ = ["Protector", "protector_for"]
 
 
 class Protector:
@@ -95,7 +29,7 @@ class Protector:
             when only precomputed vectors are protected.
         query_base: A separate encoder for queries, for models that embed queries differently from
             documents (instruction prefixes, ``input_type="search_query"``); default ``base``.
-        policy: See :func:`resolve_policy`.
+        policy: See :func:`~textcrafter_rag.specs.resolve_policy`.
         protect_queries: Also protect query vectors. Off by default: queries are not stored, and the
             retrieval benchmark shows protecting both sides costs retrieval quality (README).
         chunk_size: Rows protected per step; bounds peak memory on huge batches.
@@ -202,12 +136,8 @@ def protector_for(
         secure_mode: Draw noise from the OS CSPRNG.
         chunk_size: Rows protected per step.
     """
-    from .encoders import encoder_from_name
-
     base = encoder_from_name(encoder) if encoder is not None else None
     resolved: Any = policy
     if policy is None and base is None:
-        from .mechanisms.textcrafter import TextCrafter
-
         resolved = TextCrafter.load_shipped(secure_mode=secure_mode)
     return Protector(base=base, policy=resolved, secure_mode=secure_mode, chunk_size=chunk_size)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .mechanisms.base import Mechanism
+from .mechanisms import Mechanism
 
 __all__ = ["RecordingMechanism"]
 

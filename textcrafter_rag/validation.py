@@ -6,12 +6,13 @@ values themselves: raw vectors and texts must not leak into logs or tracebacks.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-__all__ = ["check_vectors", "check_texts", "check_text"]
+__all__ = ["check_vectors", "check_texts", "check_text", "check_positive"]
 
 _FLOAT_KINDS = ("f",)
 
@@ -109,3 +110,12 @@ def check_texts(texts: Any, *, name: str = "texts", allow_empty_batch: bool = Fa
             raise ValueError(f"{name}[{i}] is empty or whitespace only")
         out.append(t)
     return out
+
+
+def check_positive(value: Any, *, name: str) -> float:
+    """Validate a finite number ``> 0`` (a mechanism parameter such as ``eps`` or ``s``); booleans are refused."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
+        raise ValueError(f"{name} must be a finite number > 0, got {type(value).__name__}")
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+    return float(value)

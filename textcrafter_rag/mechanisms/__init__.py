@@ -1,14 +1,15 @@
-"""Defenses: TextCrafter and the paper's baselines, all behind ``protect(x) -> x'``."""
+"""The baselines behind ``protect(x) -> x'``: identity, shuffling, Gaussian noise and two LDP mechanisms.
+
+TextCrafter itself lives in :mod:`textcrafter_rag.textcrafter`; :func:`textcrafter_rag.from_spec`
+builds any of them from a spec string.
+"""
 
 from __future__ import annotations
 
 from .base import Mechanism
 from .ldp import LDPGaussian, Purkayastha, analytic_gaussian_sigma
 from .simple import GaussianNoise, NoDefense, Shuffle
-from .spec import from_spec
-from .textcrafter import TextCrafter
 
 __all__ = [
-    "Mechanism", "NoDefense", "Shuffle", "GaussianNoise", "LDPGaussian", "Purkayastha",
-    "TextCrafter", "from_spec", "analytic_gaussian_sigma",
+    "Mechanism", "NoDefense", "Shuffle", "GaussianNoise", "LDPGaussian", "Purkayastha", "analytic_gaussian_sigma",
 ]

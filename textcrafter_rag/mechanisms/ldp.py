@@ -13,16 +13,11 @@ import numpy as np
 from scipy.optimize import brentq
 from scipy.special import log_ndtr, logsumexp, ndtr
 
+from ..numerics import unit_rows
+from ..validation import check_positive
 from .base import Mechanism
 
 __all__ = ["LDPGaussian", "Purkayastha", "analytic_gaussian_sigma", "gaussian_delta", "classical_gaussian_sigma"]
-
-
-def _unit_rows(x: np.ndarray) -> np.ndarray:
-    """Rows scaled to unit L2 norm, computed in float64 and pre-scaled so tiny or huge rows don't under/overflow."""
-    x64 = x.astype(np.float64)
-    x64 /= np.abs(x64).max(axis=1, keepdims=True)
-    return x64 / np.linalg.norm(x64, axis=1, keepdims=True)
 
 
 def gaussian_delta(*, epsilon: float, sigma: float, sensitivity: float) -> float:
@@ -41,12 +36,10 @@ def analytic_gaussian_sigma(*, epsilon: float, delta: float, sensitivity: float)
     Calibrated by the analytic Gaussian mechanism (Balle & Wang 2018), valid for any
     ``epsilon > 0``, unlike the classical bound which needs ``epsilon < 1``.
     """
-    if not (epsilon > 0 and math.isfinite(epsilon)):
-        raise ValueError(f"epsilon must be a finite number > 0, got {epsilon!r}")
+    epsilon = check_positive(epsilon, name="epsilon")
+    sensitivity = check_positive(sensitivity, name="sensitivity")
     if not (0 < delta < 1):
         raise ValueError(f"delta must lie in (0, 1), got {delta!r}")
-    if not (sensitivity > 0 and math.isfinite(sensitivity)):
-        raise ValueError(f"sensitivity must be > 0, got {sensitivity!r}")
 
     def excess(log_sigma: float) -> float:
         return gaussian_delta(epsilon=epsilon, sigma=math.exp(log_sigma), sensitivity=sensitivity) - delta
@@ -88,7 +81,7 @@ class LDPGaussian(Mechanism):
         self.delta = float(delta)
 
     def _protect(self, x: np.ndarray) -> np.ndarray:
-        return (_unit_rows(x) + self.sigma * self._noise.normal(x.shape)).astype(np.float32)
+        return (unit_rows(x) + self.sigma * self._noise.normal(x.shape)).astype(np.float32)
 
     def params(self) -> dict[str, Any]:
         return {"eps": self.epsilon, "delta": self.delta}
@@ -117,8 +110,7 @@ class Purkayastha(Mechanism):
     def __init__(
         self, *, epsilon: float, grid: int = 20001, seed: int | None = None, secure_mode: bool = False
     ) -> None:
-        if not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon) and epsilon > 0):
-            raise ValueError(f"epsilon must be a finite number > 0, got {epsilon!r}")
+        epsilon = check_positive(epsilon, name="epsilon")
         if grid < 101:
             raise ValueError("grid must have at least 101 points")
         super().__init__(seed=seed, secure_mode=secure_mode)
@@ -148,15 +140,15 @@ class Purkayastha(Mechanism):
         n, d = x.shape
         if d < 2:
             raise ValueError("Purkayastha needs dimension >= 2")
-        u = _unit_rows(x)
+        u = unit_rows(x)
         t, cdf = self.angle_cdf(d)
         theta = np.interp(self._noise.uniform((n,)), cdf, t)
         w = self._noise.normal((n, d))
         w -= np.sum(w * u, axis=1, keepdims=True) * u
         w -= np.sum(w * u, axis=1, keepdims=True) * u  # second pass for accuracy
-        w /= np.linalg.norm(w, axis=1, keepdims=True)
+        w = unit_rows(w)
         y = np.cos(theta)[:, None] * u + np.sin(theta)[:, None] * w
-        return (y / np.linalg.norm(y, axis=1, keepdims=True)).astype(np.float32)
+        return unit_rows(y).astype(np.float32)
 
     def params(self) -> dict[str, Any]:
         return {"eps": self.epsilon}

@@ -14,7 +14,7 @@ from llama_index.core.storage.kvstore import SimpleKVStore
 from llama_index.embeddings.textcrafter import BypassedCacheWarning, ProtectedEmbedding
 
 from textcrafter_rag import FingerprintMismatch, GaussianNoise, Mechanism, MissingPolicyError
-from textcrafter_rag.protector import shipped_policy_path
+from textcrafter_rag.policies import shipped_policy_path
 
 DOCS = ["alpha doc", "beta doc", "gamma doc", "delta doc", "epsilon doc", "zeta doc"]
 QUERY = "which doc is alpha?"
@@ -165,7 +165,7 @@ def test_missing_policy_error_surfaces_unchanged() -> None:
     with pytest.raises(MissingPolicyError) as info:
         ProtectedEmbedding(base=fake8, policy=None)
     assert type(info.value) is MissingPolicyError
-    assert "TextCrafter.fit" in str(info.value) and "textcrafter fit" in str(info.value)
+    assert "fit_textcrafter" in str(info.value) and "textcrafter fit" in str(info.value)
 
 
 def test_missing_policy_for_llama_index_base(fake_base) -> None:

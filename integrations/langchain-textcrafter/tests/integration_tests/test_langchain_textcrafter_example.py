@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from textcrafter_rag.protector import shipped_policy_path
+from textcrafter_rag.policies import shipped_policy_path
 
 EXAMPLE = Path(__file__).resolve().parents[4] / "examples" / "protected_rag.py"
 

@@ -12,7 +12,7 @@ from langchain_tests.unit_tests import EmbeddingsUnitTests
 from langchain_textcrafter import ProtectedEmbeddings, RawVectorCacheWarning
 
 from textcrafter_rag import FingerprintMismatch, GaussianNoise, Mechanism, MissingPolicyError, bundled_minilm
-from textcrafter_rag.protector import shipped_policy_path
+from textcrafter_rag.policies import shipped_policy_path
 
 
 class TestProtectedEmbeddingsStandardUnit(EmbeddingsUnitTests):
@@ -99,7 +99,7 @@ def test_missing_policy_error_surfaces_unchanged() -> None:
         ProtectedEmbeddings(base=fake8, policy=None)
     assert type(info.value) is MissingPolicyError
     msg = str(info.value)
-    assert "TextCrafter.fit" in msg and "textcrafter fit" in msg and "policy=" in msg
+    assert "fit_textcrafter" in msg and "textcrafter fit" in msg and "policy=" in msg
 
 
 def test_mismatched_policy_error_surfaces_unchanged(fake_base) -> None:

@@ -14,7 +14,6 @@ pathwise term ``-mean(R)`` differentiated through the projection with respect to
 from __future__ import annotations
 
 import copy
-import math
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -23,12 +22,12 @@ import numpy as np
 import torch
 
 from .pii import PIIClassifier
-from .policy import PolicyOutput, TextCrafterPolicy
+from .policy import TextCrafterPolicy
 from .priors import ClusterPrior
-from .projection import project_perturbation
-from .reward import RewardWeights, reward
+from .reward import RewardWeights
+from .rollout import rollout
 
-__all__ = ["TrainingConfig", "TrainingReport", "train_policy", "refine_batch", "release"]
+__all__ = ["TrainingConfig", "TrainingReport", "train_policy"]
 
 
 @dataclass(frozen=True)
@@ -91,27 +90,11 @@ class TrainingReport:
         return d
 
 
-def release(f0: torch.Tensor, delta: torch.Tensor, v: torch.Tensor, eps: float) -> torch.Tensor:
-    """``f_adv = f0 + eps * (delta - (delta.v)v) / ||delta - (delta.v)v||``."""
-    return f0 + project_perturbation(delta, v, eps)
-
-
-def _step_rewards(
-    policy: TextCrafterPolicy, f0: torch.Tensor, z: torch.Tensor, *, eps: float, pii: PIIClassifier,
-    prior: ClusterPrior, weights: RewardWeights,
-) -> tuple[torch.Tensor, torch.Tensor, PolicyOutput, torch.Tensor]:
-    out = policy(f0)
-    delta = (out.mu + out.sigma * z).detach()
-    f_adv = release(f0, delta, out.v, eps)
-    r = reward(f_adv, f0, pii=pii, prior=prior, weights=weights)
-    return r, TextCrafterPolicy.log_prob(delta, out), out, f_adv
-
-
 @torch.no_grad()
 def _validate(policy, f0, z, **kw) -> float:
     was_training = policy.training
     policy.eval()
-    r = _step_rewards(policy, f0, z, **kw)[0]
+    r = rollout(policy, f0, z, **kw)[0]
     policy.train(was_training)
     return float(r.mean())
 
@@ -155,7 +138,7 @@ def train_policy(
         idx = torch.randint(0, x_tr.shape[0], (min(config.batch_size, x_tr.shape[0]),), generator=gen)
         f0 = x_tr[idx]
         z = torch.randn(f0.shape, generator=gen)
-        r, logp, _, _ = _step_rewards(policy, f0, z, **kw)
+        r, logp, _, _ = rollout(policy, f0, z, **kw)
         r_det = r.detach()
         baseline = config.baseline_decay * baseline + config.baseline_gain * float(r_det.mean())
         loss = -((r_det - baseline) * logp).mean()
@@ -183,46 +166,3 @@ def train_policy(
         steps_run=step, best_step=best_step, initial_val_reward=initial, best_val_reward=best,
         seconds=time.perf_counter() - t0, stopped_early=step < config.steps, history=history,
     )
-
-
-def refine_batch(
-    policy: TextCrafterPolicy,
-    f0: torch.Tensor,
-    noise: Any,
-    *,
-    eps: float,
-    pii: PIIClassifier,
-    prior: ClusterPrior,
-    weights: RewardWeights,
-    steps: int,
-    lr: float = 1e-3,
-) -> torch.Tensor:
-    """Algorithm 1: a few policy-gradient steps on the batch being protected.
-
-    A copy of the policy is fine-tuned on ``f0`` for ``steps`` steps; every sampled release is a
-    candidate and each row keeps its highest-reward candidate. Each candidate satisfies the norm
-    and orthogonality guarantees for its own direction ``v``. The shipped policy is not modified.
-
-    Args:
-        noise: A :class:`~textcrafter_rag.randomness.NoiseSource` for the action noise.
-    """
-    local = copy.deepcopy(policy)
-    local.train()
-    opt = torch.optim.Adam(local.parameters(), lr=lr)
-    kw = {"eps": eps, "pii": pii, "prior": prior, "weights": weights}
-    best_r = torch.full((f0.shape[0],), -math.inf)
-    best = f0.clone()
-    baseline = 0.0
-    for _ in range(max(1, steps)):
-        z = torch.as_tensor(noise.normal(tuple(f0.shape)), dtype=f0.dtype)
-        r, logp, _, f_adv = _step_rewards(local, f0, z, **kw)
-        r_det = r.detach()
-        better = r_det > best_r
-        best = torch.where(better[:, None], f_adv.detach(), best)
-        best_r = torch.where(better, r_det, best_r)
-        baseline = 0.9 * baseline + 0.1 * float(r_det.mean())
-        loss = -((r_det - baseline) * logp).mean() - r.mean()
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-    return best

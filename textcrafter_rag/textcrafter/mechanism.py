@@ -1,38 +1,32 @@
-"""TextCrafter: the trained policy as a mechanism, with fitting, saving and loading."""
+"""TextCrafter: the trained policy as a mechanism, with saving and loading (fitting is in :mod:`.fitting`)."""
 
 from __future__ import annotations
 
-import math
 import os
-import platform
 import threading
-import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 import torch
 
-from ..artifacts import ArtifactError, load_artifact, save_artifact
-from ..encoders import BUNDLED_MODEL_ID, FingerprintMismatch, as_encoder, encoder_fingerprint, verify_fingerprint
-from ..calibration import Calibration, calibrate
-from ..pii import PIIClassifier
-from ..policy import PolicyConfig, PolicyOutput, TextCrafterPolicy
-from ..priors import ClusterPrior
-from ..reward import RewardWeights
-from ..training import TrainingConfig, refine_batch, release, train_policy
-from .base import Mechanism
+from ..artifacts import load_artifact, save_artifact
+from ..encoders import as_encoder, verify_fingerprint
+from ..errors import ArtifactError, FingerprintMismatch, MissingPolicyError
+from ..mechanisms.base import Mechanism
+from ..numerics import plain_torch
+from ..policies import BUNDLED_MODEL_ID, DEFAULT_SHIPPED_EPS, SHIPPED, shipped_policy_path
+from ..validation import check_positive
+from .pii import PIIClassifier
+from .policy import PolicyConfig, PolicyOutput, TextCrafterPolicy
+from .priors import ClusterPrior
+from .projection import release
+from .reward import RewardWeights
+from .rollout import refine_batch
 
 __all__ = ["TextCrafter"]
 
 _KIND = "textcrafter-policy"
-
-
-def _check_eps(eps: float) -> float:
-    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not math.isfinite(eps) or eps <= 0:
-        raise ValueError(f"eps must be a finite number > 0, got {eps!r}")
-    return float(eps)
 
 
 class TextCrafter(Mechanism):
@@ -43,8 +37,9 @@ class TextCrafter(Mechanism):
     and ``P`` the projection orthogonal to ``v``, normalised. Guarantees for every input:
     ``||f_adv - f0|| = eps`` and ``<f_adv - f0, v> = 0``. TextCrafter has no formal DP guarantee.
 
-    Build one with :meth:`fit` (for any encoder) or :meth:`load`; the policy for the bundled
-    all-MiniLM-L6-v2 ship with the package at eps 1.0 and 2.5 (:meth:`load_shipped`).
+    Build one with :func:`~textcrafter_rag.textcrafter.fitting.fit_textcrafter` (for any encoder) or
+    :meth:`load`; policies for the bundled all-MiniLM-L6-v2 ship with the package at eps 1.0 and 2.5
+    (:meth:`load_shipped`).
 
     Args:
         policy: The trained policy network.
@@ -76,11 +71,11 @@ class TextCrafter(Mechanism):
         seed: int | None = None,
         secure_mode: bool = False,
     ) -> None:
-        self.eps = _check_eps(eps)
+        self.eps = check_positive(eps, name="eps")
         if refine_steps < 0:
             raise ValueError("refine_steps must be >= 0")
         super().__init__(seed=seed, secure_mode=secure_mode)
-        self.policy = policy.eval()
+        self.policy = policy.float().eval()
         self.pii = pii
         self.prior = prior
         self.weights = weights
@@ -95,14 +90,17 @@ class TextCrafter(Mechanism):
     def dim(self) -> int:
         return self.policy.config.dim
 
-    @torch.no_grad()
     def policy_outputs(self, x: np.ndarray) -> PolicyOutput:
         """``(mu, sigma, v)`` for a validated batch (inference path, dropout off)."""
-        return self.policy(torch.as_tensor(x, dtype=torch.float32))
+        with plain_torch():
+            return self.policy(torch.as_tensor(x, dtype=torch.float32))
 
     def release_with_noise(self, x: np.ndarray, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Release with given standard-normal noise ``z``: returns ``(f_adv, v)``. For tests and audits."""
-        with torch.no_grad():
+        """Release with given standard-normal noise ``z``: returns ``(f_adv, v)``. For tests and audits.
+
+        Runs in float32 with autocast and gradients off whatever the caller's torch state.
+        """
+        with plain_torch():
             f0 = torch.as_tensor(x, dtype=torch.float32)
             out = self.policy(f0)
             delta = out.mu + out.sigma * torch.as_tensor(z, dtype=torch.float32)
@@ -110,11 +108,12 @@ class TextCrafter(Mechanism):
 
     def _protect(self, x: np.ndarray) -> np.ndarray:
         if self.refine_steps:
-            with self._torch_lock:  # refinement trains a copy of the policy
-                return refine_batch(
-                    self.policy, torch.as_tensor(x), self._noise, eps=self.eps, pii=self.pii,
-                    prior=self.prior, weights=self.weights, steps=self.refine_steps,
-                ).numpy()
+            with self._torch_lock, plain_torch(grad=True):  # refinement trains a copy of the policy
+                f_adv = refine_batch(
+                    self.policy, torch.as_tensor(x, dtype=torch.float32), self._noise, eps=self.eps,
+                    pii=self.pii, prior=self.prior, weights=self.weights, steps=self.refine_steps,
+                )
+            return f_adv.detach().numpy()
         return self.release_with_noise(x, self._noise.normal(x.shape))[0]
 
     def params(self) -> dict[str, Any]:
@@ -125,83 +124,6 @@ class TextCrafter(Mechanism):
 
     def expected_norm(self, dim: int) -> float:
         return self.eps
-
-    # ------------------------------------------------------------------ fitting
-    @classmethod
-    def fit(
-        cls,
-        base: Any = None,
-        *,
-        eps: float = 1.0,
-        weights: RewardWeights = RewardWeights(),
-        training: TrainingConfig | None = None,
-        policy_config: dict[str, Any] | None = None,
-        calibration: Calibration | None = None,
-        corpus: Sequence[str] | None = None,
-        n_pii: int = 1000,
-        n_calibration: int = 6000,
-        clusters: int = 16,
-        data_dir: str | os.PathLike[str] | None = None,
-        quick: bool = False,
-        seed: int = 0,
-        progress: bool = True,
-        log: Any = print,
-    ) -> TextCrafter:
-        """Fit the PII classifier, the cluster prior and the policy for an encoder.
-
-        Args:
-            base: Any encoder :func:`~textcrafter_rag.encoders.as_encoder` accepts; ``None`` uses
-                the bundled all-MiniLM-L6-v2. Ignored when ``calibration`` is given.
-            eps: Perturbation norm of every release (1.0 keeps SciFact NDCG@10 at 80% of clean; the
-                paper's 2.5 leaves retrieval unusable, see the README's results).
-            weights: Reward weights ``alpha, beta, gamma``.
-            training: REINFORCE settings; ``quick`` shrinks the defaults.
-            policy_config: Overrides for :class:`~textcrafter_rag.policy.PolicyConfig` (``heads``, ...).
-            calibration: A precomputed :class:`~textcrafter_rag.calibration.Calibration` (shared
-                across an ``eps`` grid); otherwise one is computed with the arguments below.
-            corpus, n_pii, n_calibration, clusters, data_dir: See
-                :func:`~textcrafter_rag.calibration.calibrate`.
-            quick: A small, fast configuration for demos and tests.
-            seed: Seed for everything random in fitting.
-            progress: Show progress bars.
-            log: Called with progress lines (``print`` by default; ``None`` for silence).
-        """
-        eps = _check_eps(eps)
-        say = log or (lambda *_: None)
-        t0 = time.perf_counter()
-        if quick:
-            n_pii, n_calibration, clusters = min(n_pii, 300), min(n_calibration, 1500), min(clusters, 8)
-            training = training or TrainingConfig(steps=150, batch_size=128, eval_every=10, seed=seed)
-        training = training or TrainingConfig(seed=seed)
-        torch.manual_seed(seed)
-        if calibration is None:
-            calibration = calibrate(base, corpus=corpus, n_pii=n_pii, n_calibration=n_calibration,
-                                    clusters=clusters, data_dir=data_dir, seed=seed, progress=progress, log=log)
-        encoder = calibration.encoder
-        cfg = PolicyConfig(dim=encoder.dimension, **(policy_config or {}))
-        policy = TextCrafterPolicy(cfg)
-        report = train_policy(policy, calibration.embeddings, eps=eps, pii=calibration.pii, prior=calibration.prior,
-                              weights=weights, config=training, progress=progress)
-        say(f"[fit] policy: validation reward {report.initial_val_reward:.4f} -> {report.best_val_reward:.4f} "
-            f"(best at step {report.best_step}/{report.steps_run}, {report.seconds:.1f}s)")
-
-        fp_meta, probes = encoder_fingerprint(encoder)
-        seconds = time.perf_counter() - t0
-        metadata = {
-            "encoder": fp_meta,
-            "training": training.to_dict(),
-            "training_report": report.to_dict(),
-            "provenance": {
-                **calibration.provenance, "quick": quick, "fit_seconds": round(seconds, 1),
-                "machine": f"{platform.machine()} {os.cpu_count()} CPUs, torch {torch.__version__}",
-                "fitted_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            },
-        }
-        say(f"[fit] done in {seconds:.1f}s")
-        tc = cls(policy=policy, eps=eps, pii=calibration.pii, prior=calibration.prior, weights=weights,
-                 metadata=metadata, probes=probes)
-        tc.training_report = report
-        return tc
 
     # ------------------------------------------------------------------ persistence
     def get_config_dict(self) -> dict[str, Any]:
@@ -243,13 +165,13 @@ class TextCrafter(Mechanism):
         """
         config, tensors = load_artifact(path, kind=_KIND)
         try:
-            eps = _check_eps(config["eps"])
+            eps = check_positive(config["eps"], name="eps")
             dim = int(config["dim"])
             pcfg = PolicyConfig(**config["policy"])
             if pcfg.dim != dim:
                 raise ValueError(f"policy dimension {pcfg.dim} != recorded dimension {dim}")
             weights = RewardWeights(**config["reward_weights"])
-            policy = TextCrafterPolicy(pcfg)
+            policy = TextCrafterPolicy(pcfg).float()  # float32 whatever the caller's default dtype
             state = {k[len("policy."):]: v for k, v in tensors.items() if k.startswith("policy.")}
             policy.load_state_dict(state, strict=True)
             pii = PIIClassifier.from_tensors(tensors, config.get("pii_classifier"))
@@ -266,7 +188,7 @@ class TextCrafter(Mechanism):
                 raise FingerprintMismatch(
                     f"the policy at {path} was fitted for {dim}-d embeddings from "
                     f"{config.get('encoder', {}).get('model_id')!r}, but the encoder produces {enc.dimension}-d "
-                    "ones; fit a policy for this encoder with TextCrafter.fit(...) or `textcrafter fit`"
+                    "ones; fit a policy for this encoder with fit_textcrafter(...) or `textcrafter fit`"
                 )
             if probes_np is not None:
                 verify_fingerprint(enc, probes_np)
@@ -281,13 +203,12 @@ class TextCrafter(Mechanism):
         cls, *, eps: float | None = None, seed: int | None = None, secure_mode: bool = False
     ) -> TextCrafter:
         """A policy shipped for the bundled all-MiniLM-L6-v2: ``eps`` 1.0 (default) or 2.5 (the paper's)."""
-        from ..protector import DEFAULT_SHIPPED_EPS, MissingPolicyError, shipped_policy_path
-
         eps = DEFAULT_SHIPPED_EPS if eps is None else eps
         path = shipped_policy_path(BUNDLED_MODEL_ID, eps=eps)
         if path is None:
+            shipped = ", ".join(str(e) for e in sorted(SHIPPED[BUNDLED_MODEL_ID]))
             raise MissingPolicyError(
-                f"no policy for all-MiniLM-L6-v2 at eps={eps} ships with this installation (shipped: 1.0, 2.5); "
+                f"no policy for all-MiniLM-L6-v2 at eps={eps} ships with this installation (shipped: {shipped}); "
                 "fit one with `textcrafter fit --eps EPS --out DIR`"
             )
         return cls.load(path, seed=seed, secure_mode=secure_mode)

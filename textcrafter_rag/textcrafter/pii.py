@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -214,12 +214,3 @@ class PIIClassifier:
     @classmethod
     def from_tensors(cls, tensors: dict[str, torch.Tensor], metrics: dict[str, Any] | None = None) -> PIIClassifier:
         return cls(weight=tensors["pii.weight"], bias=tensors["pii.bias"].reshape(()), metrics=dict(metrics or {}))
-
-
-def embed_corpus(encode: Callable[[list[str]], np.ndarray], texts: Sequence[str], *, batch_size: int = 256,
-                 progress: bool = True, desc: str = "Embedding") -> np.ndarray:
-    """Embed ``texts`` in batches with a progress bar."""
-    from tqdm.auto import tqdm
-
-    chunks = [list(texts[i : i + batch_size]) for i in range(0, len(texts), batch_size)]
-    return np.concatenate([encode(c) for c in tqdm(chunks, desc=desc, disable=not progress)], axis=0)

@@ -1,0 +1,38 @@
+"""One error hierarchy for the whole package.
+
+Every error this library raises on purpose derives from :class:`TextcrafterError`, so an
+application can catch them all in one place. Each class also derives from the built-in type
+it was before (``ValueError``), so existing ``except ValueError`` handlers keep working.
+Messages name the problem and where it is (file, row, line), never the values: raw vectors
+and texts must not leak into logs or tracebacks.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "TextcrafterError",
+    "ArtifactError",
+    "MissingPolicyError",
+    "FingerprintMismatch",
+    "VectorFileError",
+]
+
+
+class TextcrafterError(Exception):
+    """Base class of every error raised on purpose by textcrafter-rag."""
+
+
+class ArtifactError(TextcrafterError, ValueError):
+    """A saved artifact (policy, inverter) is missing, corrupted, edited or of an unknown format."""
+
+
+class MissingPolicyError(TextcrafterError, ValueError):
+    """No policy was given and none could be found, loaded or fitted for this encoder."""
+
+
+class FingerprintMismatch(TextcrafterError, ValueError):
+    """A saved policy was loaded with a different encoder than it was fitted for."""
+
+
+class VectorFileError(TextcrafterError, ValueError):
+    """A vector file could not be read or written. The message names the file and the chunk, row or line."""

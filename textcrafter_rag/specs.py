@@ -1,0 +1,112 @@
+"""Turn what a user names into a ready mechanism: defense specs and policy arguments.
+
+:func:`from_spec` parses strings such as ``gaussian:s=0.01``, ``ldp:eps=4`` or ``textcrafter:DIR``
+(the CLI and the benchmarks name defenses this way); :func:`resolve_policy` turns the ``policy=``
+argument of :class:`~textcrafter_rag.protector.Protector` and both adapters into a mechanism.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .encoders import Encoder
+from .errors import FingerprintMismatch, MissingPolicyError
+from .mechanisms import GaussianNoise, LDPGaussian, Mechanism, NoDefense, Purkayastha, Shuffle
+from .policies import shipped_policy_path
+from .textcrafter import TextCrafter
+
+__all__ = ["from_spec", "resolve_policy"]
+
+_ALIASES = {"eps": "epsilon"}
+_CLASSES: dict[str, type[Mechanism]] = {
+    "shuffle": Shuffle, "gaussian": GaussianNoise, "ldp": LDPGaussian, "purkayastha": Purkayastha,
+}
+
+
+def _parse_params(text: str, spec: str) -> dict[str, Any]:
+    params: dict[str, Any] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        if "=" not in part:
+            raise ValueError(f"bad parameter {part!r} in defense spec {spec!r}; expected key=value")
+        key, value = (s.strip() for s in part.split("=", 1))
+        try:
+            params[_ALIASES.get(key, key)] = float(value)
+        except ValueError:
+            raise ValueError(f"parameter {key!r} in defense spec {spec!r} must be a number") from None
+    return params
+
+
+def from_spec(spec: str, *, seed: int | None = None, secure_mode: bool = False, encoder: Any = None) -> Mechanism:
+    """Build a mechanism from its spec string.
+
+    Specs: ``none``, ``shuffle``, ``gaussian:s=S``, ``ldp:eps=E[,delta=D]``, ``purkayastha:eps=E``,
+    ``textcrafter:POLICY_DIR``, or ``textcrafter`` / ``textcrafter:eps=2.5`` for a policy shipped for the
+    bundled MiniLM.
+
+    Raises:
+        ValueError: Unknown mechanism or malformed parameters.
+    """
+    if not isinstance(spec, str) or not spec.strip():
+        raise ValueError("defense spec must be a non-empty string such as 'gaussian:s=0.01'")
+    name, _, rest = spec.strip().partition(":")
+    name = name.lower()
+    rng = {"seed": seed, "secure_mode": secure_mode}
+    if name == "none":
+        return NoDefense()
+    if name == "textcrafter":
+        if not rest or "=" in rest:  # the shipped policy, optionally at a named eps
+            eps = _parse_params(rest, spec).pop("epsilon", None) if rest else None
+            return TextCrafter.load_shipped(eps=eps, **rng)
+        return resolve_policy(rest, encoder=encoder, **rng)
+    if name not in _CLASSES:
+        known = ", ".join(["none", *_CLASSES, "textcrafter"])
+        raise ValueError(f"unknown defense {name!r}; choose from {known}")
+    try:
+        return _CLASSES[name](**_parse_params(rest, spec), **rng)
+    except TypeError as exc:
+        raise ValueError(f"bad parameters in defense spec {spec!r}: {exc}") from None
+
+
+def resolve_policy(
+    policy: Any, *, encoder: Encoder | None, secure_mode: bool = False, seed: int | None = None
+) -> Mechanism:
+    """Turn ``policy`` into a ready mechanism.
+
+    Args:
+        policy: A :class:`~textcrafter_rag.mechanisms.base.Mechanism` (a loaded ``TextCrafter`` or
+            a baseline), a path to a saved policy directory, or ``None`` for the policy shipped for
+            the encoder (only the bundled all-MiniLM-L6-v2 has them: eps 1.0, the default, and 2.5).
+        encoder: The base encoder; a loaded policy is checked against its fingerprint.
+        secure_mode: Draw noise from the OS CSPRNG (for policies loaded here; a given mechanism
+            must already be in secure mode).
+        seed: Seed for reproducible experiments (for policies loaded here).
+
+    Raises:
+        MissingPolicyError: ``None`` was given for an encoder with no shipped policy.
+        FingerprintMismatch: The policy was fitted for another encoder or dimension.
+    """
+    if isinstance(policy, Mechanism):
+        if secure_mode and not policy.secure_mode:
+            raise ValueError(
+                "secure_mode=True was requested but the given mechanism was built without it; "
+                "construct it with secure_mode=True (or pass a policy path)"
+            )
+        if encoder is not None and policy.dim is not None and policy.dim != encoder.dimension:
+            raise FingerprintMismatch(
+                f"the policy protects {policy.dim}-d vectors but the encoder produces {encoder.dimension}-d ones"
+            )
+        return policy
+    if policy is None:
+        model_id = encoder.model_id if encoder is not None else None
+        path = shipped_policy_path(model_id)
+        if path is None:
+            raise MissingPolicyError(
+                f"no TextCrafter policy ships for encoder {model_id!r}. Fit one once for this encoder "
+                "(`fit_textcrafter(encoder, ...)` then `.save(DIR)`, or `textcrafter fit --out DIR`) and "
+                "pass policy=DIR"
+            )
+        policy = path
+    if isinstance(policy, (str, Path)):
+        return TextCrafter.load(policy, encoder=encoder, secure_mode=secure_mode, seed=seed)
+    raise TypeError(f"policy must be a path, a Mechanism or None, got {type(policy).__name__}")
