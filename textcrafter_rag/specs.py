@@ -7,6 +7,7 @@ argument of :class:`~textcrafter_rag.protector.Protector` and both adapters into
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,13 @@ from .mechanisms import GaussianNoise, LDPGaussian, Mechanism, NoDefense, Purkay
 from .policies import shipped_policy_path
 from .textcrafter import TextCrafter
 
-__all__ = ["from_spec", "resolve_policy"]
+__all__ = ["from_spec", "resolve_policy", "PolicyArg", "DEFAULT_POLICY"]
+
+#: What ``policy=`` accepts in :class:`~textcrafter_rag.protector.Protector` and both adapters.
+PolicyArg = Mechanism | str | os.PathLike | None
+
+#: The default ``policy=`` of :class:`~textcrafter_rag.protector.Protector` and both adapters.
+DEFAULT_POLICY: PolicyArg = None
 
 _ALIASES = {"eps": "epsilon"}
 _CLASSES: dict[str, type[Mechanism]] = {
