@@ -1,4 +1,4 @@
-"""The ``textcrafter`` command line: fit, protect, demo, attack, audit."""
+"""The ``textcrafter`` command line: fit, protect, keygen, demo, attack, audit."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from .attacks.cli import add_attack_command
 from .audit.cli import add_audit_command
 from .demo import run_demo
 from .encoders import encoder_from_name
+from .sealing import generate_key
 from .streaming import protect_file
 from .textcrafter import RewardWeights, fit_textcrafter
 
@@ -41,6 +42,11 @@ def _cmd_protect(args: argparse.Namespace) -> int:
 
 def _cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(n_docs=args.docs, queries=args.query or None, refit=args.refit, eps=args.eps)
+
+
+def _cmd_keygen(args: argparse.Namespace) -> int:
+    print(generate_key())
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -87,6 +93,14 @@ def build_parser() -> argparse.ArgumentParser:
     prot.add_argument("--secure", action="store_true", help="draw noise from the OS CSPRNG")
     prot.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     prot.set_defaults(func=_cmd_protect)
+
+    keygen = sub.add_parser(
+        "keygen", help="print a new random 32-byte key (URL-safe base64) for sealed stores",
+        description="Print a new key from the OS CSPRNG. Keep it in a secret manager or an environment variable; "
+                    "whoever holds it can read sealed texts. Sealing and the keyed rotation use separate subkeys "
+                    "derived from it.",
+    )
+    keygen.set_defaults(func=_cmd_keygen)
 
     demo = sub.add_parser("demo", help="the quickstart: protect a BBC News index and compare retrieval")
     demo.add_argument("--docs", type=int, default=500, help="number of BBC News articles to index")

@@ -14,6 +14,7 @@ from textwrap import shorten
 import faiss
 import numpy as np
 
+from .data import bbc_news
 from .encoders import BUNDLED_MODEL_ID, bundled_minilm
 from .numerics import row_cosines
 from .policies import shipped_policy_path
@@ -33,8 +34,6 @@ DEFAULT_QUERIES: tuple[str, ...] = (
 
 def _bbc_docs(n_docs: int) -> tuple[list[str], list[str], list[str]]:
     """(headlines, bodies, labels): the first ``n_docs/5`` articles of each class."""
-    from .data import bbc_news
-
     texts, labels = bbc_news()
     per_class = max(1, n_docs // len(set(labels)))
     heads, bodies, labs = [], [], []

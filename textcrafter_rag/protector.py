@@ -7,15 +7,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from pathlib import Path
+import os
 from typing import Any
 
 import numpy as np
 
 from .encoders import Encoder, as_encoder, encoder_from_name
 from .mechanisms import Mechanism
-from .specs import resolve_policy
-from .textcrafter import TextCrafter
+from .specs import DEFAULT_POLICY, PolicyArg, resolve_policy
 from .validation import check_text, check_texts, check_vectors
 
 __all__ = ["Protector", "protector_for"]
@@ -42,7 +41,7 @@ class Protector:
         *,
         base: Any = None,
         query_base: Any = None,
-        policy: Any = None,
+        policy: PolicyArg = DEFAULT_POLICY,
         protect_queries: bool = False,
         chunk_size: int = 4096,
         secure_mode: bool = False,
@@ -120,7 +119,7 @@ class Protector:
 
 def protector_for(
     *,
-    policy: str | Path | None = None,
+    policy: str | os.PathLike[str] | None = None,
     encoder: str | None = None,
     secure_mode: bool = False,
     chunk_size: int = 4096,
@@ -128,7 +127,8 @@ def protector_for(
     """A :class:`Protector` from names, as the CLI and Ray actors get them.
 
     Args:
-        policy: A saved policy directory, or ``None`` for the policy shipped for the encoder.
+        policy: A saved policy directory, or ``None`` for ``"auto"`` (shipped, cached or fitted
+            for the encoder; see :func:`~textcrafter_rag.specs.resolve_policy`).
         encoder: ``"bundled"``, a sentence-transformers model name or path, or ``None`` for
             vectors only. With neither a policy nor an encoder, the vectors are taken to come from
             the bundled all-MiniLM-L6-v2 and its shipped policy is used (a 768-d input then fails
@@ -137,7 +137,5 @@ def protector_for(
         chunk_size: Rows protected per step.
     """
     base = encoder_from_name(encoder) if encoder is not None else None
-    resolved: Any = policy
-    if policy is None and base is None:
-        resolved = TextCrafter.load_shipped(secure_mode=secure_mode)
-    return Protector(base=base, policy=resolved, secure_mode=secure_mode, chunk_size=chunk_size)
+    return Protector(base=base, policy=DEFAULT_POLICY if policy is None else policy, secure_mode=secure_mode,
+                     chunk_size=chunk_size)

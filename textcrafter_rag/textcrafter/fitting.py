@@ -7,9 +7,11 @@ import platform
 import time
 from typing import Any
 
+import numpy as np
 import torch
 
 from ..encoders import encoder_fingerprint
+from ..numerics import row_norms
 from .calibration import Calibration, CalibrationConfig, calibrate
 from ..validation import check_positive
 from .mechanism import TextCrafter
@@ -17,7 +19,16 @@ from .policy import PolicyConfig, TextCrafterPolicy
 from .reward import RewardWeights
 from .training import TrainingConfig, train_policy
 
-__all__ = ["fit_textcrafter"]
+__all__ = ["fit_textcrafter", "median_norm"]
+
+#: Encoders whose median norm is this close to 1 count as unit-norm (eps is then absolute).
+_UNIT_TOLERANCE = 1e-3
+
+
+def median_norm(embeddings: np.ndarray) -> float:
+    """The median row norm, or exactly 1.0 for unit-norm embeddings (so their eps stays absolute)."""
+    m = float(np.median(row_norms(embeddings)))
+    return 1.0 if abs(m - 1.0) <= _UNIT_TOLERANCE else m
 
 
 def fit_textcrafter(
@@ -38,8 +49,9 @@ def fit_textcrafter(
     Args:
         base: Any encoder :func:`~textcrafter_rag.encoders.as_encoder` accepts; ``None`` uses
             the bundled all-MiniLM-L6-v2. Ignored when ``calibration`` is a :class:`Calibration`.
-        eps: Perturbation norm of every release (1.0 keeps SciFact NDCG@10 at 80% of clean; the
-            paper's 2.5 leaves retrieval unusable, see the README's results).
+        eps: Perturbation norm of every release, relative to the encoder's median embedding norm
+            (which is 1 for unit-norm encoders). 1.0 keeps SciFact NDCG@10 at 80% of clean; the
+            paper's 2.5 leaves retrieval unusable (see the README's results).
         weights: Reward weights ``alpha, beta, gamma`` (default all 1).
         training: REINFORCE settings; ``quick`` shrinks the defaults.
         policy_config: Overrides for :class:`~textcrafter_rag.textcrafter.policy.PolicyConfig` (``heads``, ...).
@@ -66,9 +78,13 @@ def fit_textcrafter(
         cfg = calibration or CalibrationConfig()
         calibration = calibrate(base, cfg.quick() if quick else cfg, seed=seed, progress=progress, log=log)
     encoder = calibration.encoder
+    norm_scale = median_norm(calibration.embeddings)
+    if norm_scale != 1.0:
+        say(f"[fit] embeddings are not unit-norm (median norm {norm_scale:.4g}): eps {eps:g} means a perturbation "
+            f"of norm {eps * norm_scale:.4g}")
     policy = TextCrafterPolicy(PolicyConfig(dim=encoder.dimension, **(policy_config or {}))).float()
-    report = train_policy(policy, calibration.embeddings, eps=eps, pii=calibration.pii, prior=calibration.prior,
-                          weights=weights, config=training, progress=progress)
+    report = train_policy(policy, calibration.embeddings, eps=eps * norm_scale, pii=calibration.pii,
+                          prior=calibration.prior, weights=weights, config=training, progress=progress)
     say(f"[fit] policy: validation reward {report.initial_val_reward:.4f} -> {report.best_val_reward:.4f} "
         f"(best at step {report.best_step}/{report.steps_run}, {report.seconds:.1f}s)")
 
@@ -86,6 +102,6 @@ def fit_textcrafter(
     }
     say(f"[fit] done in {seconds:.1f}s")
     tc = TextCrafter(policy=policy, eps=eps, pii=calibration.pii, prior=calibration.prior, weights=weights,
-                     metadata=metadata, probes=probes)
+                     norm_scale=norm_scale, metadata=metadata, probes=probes)
     tc.training_report = report
     return tc

