@@ -163,9 +163,11 @@ def test_pandas_series_of_vectors(protector, recorder) -> None:
 def test_text_column_is_embedded_then_protected(protector, recorder) -> None:
     texts = [f"document number {i} about topic {i % 3}" for i in range(9)]
     clean = _fake_encoder().encode(texts)
-    for batch in ({"id": np.arange(9), "text": np.array(texts)},
-                  pa.table({"id": np.arange(9), "text": texts}),
-                  pd.DataFrame({"id": np.arange(9), "text": texts})):
+    for batch in (
+        {"id": np.arange(9), "text": np.array(texts)},
+        pa.table({"id": np.arange(9), "text": texts}),
+        pd.DataFrame({"id": np.arange(9), "text": texts}),
+    ):
         recorder.inputs.clear()
         recorder.outputs.clear()
         out = protect_batch(protector, batch, text_column="text")
@@ -204,7 +206,10 @@ def test_empty_batches_give_empty_columns(protector, recorder) -> None:
     assert fixed.num_rows == 0 and fixed.schema.field("embedding").type == pa.list_(pa.float32(), DIM)
     listed = protect_batch(protector, pa.table({"embedding": pa.array([], type=pa.list_(pa.float32()))}))
     assert listed.num_rows == 0 and listed.schema.field("embedding").type == pa.list_(pa.float32())
-    assert protect_batch(protector, {"text": np.array([], dtype=object)}, text_column="text")["embedding"].shape == (0, DIM)
+    assert protect_batch(protector, {"text": np.array([], dtype=object)}, text_column="text")["embedding"].shape == (
+        0,
+        DIM,
+    )
     assert recorder.inputs == []
 
 
@@ -214,7 +219,7 @@ def test_missing_column_names_the_columns(protector) -> None:
         protect_batch(protector, {"id": np.arange(2), "vec": _vectors(2)})
     with pytest.raises(KeyError, match=r"'embedding' or 'text'.*\['id'\]"):
         protect_batch(protector, pa.table({"id": [1, 2]}), text_column="text")
-    with pytest.raises(TypeError, match="pyarrow.Table or a pandas.DataFrame"):
+    with pytest.raises(TypeError, match=r"pyarrow\.Table or a pandas\.DataFrame"):
         protect_batch(protector, _vectors(2))
 
 
@@ -230,14 +235,27 @@ def _bad_batches() -> list[tuple[str, object, type[Exception], str]]:
     obj_ragged[:] = [x[0], x[1, :-2]]
     child_null = pa.array([list(r) for r in x[:2]] + [[None] * DIM], type=pa.list_(pa.float32(), DIM))
     return [
-        ("nan", {"embedding": nan}, ValueError, r"column 'embedding' contains NaN or Inf in 1 row\(s\), first at row 4"),
-        ("inf-pandas", pd.DataFrame({"embedding": list(np.where(np.arange(DIM) == 0, np.inf, x))}), ValueError,
-         "NaN or Inf in 6 row"),
+        (
+            "nan",
+            {"embedding": nan},
+            ValueError,
+            r"column 'embedding' contains NaN or Inf in 1 row\(s\), first at row 4",
+        ),
+        (
+            "inf-pandas",
+            pd.DataFrame({"embedding": list(np.where(np.arange(DIM) == 0, np.inf, x))}),
+            ValueError,
+            "NaN or Inf in 6 row",
+        ),
         ("wrong-dim", {"embedding": _vectors(3, dim=DIM + 1)}, ValueError, f"dimension {DIM + 1}, expected {DIM}"),
         ("1-d", {"embedding": x[0]}, ValueError, "must be 2-D"),
         ("ints", {"embedding": np.ones((2, DIM), dtype=np.int64)}, TypeError, "floating-point dtype"),
-        ("zero-row", {"embedding": np.vstack([x[:2], np.zeros((1, DIM), np.float32)])}, ValueError,
-         "all-zero row.*first at row 2"),
+        (
+            "zero-row",
+            {"embedding": np.vstack([x[:2], np.zeros((1, DIM), np.float32)])},
+            ValueError,
+            "all-zero row.*first at row 2",
+        ),
         ("arrow-ragged", pa.table({"embedding": ragged}), TypeError, "'embedding' has rows of different lengths"),
         ("arrow-nulls", pa.table({"embedding": nulls}), TypeError, r"'embedding' has 1 null row\(s\)"),
         ("arrow-child-null", pa.table({"embedding": child_null}), ValueError, "NaN or Inf in 1 row.*first at row 2"),
@@ -271,9 +289,9 @@ def test_a_bad_row_in_a_late_chunk_releases_nothing(protector, recorder) -> None
 
 # --------------------------------------------------------------------------- Protect without a cluster
 def test_protect_callable_with_the_shipped_policy() -> None:
-    from textcrafter_rag.textcrafter import TextCrafter
     from textcrafter_rag.policies import shipped_policy_path
     from textcrafter_rag.ray_data import Protect
+    from textcrafter_rag.textcrafter import TextCrafter
 
     path = shipped_policy_path("sentence-transformers/all-MiniLM-L6-v2")
     assert path is not None

@@ -22,7 +22,8 @@ MAX_PARAMS = 12
 INFRASTRUCTURE = {
     "textcrafter_rag._version", "textcrafter_rag.errors", "textcrafter_rag.validation", "textcrafter_rag.numerics",
     "textcrafter_rag.randomness", "textcrafter_rag.artifacts", "textcrafter_rag.encoders",
-    "textcrafter_rag.embedding", "textcrafter_rag.data", "textcrafter_rag.policies",
+    "textcrafter_rag.embedding", "textcrafter_rag.data", "textcrafter_rag.policies", "textcrafter_rag.sealing",
+    "textcrafter_rag.batches", "textcrafter_rag.vectorfiles",
 }
 #: Layers above the infrastructure, each allowed to import only what is listed below it.
 UPPER = ("textcrafter_rag.textcrafter", "textcrafter_rag.specs", "textcrafter_rag.protector",

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from textcrafter_rag.errors import VectorFileError
 from textcrafter_rag.policies import shipped_policy_path
 from textcrafter_rag.protector import protector_for
 from textcrafter_rag.streaming import SUPPORTED_CONVERSIONS, StreamError, protect_file
@@ -70,8 +71,9 @@ def _read_jsonl(path: Path) -> list[dict]:
 def test_npy_round_trip(protector, x, tmp_path, chunk_size) -> None:
     np.save(tmp_path / "in.npy", x)
     rec = Recording(protector)
-    report = protect_file(tmp_path / "in.npy", tmp_path / "out.npy", protector=rec, chunk_size=chunk_size,
-                          progress=False)
+    report = protect_file(
+        tmp_path / "in.npy", tmp_path / "out.npy", protector=rec, chunk_size=chunk_size, progress=False
+    )
     y = np.load(tmp_path / "out.npy")
     _assert_protected(y, x)
     assert report.rows == N and report.dim == 384 and report.chunks == -(-N // chunk_size)
@@ -126,8 +128,9 @@ def test_parquet_round_trip_keeps_other_columns(protector, x, tmp_path, chunk_si
     meta = [f"doc {i}" for i in range(N)]
     _parquet(tmp_path / "in.parquet", x, fixed=fixed, text=meta, meta=[{"k": i} for i in range(N)])
     rec = Recording(protector)
-    protect_file(tmp_path / "in.parquet", tmp_path / "out.parquet", protector=rec, chunk_size=chunk_size,
-                 progress=False)
+    protect_file(
+        tmp_path / "in.parquet", tmp_path / "out.parquet", protector=rec, chunk_size=chunk_size, progress=False
+    )
     t = pq.read_table(tmp_path / "out.parquet")
     assert t.column_names == ["id", "embedding", "text", "meta"]
     assert t["id"].to_pylist() == list(range(0, 10 * N, 10))
@@ -140,8 +143,14 @@ def test_parquet_round_trip_keeps_other_columns(protector, x, tmp_path, chunk_si
 def test_parquet_output_column_drops_the_clean_vectors(protector, x, tmp_path) -> None:
     pq = pytest.importorskip("pyarrow.parquet")
     _parquet(tmp_path / "in.parquet", x)
-    protect_file(tmp_path / "in.parquet", tmp_path / "out.parquet", protector=protector, chunk_size=8,
-                 output_column="protected", progress=False)
+    protect_file(
+        tmp_path / "in.parquet",
+        tmp_path / "out.parquet",
+        protector=protector,
+        chunk_size=8,
+        output_column="protected",
+        progress=False,
+    )
     t = pq.read_table(tmp_path / "out.parquet")
     assert t.column_names == ["id", "protected"]
     _assert_protected(np.asarray(t["protected"].to_pylist(), dtype=np.float32), x)
@@ -159,8 +168,7 @@ def test_parquet_custom_column_name(protector, x, tmp_path) -> None:
     from textcrafter_rag.batches import matrix_to_arrow
 
     pq.write_table(pa.table({"vec": matrix_to_arrow(x)}), tmp_path / "in.parquet")
-    protect_file(tmp_path / "in.parquet", tmp_path / "out.parquet", protector=protector, column="vec",
-                 progress=False)
+    protect_file(tmp_path / "in.parquet", tmp_path / "out.parquet", protector=protector, column="vec", progress=False)
     _assert_protected(np.asarray(pq.read_table(tmp_path / "out.parquet")["vec"].to_pylist(), dtype=np.float32), x)
 
 
@@ -184,8 +192,7 @@ def test_jsonl_round_trip_keeps_other_fields(protector, x, tmp_path, chunk_size)
     lines.insert(5, "   ")  # blank lines are skipped
     (tmp_path / "in.jsonl").write_text("\n".join(lines) + "\n\n", encoding="utf-8")
     rec = Recording(protector)
-    protect_file(tmp_path / "in.jsonl", tmp_path / "out.jsonl", protector=rec, chunk_size=chunk_size,
-                 progress=False)
+    protect_file(tmp_path / "in.jsonl", tmp_path / "out.jsonl", protector=rec, chunk_size=chunk_size, progress=False)
     out = _read_jsonl(tmp_path / "out.jsonl")
     assert [r["id"] for r in out] == [f"d{i}" for i in range(N)]
     assert [r["meta"] for r in out] == [{"page": i} for i in range(N)]
@@ -196,13 +203,21 @@ def test_jsonl_round_trip_keeps_other_fields(protector, x, tmp_path, chunk_size)
 
 def test_jsonl_output_field_and_npy_output(protector, x, tmp_path) -> None:
     _write_jsonl(tmp_path / "in.jsonl", [{"emb": v.tolist()} for v in x])
-    protect_file(tmp_path / "in.jsonl", tmp_path / "out.jsonl", protector=protector, column="emb",
-                 output_column="protected", chunk_size=10, progress=False)
+    protect_file(
+        tmp_path / "in.jsonl",
+        tmp_path / "out.jsonl",
+        protector=protector,
+        column="emb",
+        output_column="protected",
+        chunk_size=10,
+        progress=False,
+    )
     out = _read_jsonl(tmp_path / "out.jsonl")
     assert all(set(r) == {"protected"} for r in out)  # the clean vector does not travel on
     _assert_protected(np.asarray([r["protected"] for r in out], dtype=np.float32), x)
-    protect_file(tmp_path / "in.jsonl", tmp_path / "out.npy", protector=protector, column="emb", chunk_size=10,
-                 progress=False)
+    protect_file(
+        tmp_path / "in.jsonl", tmp_path / "out.npy", protector=protector, column="emb", chunk_size=10, progress=False
+    )
     _assert_protected(np.load(tmp_path / "out.npy"), x)
 
 
@@ -243,7 +258,7 @@ def test_failure_keeps_an_existing_output_untouched(protector, x, tmp_path) -> N
     bad[20] = 0.0
     np.save(tmp_path / "in.npy", bad)
     (tmp_path / "out.npy").write_bytes(b"previous")
-    with pytest.raises(StreamError, match="all-zero row.*row 20"):
+    with pytest.raises(StreamError, match=r"all-zero row.*row 20"):
         protect_file(tmp_path / "in.npy", tmp_path / "out.npy", protector=protector, chunk_size=4, progress=False)
     assert (tmp_path / "out.npy").read_bytes() == b"previous"
     _only(tmp_path, "in.npy", "out.npy")
@@ -255,8 +270,9 @@ def test_invalid_row_in_a_late_parquet_chunk_leaves_nothing(protector, x, tmp_pa
     bad[19, 0] = np.inf
     _parquet(tmp_path / "in.parquet", bad)
     with pytest.raises(StreamError, match=r"chunk 3 \(rows 18-22\).*first at row 19"):
-        protect_file(tmp_path / "in.parquet", tmp_path / f"out{suffix}", protector=protector, chunk_size=6,
-                     progress=False)
+        protect_file(
+            tmp_path / "in.parquet", tmp_path / f"out{suffix}", protector=protector, chunk_size=6, progress=False
+        )
     _only(tmp_path, "in.parquet")
 
 
@@ -267,13 +283,15 @@ def test_null_and_ragged_parquet_rows_are_named(protector, x, tmp_path) -> None:
     rows[17] = None
     pq.write_table(pa.table({"embedding": pa.array(rows, type=pa.list_(pa.float32()))}), tmp_path / "in.parquet")
     with pytest.raises(StreamError, match="'embedding' is null at row 17"):
-        protect_file(tmp_path / "in.parquet", tmp_path / "out.parquet", protector=protector, chunk_size=8,
-                     progress=False)
+        protect_file(
+            tmp_path / "in.parquet", tmp_path / "out.parquet", protector=protector, chunk_size=8, progress=False
+        )
     rows[17] = rows[16][:-1]
     pq.write_table(pa.table({"embedding": pa.array(rows, type=pa.list_(pa.float32()))}), tmp_path / "in.parquet")
-    with pytest.raises(StreamError, match="has 383 values, expected 384.* at row 17"):
-        protect_file(tmp_path / "in.parquet", tmp_path / "out.parquet", protector=protector, chunk_size=8,
-                     progress=False)
+    with pytest.raises(StreamError, match=r"has 383 values, expected 384.* at row 17"):
+        protect_file(
+            tmp_path / "in.parquet", tmp_path / "out.parquet", protector=protector, chunk_size=8, progress=False
+        )
     _only(tmp_path, "in.parquet")
 
 
@@ -292,8 +310,7 @@ def test_bad_json_line_is_named(protector, x, tmp_path) -> None:
     lines[4] = '{"embedding": [0.1, 0.2'
     (tmp_path / "in.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
     with pytest.raises(StreamError, match=r"in\.jsonl:5 is not valid JSON"):
-        protect_file(tmp_path / "in.jsonl", tmp_path / "out.jsonl", protector=protector, chunk_size=2,
-                     progress=False)
+        protect_file(tmp_path / "in.jsonl", tmp_path / "out.jsonl", protector=protector, chunk_size=2, progress=False)
     _only(tmp_path, "in.jsonl")
 
 
@@ -329,19 +346,27 @@ def test_wrong_dimension(protector, tmp_path) -> None:
 
 def test_missing_column(protector, x, tmp_path) -> None:
     _parquet(tmp_path / "in.parquet", x)
-    with pytest.raises(StreamError, match=r"no column 'vec' nor a text column 'text'; its columns are \['id', "
-                                          r"'embedding'\]"):
-        protect_file(tmp_path / "in.parquet", tmp_path / "out.parquet", protector=protector, column="vec",
-                     progress=False)
+    with pytest.raises(
+        StreamError,
+        match=r"no column 'vec' nor a text column 'text'; its columns are \['id', "
+        r"'embedding'\]",
+    ):
+        protect_file(
+            tmp_path / "in.parquet", tmp_path / "out.parquet", protector=protector, column="vec", progress=False
+        )
     _only(tmp_path, "in.parquet")
 
 
-@pytest.mark.parametrize(("src", "dst", "match"), [
-    ("in.parquet", "out.jsonl", "cannot write .parquet input to .jsonl"),
-    ("in.jsonl", "out.parquet", "cannot write .jsonl input to .parquet"),
-    ("in.npy", "out.csv", "unsupported output file type '.csv'"),
-    ("in.txt", "out.npy", "unsupported input file type '.txt'"),
-])
+@pytest.mark.parametrize(
+    ("src", "dst", "match"),
+    [
+        ("in.parquet", "out.jsonl", "cannot write .parquet input to .jsonl"),
+        ("in.jsonl", "out.parquet", "cannot write .jsonl input to .parquet"),
+        ("in.npy", "out.csv", "unsupported output file type '.csv'"),
+        ("in.txt", "out.npy", "unsupported input file type '.txt'"),
+        ("in.PARQUET", "out.JSONL", "cannot write .parquet input to .jsonl"),
+    ],
+)
 def test_unsupported_conversions(protector, tmp_path, src, dst, match) -> None:
     (tmp_path / src).write_text("{}\n")
     with pytest.raises(StreamError, match=match):
@@ -377,34 +402,40 @@ def test_progress_bar_shows_the_total(protector, x, tmp_path, capsys) -> None:
     assert f"{N}/{N}" not in capsys.readouterr().err
 
 
-# --------------------------------------------------------------------------- bounded memory
-def _mapped_rss_kb(path: Path) -> int:
-    """Resident kB of this process's mappings of ``path`` (Linux ``/proc/self/smaps``)."""
-    total, inside = 0, False
-    for line in Path("/proc/self/smaps").read_text().splitlines():
-        head = line.split()
-        if head and "-" in head[0] and len(head) >= 5 and not head[0].endswith(":"):
-            inside = line.rstrip().endswith(str(path))
-        elif inside and line.startswith("Rss:"):
-            total += int(head[1])
-    return total
+# --------------------------------------------------------------------------- suffixes in any case, errors
+def _vectors_of(path: Path) -> np.ndarray:
+    if path.suffix.lower() == ".npy":
+        return np.load(path)
+    if path.suffix.lower() == ".parquet":
+        pq = pytest.importorskip("pyarrow.parquet")
+        return np.asarray(pq.read_table(path)["embedding"].to_pylist(), dtype=np.float32)
+    return np.asarray([r["embedding"] for r in _read_jsonl(path)], dtype=np.float32)
 
 
-@pytest.mark.skipif(not Path("/proc/self/smaps").is_file(), reason="needs Linux /proc/self/smaps")
-def test_mapped_pages_behind_the_cursor_leave_the_resident_set(tmp_path) -> None:
-    from textcrafter_rag.streaming import _NpyReader, _NpyWriter
+@pytest.mark.parametrize(
+    ("src", "dst"),
+    [("in.NPY", "out.Npy"), ("in.Npy", "out.PARQUET"), ("in.NPY", "out.JSONL"), ("in.Parquet", "out.PARQUET"),
+     ("in.PARQUET", "out.NPY"), ("in.JSONL", "out.JsonL"), ("in.JsonL", "out.NPY")],
+)  # fmt: skip
+def test_suffixes_in_any_case(protector, x, tmp_path, src, dst) -> None:
+    if src.lower().endswith(".npy"):
+        with (tmp_path / src).open("wb") as fh:  # np.save(path) would append ".npy" to "in.NPY"
+            np.save(fh, x)
+    elif src.lower().endswith(".parquet"):
+        _parquet(tmp_path / src, x)
+    else:
+        _write_jsonl(tmp_path / src, [{"id": i, "embedding": v.tolist()} for i, v in enumerate(x)])
+    report = protect_file(tmp_path / src, tmp_path / dst, protector=protector, chunk_size=6, progress=False)
+    assert report.rows == N
+    _assert_protected(_vectors_of(tmp_path / dst), x)
+    _only(tmp_path, src, dst)
 
-    n, d = 4000, 384  # 6 MB
-    x = np.random.default_rng(0).standard_normal((n, d)).astype(np.float32)
-    np.save(tmp_path / "in.npy", x)
-    reader = _NpyReader(tmp_path / "in.npy", chunk_size=500)
-    writer = _NpyWriter(tmp_path / "out.npy", n_rows=n)
-    seen = 0
-    for chunk in reader:
-        writer.write(chunk, chunk.vectors)
-        seen = max(seen, _mapped_rss_kb(tmp_path / "in.npy"), _mapped_rss_kb(tmp_path / "out.npy"))
-    chunk_kb = 500 * d * 4 // 1024  # 750 kB
-    assert seen <= 2 * chunk_kb + 8, seen  # without MADV_DONTNEED both maps grow to 6000 kB
-    writer.close()
-    reader.close()
-    np.testing.assert_array_equal(np.load(tmp_path / "out.npy"), x)
+
+def test_file_errors_are_stream_errors_and_vector_file_errors(protector, tmp_path) -> None:
+    (tmp_path / "in.npy").write_bytes(b"garbage")
+    with pytest.raises(StreamError, match=r"not a readable \.npy array") as info:
+        protect_file(tmp_path / "in.npy", tmp_path / "out.npy", protector=protector, progress=False)
+    with pytest.raises(FileNotFoundError) as missing:
+        protect_file(tmp_path / "none.npy", tmp_path / "out.npy", protector=protector, progress=False)
+    assert isinstance(info.value, VectorFileError) and isinstance(missing.value, VectorFileError)
+    _only(tmp_path, "in.npy")

@@ -12,7 +12,7 @@ from .demo import run_demo
 from .encoders import encoder_from_name
 from .sealing import generate_key
 from .streaming import protect_file
-from .textcrafter import RewardWeights, fit_textcrafter
+from .textcrafter import CalibrationConfig, RewardWeights, fit_textcrafter
 
 __all__ = ["main", "build_parser"]
 
@@ -21,7 +21,7 @@ def _cmd_fit(args: argparse.Namespace) -> int:
     base = encoder_from_name(args.encoder) if args.encoder else None
     t0 = time.perf_counter()
     tc = fit_textcrafter(
-        base, eps=args.eps, quick=args.quick, seed=args.seed, data_dir=args.data_dir,
+        base, eps=args.eps, quick=args.quick, seed=args.seed, calibration=CalibrationConfig(data_dir=args.data_dir),
         weights=RewardWeights(alpha=args.alpha, beta=args.beta, gamma=args.gamma), progress=not args.no_progress,
     )
     path = tc.save(args.out)

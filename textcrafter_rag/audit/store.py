@@ -1,15 +1,23 @@
 """Read a sample of a vector store (``.npy``, ``.parquet``, ``.jsonl``) and the texts of its first rows.
 
-Only the sampled rows are materialised: ``.npy`` stores are memory-mapped, Parquet stores are read
-one row group (and one column) at a time, and JSONL stores are streamed line by line. Every
-problem with the input raises :class:`AuditInputError` (a ``ValueError``, so the CLI exits with
-code 2) with a message that names the file and the problem, never the vector values or texts.
+The files are read by :mod:`textcrafter_rag.vectorfiles` (the same layer ``textcrafter protect``
+streams with), which materialises only the sampled rows: ``.npy`` stores are memory-mapped,
+Parquet stores are read one row group (and only the needed columns) at a time, and JSONL stores
+are streamed line by line, parsing only the sampled lines. Every problem with the input raises
+:class:`AuditInputError` (a :class:`~textcrafter_rag.errors.VectorFileError`, so a ``ValueError``
+and the CLI exits with code 2) with a message that names the file and the problem, never the
+vector values or texts.
+
+The sample also says whether the store keeps the plaintext beside the vectors
+(:attr:`StoreSample.plaintext_columns`): protecting the vectors is moot when a ``text`` column
+or a ``metadata.page_content`` field hands the documents to whoever reads the store.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,12 +25,25 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["AuditInputError", "StoreSample", "store_rows", "read_rows", "read_texts", "sample_indices", "load_sample"]
+from .. import vectorfiles
+from ..errors import VectorFileError
 
-FORMATS = (".npy", ".parquet", ".jsonl")
+__all__ = [
+    "AuditInputError",
+    "StoreSample",
+    "is_natural_language",
+    "load_sample",
+    "plaintext_columns",
+    "read_rows",
+    "read_texts",
+    "sample_indices",
+    "store_rows",
+]
+
+FORMATS = vectorfiles.FORMATS
 
 
-class AuditInputError(ValueError):
+class AuditInputError(VectorFileError):
     """Bad audit input: a missing or unreadable file, a wrong shape, or texts that do not match the store."""
 
 
@@ -36,6 +57,9 @@ class StoreSample:
         texts: The texts of those rows, or ``None`` without a texts file.
         n_store: Rows in the store.
         n_texts: Rows in the texts file (0 without one).
+        plaintext_columns: Columns (``.parquet``) or fields (``.jsonl``) beside the vectors that hold
+            natural-language text on the sampled rows, nested ones as ``metadata.page_content``
+            (see :func:`plaintext_columns`); empty for ``.npy`` stores and in-memory arrays.
     """
 
     vectors: np.ndarray
@@ -43,130 +67,54 @@ class StoreSample:
     texts: list[str] | None
     n_store: int
     n_texts: int
+    plaintext_columns: tuple[str, ...] = ()
 
 
-def _check_file(path: Path, what: str) -> None:
-    if not path.exists():
-        raise AuditInputError(f"{what} {path} does not exist")
-    if not path.is_file():
-        raise AuditInputError(f"{what} {path} is not a file")
+def _check_file(path: str | os.PathLike[str], what: str) -> None:
+    with vectorfiles.raising(AuditInputError):
+        vectorfiles.check_file(path, role=what)
 
 
-def _jsonl_lines(path: Path) -> Iterator[tuple[int, Any]]:
-    """``(line_number, parsed_object)`` for every non-blank line."""
-    with path.open(encoding="utf-8") as fh:
-        for i, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                yield i, json.loads(line)
-            except json.JSONDecodeError:
-                raise AuditInputError(f"{path}:{i} is not valid JSON") from None
-
-
+@vectorfiles.raising(AuditInputError)
 def store_rows(path: str | os.PathLike[str], *, column: str = "embedding") -> int:
-    """Number of rows in a store (reads no vectors for ``.npy`` and ``.parquet``)."""
-    p = Path(path)
-    _check_file(p, "store")
-    if p.suffix == ".npy":
-        arr = _open_npy(p)
-        return int(arr.shape[0])
-    if p.suffix == ".parquet":
-        pf = _open_parquet(p, column)
-        return int(pf.metadata.num_rows)
-    if p.suffix == ".jsonl":
-        return sum(1 for _ in _jsonl_lines(p))
-    raise AuditInputError(f"store {p} must be .npy (an (n, D) array), .parquet or .jsonl (an embedding column)")
+    """Number of rows in a store (reads no vectors; ``.jsonl`` lines are counted, not parsed)."""
+    _check_file(path, "store")
+    return vectorfiles.count_rows(path, column=column)
 
 
-def _open_npy(p: Path) -> np.ndarray:
-    try:
-        arr = np.load(p, mmap_mode="r", allow_pickle=False)
-    except (ValueError, OSError) as exc:
-        raise AuditInputError(f"{p} is not a readable .npy array ({exc})") from None
-    if arr.ndim != 2:
-        raise AuditInputError(f"store {p} must hold a 2-D (n, D) array, got shape {arr.shape}")
-    return arr
-
-
-def _open_parquet(p: Path, column: str) -> Any:
-    try:
-        import pyarrow.parquet as pq
-    except ImportError:
-        raise AuditInputError("reading .parquet stores needs pyarrow: pip install 'textcrafter-rag[parquet]'") from None
-    try:
-        pf = pq.ParquetFile(p)
-    except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError, ArrowIOError an OSError
-        raise AuditInputError(f"{p} is not a readable Parquet file ({type(exc).__name__})") from None
-    if column not in pf.schema_arrow.names:
-        raise AuditInputError(f"store {p} has no column {column!r}; its columns are {pf.schema_arrow.names} "
-                              "(choose one with --column)")
-    return pf
-
-
-def read_rows(path: str | os.PathLike[str], indices: np.ndarray, *, column: str = "embedding",
-              progress: bool = True) -> np.ndarray:
-    """The store rows ``indices`` (sorted, unique) as a float32 ``(len(indices), D)`` array."""
-    from tqdm.auto import tqdm
-
-    from ..batches import column_to_matrix
-
-    p = Path(path)
+def _sample_rows(
+    path: str | os.PathLike[str], indices: np.ndarray, *, column: str, with_columns: bool, progress: bool
+) -> vectorfiles.Rows:
+    """The store rows ``indices`` with the audit's checks: float vectors, no NaN or Inf, as float32."""
     idx = np.asarray(indices, dtype=np.int64)
-    if p.suffix == ".npy":
-        out = np.asarray(_open_npy(p)[idx])
-    elif p.suffix == ".parquet":
-        pf = _open_parquet(p, column)
-        parts, start = [], 0
-        for g in tqdm(range(pf.num_row_groups), desc="read store", disable=not progress or pf.num_row_groups < 4):
-            n = pf.metadata.row_group(g).num_rows
-            want = idx[(idx >= start) & (idx < start + n)] - start
-            if len(want):
-                col = pf.read_row_group(g, columns=[column]).column(column)
-                parts.append(_as_matrix(column_to_matrix, col.take(want), column, p))
-            start += n
-        out = np.concatenate(parts, 0) if parts else np.empty((0, 0), np.float32)
-    elif p.suffix == ".jsonl":
-        wanted = set(idx.tolist())
-        rows = []
-        lines = tqdm(_jsonl_lines(p), desc="read store", disable=not progress, mininterval=2)
-        for r, (i, obj) in enumerate(lines):
-            if r in wanted:
-                if not isinstance(obj, dict) or column not in obj:
-                    raise AuditInputError(f"{p}:{i} has no {column!r} field (choose one with --column)")
-                rows.append(obj[column])
-        out = _as_matrix(column_to_matrix, np.asarray(rows + [None], dtype=object)[:-1], column, p)
-    else:
-        raise AuditInputError(f"store {p} must be .npy, .parquet or .jsonl")
+    with vectorfiles.raising(AuditInputError):
+        rows = vectorfiles.read_rows(path, idx, column=column, with_columns=with_columns, progress=progress)
+    out = rows.vectors
     if out.ndim != 2 or out.dtype.kind != "f":
-        raise AuditInputError(f"store {p} does not hold float vectors (got dtype {out.dtype}, shape {out.shape})")
+        raise AuditInputError(f"store {path} does not hold float vectors (got dtype {out.dtype}, shape {out.shape})")
     if not np.isfinite(out).all():
         bad = int(np.flatnonzero(~np.isfinite(out).all(axis=1))[0])
-        raise AuditInputError(f"store {p} has NaN or Inf in sampled row {int(idx[bad])}")
-    return np.ascontiguousarray(out, dtype=np.float32)
+        raise AuditInputError(f"store {path} has NaN or Inf in sampled row {int(idx[bad])}")
+    rows.vectors = np.ascontiguousarray(out, dtype=np.float32)
+    return rows
 
 
-def _as_matrix(convert: Any, col: Any, column: str, p: Path) -> np.ndarray:
-    try:
-        return np.asarray(convert(col, name=column))
-    except (TypeError, ValueError) as exc:
-        raise AuditInputError(f"store {p}: {exc}") from None
+def read_rows(
+    path: str | os.PathLike[str], indices: np.ndarray, *, column: str = "embedding", progress: bool = True
+) -> np.ndarray:
+    """The store rows ``indices`` (sorted, unique) as a float32 ``(len(indices), D)`` array."""
+    return _sample_rows(path, indices, column=column, with_columns=False, progress=progress).vectors
 
 
+@vectorfiles.raising(AuditInputError)
 def read_texts(path: str | os.PathLike[str], *, field: str = "text") -> list[str]:
     """The ``field`` of every line of a JSONL file (a bare JSON string per line also works)."""
-    p = Path(path)
-    _check_file(p, "texts file")
-    if p.suffix != ".jsonl":
-        raise AuditInputError(f"texts file {p} must be .jsonl with a {field!r} field per line")
-    texts = []
-    for i, obj in _jsonl_lines(p):
-        text = obj.get(field) if isinstance(obj, dict) else obj
-        if not isinstance(text, str) or not text.strip():
-            raise AuditInputError(f"{p}:{i} has no non-empty string {field!r} field")
-        texts.append(text)
+    _check_file(path, "texts file")
+    if Path(path).suffix.lower() != ".jsonl":
+        raise AuditInputError(f"texts file {path} must be .jsonl with a {field!r} field per line")
+    texts = vectorfiles.read_texts(path, field=field)
     if not texts:
-        raise AuditInputError(f"texts file {p} is empty")
+        raise AuditInputError(f"texts file {path} is empty")
     return texts
 
 
@@ -180,22 +128,106 @@ def sample_indices(n_rows: int, n: int, *, seed: int = 0) -> np.ndarray:
 
 
 def load_sample(
-    vectors: str | os.PathLike[str], *, texts: str | os.PathLike[str] | None = None, column: str = "embedding",
-    n: int = 200, seed: int = 0, progress: bool = True,
+    vectors: str | os.PathLike[str],
+    *,
+    texts: str | os.PathLike[str] | None = None,
+    column: str = "embedding",
+    n: int = 200,
+    seed: int = 0,
+    progress: bool = True,
 ) -> StoreSample:
-    """Sample ``n`` rows of a store; with ``texts`` (aligned with the store's first rows) only from those rows."""
+    """Sample ``n`` rows of a store; with ``texts`` (aligned with the store's first rows) only from those rows.
+
+    The other columns of the sampled rows are checked for plaintext (:func:`plaintext_columns`).
+    """
     n_store = store_rows(vectors, column=column)
     if n_store == 0:
         raise AuditInputError(f"store {vectors} has no rows")
     all_texts = read_texts(texts) if texts is not None else None
     if all_texts is not None and len(all_texts) > n_store:
-        raise AuditInputError(f"texts file {texts} has {len(all_texts)} rows but the store only {n_store}; "
-                              "row i of the texts must belong to row i of the store")
+        raise AuditInputError(
+            f"texts file {texts} has {len(all_texts)} rows but the store only {n_store}; "
+            "row i of the texts must belong to row i of the store"
+        )
     pool = len(all_texts) if all_texts is not None else n_store
     idx = sample_indices(pool, n, seed=seed)
-    x = read_rows(vectors, idx, column=column, progress=progress)
-    if x.shape[0] != len(idx):
-        raise AuditInputError(f"read {x.shape[0]} rows from {vectors}, expected {len(idx)}")
+    rows = _sample_rows(vectors, idx, column=column, with_columns=True, progress=progress)
+    if rows.vectors.shape[0] != len(idx):
+        raise AuditInputError(f"read {rows.vectors.shape[0]} rows from {vectors}, expected {len(idx)}")
     sample_texts = [all_texts[i] for i in idx] if all_texts is not None else None
-    return StoreSample(vectors=x, indices=idx, texts=sample_texts, n_store=n_store,
-                       n_texts=len(all_texts) if all_texts is not None else 0)
+    return StoreSample(
+        vectors=rows.vectors,
+        indices=idx,
+        texts=sample_texts,
+        n_store=n_store,
+        n_texts=len(all_texts) if all_texts is not None else 0,
+        plaintext_columns=plaintext_columns(rows.columns),
+    )
+
+
+# ------------------------------------------------------------------ plaintext beside the vectors
+#: A word: letters (any script), with inner apostrophes or hyphens ("don't", "well-known").
+_WORD = re.compile(r"[^\W\d_]+(?:['’-][^\W\d_]+)*")
+_PUNCT = "\"'“”‘’«»()[]{}<>.,;:!?…*_"
+MIN_WORDS = 4  # "Business news" or "John Smith" is a label; four words and up read as prose
+MIN_WORD_SHARE = 0.6  # of the whitespace-separated tokens: keeps out id lists, hashes, numbers
+MIN_ROW_SHARE = 0.5  # of a column's sampled strings that must read as prose
+_MAX_DEPTH, _MAX_ITEMS, _MAX_CHARS = 4, 20, 4000
+
+
+def is_natural_language(value: str) -> bool:
+    """Whether a string reads as prose: at least four words, most of its tokens words.
+
+    Ids, hashes, URLs, file paths, numbers, dates and short labels fail: they have no spaces or
+    too few alphabetic words. Scripts written without spaces (Chinese, Japanese) are not recognised.
+    """
+    tokens = value[:_MAX_CHARS].split()
+    if len(tokens) < MIN_WORDS:
+        return False
+    words = sum(1 for t in tokens if _WORD.fullmatch(t.strip(_PUNCT)))
+    return words >= MIN_WORDS and words >= MIN_WORD_SHARE * len(tokens)
+
+
+def _strings(value: Any, name: str, depth: int = 0) -> Iterator[tuple[str, str]]:
+    """``(field path, string)`` for every string in a value, looking into dicts, lists and JSON strings."""
+    if depth > _MAX_DEPTH:
+        return
+    if isinstance(value, list) and value and all(isinstance(i, tuple) and len(i) == 2 for i in value):
+        value = {str(k): v for k, v in value}  # pyarrow gives a map value as a list of (key, value) pairs
+    if isinstance(value, str):
+        s = value.strip()
+        if len(s) >= 2 and (s[0], s[-1]) in (("{", "}"), ("[", "]")):  # a JSON document stored as a string
+            try:
+                yield from _strings(json.loads(s), name, depth + 1)
+                return
+            except ValueError:
+                pass
+        yield name, value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _strings(item, f"{name}.{key}", depth + 1)
+    elif isinstance(value, (list, tuple)):
+        for item in value[:_MAX_ITEMS]:
+            yield from _strings(item, name, depth + 1)
+
+
+def plaintext_columns(columns: dict[str, list[Any]]) -> tuple[str, ...]:
+    """The columns, or nested fields, whose sampled strings are mostly natural language.
+
+    Args:
+        columns: Column (or field) name to its values on the sampled rows, as
+            :func:`textcrafter_rag.vectorfiles.read_rows` returns them with ``with_columns``.
+
+    Returns:
+        Names in store order; nested fields as ``metadata.page_content``. A path is flagged when
+        at least half of its non-empty sampled strings pass :func:`is_natural_language`.
+    """
+    seen: dict[str, list[int]] = {}  # path -> [strings, prose strings]
+    for name, values in columns.items():
+        for value in values:
+            for path, s in _strings(value, name):
+                if s.strip():
+                    counts = seen.setdefault(path, [0, 0])
+                    counts[0] += 1
+                    counts[1] += is_natural_language(s)
+    return tuple(path for path, (total, prose) in seen.items() if prose >= MIN_ROW_SHARE * total)
