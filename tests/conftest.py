@@ -18,6 +18,13 @@ settings.register_profile("ci", derandomize=True, database=None, print_blob=True
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
 
+@pytest.fixture(autouse=True)
+def _no_auto_fit(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test fits a policy on first use or touches the user's cache unless it asks to (test_autofit)."""
+    monkeypatch.setenv("TEXTCRAFTER_AUTO_FIT", "0")
+    monkeypatch.setenv("TEXTCRAFTER_HOME", str(tmp_path_factory.mktemp("textcrafter-home")))
+
+
 @pytest.fixture
 def tiny_textcrafter():
     return make_textcrafter()

@@ -5,9 +5,10 @@ import threading
 
 import numpy as np
 import pytest
-
 from _textcrafter_helpers import make_textcrafter
+
 from textcrafter_rag import GaussianNoise, MissingPolicyError, Protector
+from textcrafter_rag.autofit import AUTO_FIT_ENV, HOME_ENV
 from textcrafter_rag.encoders import Encoder, as_encoder
 from textcrafter_rag.errors import FingerprintMismatch
 
@@ -146,3 +147,43 @@ def test_errors_and_logs_never_contain_raw_text_or_vectors(caplog) -> None:
         p.protect(x)
     assert "123.4" not in str(info.value)
     assert all("Secret" not in r.getMessage() and "123.4" not in r.getMessage() for r in caplog.records)
+
+
+# Moved from the integration suites (core behaviour is tested once, here; the adapters' shared
+# contract in textcrafter_rag.testing.contract checks that they hand it through unchanged).
+
+
+def test_missing_policy_message_names_every_way_to_get_one(monkeypatch, tmp_path) -> None:
+    monkeypatch.setenv(AUTO_FIT_ENV, "0")
+    monkeypatch.setenv(HOME_ENV, str(tmp_path))
+    with pytest.raises(MissingPolicyError) as info:
+        Protector(base=_fake_encoder(8))
+    msg = str(info.value)
+    assert "fit_textcrafter" in msg and "textcrafter fit" in msg and "policy=" in msg
+
+
+def test_async_empty_batch_gives_a_0_by_d_array() -> None:
+    p = Protector(base=_fake_encoder(), policy=make_textcrafter())
+    out = asyncio.run(p.aembed_documents([]))
+    assert out.shape == (0, 32) and out.dtype == np.float32
+
+
+def test_query_base_serves_queries_sync_and_async() -> None:
+    docs, queries = _fake_encoder(), _fake_encoder()
+    served: list[str] = []
+
+    def query_fn(texts):
+        served.extend(texts)
+        return -queries._fn(texts)  # a different vector than the document path gives
+
+    async def aquery_fn(texts):
+        served.extend(texts)
+        return -queries._fn(texts)
+
+    query_base = Encoder(query_fn, async_fn=aquery_fn, dimension=32, model_id="fake-query")
+    p = Protector(base=docs, query_base=query_base, policy=make_textcrafter())
+    np.testing.assert_allclose(p.embed_query("who?"), -docs.encode(["who?"])[0], rtol=1e-6)
+    np.testing.assert_allclose(asyncio.run(p.aembed_query("who?")), -docs.encode(["who?"])[0], rtol=1e-6)
+    assert served == ["who?", "who?"]
+    raw_docs = docs.encode(["who?"])
+    np.testing.assert_allclose(np.linalg.norm(p.embed_documents(["who?"]) - raw_docs, axis=1), 2.5, rtol=1e-5)

@@ -15,4 +15,4 @@ from .embeddings import ProtectedEmbeddings, RawVectorCacheWarning
 
 __version__ = "0.1.0"
 
-__all__ = ["ProtectedEmbeddings", "RawVectorCacheWarning", "MissingPolicyError", "FingerprintMismatch", "__version__"]
+__all__ = ["FingerprintMismatch", "MissingPolicyError", "ProtectedEmbeddings", "RawVectorCacheWarning", "__version__"]

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import os
 import warnings
 from typing import Any
 
 from langchain_core.embeddings import Embeddings
 
-from textcrafter_rag import Encoder, Mechanism, Protector, bundled_minilm
+from textcrafter_rag import Encoder, Mechanism, Protector
+from textcrafter_rag.adapters import AdapterOptions, build_protector, per_text_encoder
+from textcrafter_rag.specs import DEFAULT_POLICY, PolicyArg
 
 __all__ = ["ProtectedEmbeddings", "RawVectorCacheWarning"]
 
@@ -17,22 +18,17 @@ class RawVectorCacheWarning(UserWarning):
     """The base embeddings cache raw (unprotected) vectors."""
 
 
-def _query_encoder(base: Any) -> Encoder | None:
-    """An encoder for the base's own query path, when it has one distinct from documents.
+def _paths(base: Any) -> tuple[Any, Encoder | None]:
+    """Documents through the base; queries through its own ``embed_query`` if it is a LangChain model.
 
     Asymmetric models (instruction prefixes, ``input_type="search_query"``) embed queries
     differently from documents; only a LangChain ``Embeddings`` base exposes that difference.
     """
     if not isinstance(base, Embeddings):
-        return None
-
-    def fn(texts: list[str]) -> list[list[float]]:
-        return [base.embed_query(t) for t in texts]
-
-    async def afn(texts: list[str]) -> list[list[float]]:
-        return [await base.aembed_query(t) for t in texts]
-
-    return Encoder(fn, async_fn=afn, model_id=f"langchain-query:{type(base).__name__}")
+        return base, None
+    return base, per_text_encoder(
+        base.embed_query, base.aembed_query, model_id=f"langchain-query:{type(base).__name__}"
+    )
 
 
 def _warn_if_raw_cache(base: Any) -> None:
@@ -49,8 +45,9 @@ def _warn_if_raw_cache(base: Any) -> None:
 class ProtectedEmbeddings(Embeddings):
     """Embed with any base model, then protect document vectors with a TextCrafter policy.
 
-    All protection is done by :class:`textcrafter_rag.Protector`; this class only adapts
-    its NumPy output to LangChain's ``list[list[float]]``.
+    All protection is done by :class:`textcrafter_rag.Protector` (built by
+    :func:`textcrafter_rag.adapters.build_protector`, like the LlamaIndex adapter's); this class only
+    adapts its NumPy output to LangChain's ``list[list[float]]``.
 
     Example:
         >>> from langchain_openai import OpenAIEmbeddings
@@ -62,8 +59,8 @@ class ProtectedEmbeddings(Embeddings):
             :class:`textcrafter_rag.Encoder` or a callable ``list[str] -> array``. ``None`` uses the
             bundled offline all-MiniLM-L6-v2.
         policy: A saved policy directory, a :class:`textcrafter_rag.Mechanism`, or ``None`` for the
-            policy shipped for the bundled encoder (any other encoder raises ``MissingPolicyError``
-            explaining how to fit one).
+            policy shipped for the encoder (see :func:`textcrafter_rag.resolve_policy`); the default is
+            the core's ``DEFAULT_POLICY``.
         protect_queries: Also protect query vectors. Off by default: queries are not stored, and
             protecting both sides costs retrieval quality.
         secure_mode: Draw noise from the OS CSPRNG (for policies loaded from a path).
@@ -71,7 +68,7 @@ class ProtectedEmbeddings(Embeddings):
         chunk_size: Rows protected per step.
 
     Raises:
-        textcrafter_rag.MissingPolicyError: ``policy=None`` with an encoder that ships no policy.
+        textcrafter_rag.MissingPolicyError: No policy was given and none ships for the encoder.
         textcrafter_rag.FingerprintMismatch: The policy was fitted for another encoder.
     """
 
@@ -79,25 +76,19 @@ class ProtectedEmbeddings(Embeddings):
         self,
         *,
         base: Any = None,
-        policy: str | os.PathLike[str] | Mechanism | None = None,
+        policy: PolicyArg = DEFAULT_POLICY,
         protect_queries: bool = False,
         secure_mode: bool = False,
         seed: int | None = None,
         chunk_size: int = 4096,
     ) -> None:
-        if base is None:
-            base = bundled_minilm()
         _warn_if_raw_cache(base)
-        self.base = base
-        self.protector = Protector(
-            base=base,
-            query_base=_query_encoder(base),
-            policy=policy,
-            protect_queries=protect_queries,
-            chunk_size=chunk_size,
-            secure_mode=secure_mode,
-            seed=seed,
+        options = AdapterOptions(
+            policy=policy, protect_queries=protect_queries, secure_mode=secure_mode, seed=seed, chunk_size=chunk_size
         )
+        built = build_protector(base, options=options, paths=_paths)
+        self.base = built.base
+        self.protector: Protector = built.protector
 
     @property
     def protect_queries(self) -> bool:

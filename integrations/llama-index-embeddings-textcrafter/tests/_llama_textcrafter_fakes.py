@@ -1,35 +1,38 @@
-"""Fakes for the llama-index-embeddings-textcrafter tests (a uniquely named module, so no clash elsewhere)."""
+"""Fakes for the llama-index-embeddings-textcrafter tests (a uniquely named module of this tests package)."""
 
 from __future__ import annotations
 
-import hashlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
-from llama_index.core.bridge.pydantic import PrivateAttr
+from llama_index.core.bridge.pydantic import Field, PrivateAttr
+from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.instrumentation.event_handlers import BaseEventHandler
 from llama_index.core.instrumentation.events.embedding import EmbeddingEndEvent
 from llama_index.core.instrumentation.span_handlers import NullSpanHandler
 
-
-
-def known_vector(text: str, dim: int = 8) -> list[float]:
-    seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")
-    v = np.random.default_rng(seed).normal(size=dim)
-    return (v / np.linalg.norm(v)).tolist()
+from textcrafter_rag.testing import KnownVectors
 
 
 class FakeBase(BaseEmbedding):
-    """A LlamaIndex base returning known vectors (queries differ from documents); counts private calls."""
+    """A LlamaIndex base serving :class:`KnownVectors` (queries differ from documents); counts private calls."""
 
+    _known: KnownVectors = PrivateAttr(default_factory=KnownVectors)
     _calls: dict[str, int] = PrivateAttr(default_factory=dict)
 
+    def __init__(self, *, known: KnownVectors | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if known is not None:
+            self._known = known
+
     def doc(self, text: str) -> list[float]:
-        return known_vector("doc:" + text)
+        return self._known.document_vector(text)
 
     def query(self, text: str) -> list[float]:
-        return known_vector("query:" + text)
+        return self._known.query_vector(text)
 
     def _count(self, name: str) -> None:
         self._calls[name] = self._calls.get(name, 0) + 1
@@ -40,29 +43,51 @@ class FakeBase(BaseEmbedding):
 
     def _get_query_embedding(self, query: str) -> list[float]:
         self._count("_get_query_embedding")
-        return self.query(query)
+        return self._known.serve_query(query, path="embed_query")
 
     async def _aget_query_embedding(self, query: str) -> list[float]:
         self._count("_aget_query_embedding")
-        return self.query(query)
+        return self._known.serve_query(query, path="aembed_query")
 
     def _get_text_embedding(self, text: str) -> list[float]:
         self._count("_get_text_embedding")
-        return self.doc(text)
+        return self._known.serve_documents([text], path="embed_documents")[0]
 
     def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
         self._count("_get_text_embeddings")
-        return [self.doc(t) for t in texts]
+        return self._known.serve_documents(texts, path="embed_documents")
 
     async def _aget_text_embeddings(self, texts: list[str]) -> list[list[float]]:
         self._count("_aget_text_embeddings")
-        return [self.doc(t) for t in texts]
+        return self._known.serve_documents(texts, path="aembed_documents")
+
+
+class MinimalBase(BaseEmbedding):
+    """Implements only the abstract methods: LlamaIndex span-decorates all three, and its default
+    batch methods loop over them."""
+
+    _known: KnownVectors = PrivateAttr(default_factory=KnownVectors)
+
+    def doc(self, text: str) -> list[float]:
+        return self._known.document_vector(text)
+
+    def query(self, text: str) -> list[float]:
+        return self._known.query_vector(text)
+
+    def _get_text_embedding(self, text: str) -> list[float]:
+        return self.doc(text)
+
+    def _get_query_embedding(self, query: str) -> list[float]:
+        return self.query(query)
+
+    async def _aget_query_embedding(self, query: str) -> list[float]:
+        return self.query(query)
 
 
 class EmbeddingEventRecorder(BaseEventHandler):
     """Records the vectors of every EmbeddingEndEvent."""
 
-    vectors: list[list[float]] = []
+    vectors: list[list[float]] = Field(default_factory=list)
 
     @classmethod
     def class_name(cls) -> str:
@@ -84,3 +109,28 @@ class SpanResultRecorder(NullSpanHandler):
 
     def span_exit(self, id_: str, bound_args: Any, instance: Any = None, result: Any = None, **kwargs: Any) -> None:
         self._results.append(result)
+
+
+@contextmanager
+def instrumented() -> Iterator[tuple[EmbeddingEventRecorder, SpanResultRecorder]]:
+    """Event and span handlers on the root dispatcher, removed afterwards."""
+    root = get_dispatcher()
+    events, spans = EmbeddingEventRecorder(), SpanResultRecorder()
+    root.add_event_handler(events)
+    root.add_span_handler(spans)
+    try:
+        yield events, spans
+    finally:
+        root.event_handlers = [h for h in root.event_handlers if h is not events]
+        root.span_handlers = [h for h in root.span_handlers if h is not spans]
+
+
+def vectors_in(obj: Any, dim: int = 8) -> list[np.ndarray]:
+    """Every float vector of length ``dim`` nested anywhere in lists/tuples/dicts."""
+    if isinstance(obj, (list, tuple)):
+        if len(obj) == dim and all(isinstance(v, float) for v in obj):
+            return [np.asarray(obj, dtype=np.float32)]
+        return [v for item in obj for v in vectors_in(item, dim)]
+    if isinstance(obj, dict):
+        return [v for item in obj.values() for v in vectors_in(item, dim)]
+    return []

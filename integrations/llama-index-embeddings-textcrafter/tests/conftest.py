@@ -7,13 +7,21 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from _llama_textcrafter_fakes import EmbeddingEventRecorder, FakeBase, SpanResultRecorder
-from textcrafter_rag.testing import RecordingMechanism
-from llama_index.core.instrumentation import get_dispatcher
 
 from textcrafter_rag import GaussianNoise
+from textcrafter_rag.autofit import AUTO_FIT_ENV, HOME_ENV
+from textcrafter_rag.testing import RecordingMechanism
+
+from ._llama_textcrafter_fakes import EmbeddingEventRecorder, FakeBase, SpanResultRecorder, instrumented
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+@pytest.fixture(autouse=True)
+def _no_policy_fitting(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """No test fits a policy (minutes of CPU) or touches the user's policy cache: "auto" finds shipped ones only."""
+    monkeypatch.setenv(AUTO_FIT_ENV, "0")
+    monkeypatch.setenv(HOME_ENV, str(tmp_path_factory.getbasetemp() / "textcrafter-home"))
 
 
 @pytest.fixture
@@ -29,15 +37,8 @@ def recording() -> RecordingMechanism:
 @pytest.fixture
 def instrumentation() -> Iterator[tuple[EmbeddingEventRecorder, SpanResultRecorder]]:
     """Event and span handlers on the root dispatcher, removed afterwards."""
-    root = get_dispatcher()
-    events, spans = EmbeddingEventRecorder(vectors=[]), SpanResultRecorder()
-    root.add_event_handler(events)
-    root.add_span_handler(spans)
-    try:
-        yield events, spans
-    finally:
-        root.event_handlers = [h for h in root.event_handlers if h is not events]
-        root.span_handlers = [h for h in root.span_handlers if h is not spans]
+    with instrumented() as handlers:
+        yield handlers
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,8 @@
-"""Unit tests for ProtectedEmbedding with a fake base whose raw vectors are known."""
+"""LlamaIndex-specific behaviour of ProtectedEmbedding: batching, single-text API, instrumentation, caches.
+
+What every adapter must do (protection, query path, async, errors, options) is in
+``test_llama_index_textcrafter_contract.py``, from the shared ``textcrafter_rag.testing.contract``.
+"""
 
 from __future__ import annotations
 
@@ -6,53 +10,21 @@ from typing import Any
 
 import numpy as np
 import pytest
-from _llama_textcrafter_fakes import FakeBase, known_vector  # this folder is on sys.path (pytest prepend mode)
-from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.callbacks import CallbackManager, CBEventType, LlamaDebugHandler
 from llama_index.core.callbacks.schema import EventPayload
 from llama_index.core.storage.kvstore import SimpleKVStore
-from llama_index.embeddings.textcrafter import BypassedCacheWarning, ProtectedEmbedding
 
-from textcrafter_rag import FingerprintMismatch, GaussianNoise, Mechanism, MissingPolicyError
-from textcrafter_rag.policies import shipped_policy_path
+from llama_index.embeddings.textcrafter import BypassedCacheWarning, ProtectedEmbedding
+from textcrafter_rag import GaussianNoise
+
+from ._llama_textcrafter_fakes import FakeBase, MinimalBase, vectors_in
 
 DOCS = ["alpha doc", "beta doc", "gamma doc", "delta doc", "epsilon doc", "zeta doc"]
 QUERY = "which doc is alpha?"
 
 
-class MinimalBase(BaseEmbedding):
-    """Implements only the abstract methods: LlamaIndex span-decorates all three, and its default
-    batch methods loop over them."""
-
-    def doc(self, text: str) -> list[float]:
-        return known_vector("doc:" + text)
-
-    def query(self, text: str) -> list[float]:
-        return known_vector("query:" + text)
-
-    def _get_text_embedding(self, text: str) -> list[float]:
-        return self.doc(text)
-
-    def _get_query_embedding(self, query: str) -> list[float]:
-        return self.query(query)
-
-    async def _aget_query_embedding(self, query: str) -> list[float]:
-        return self.query(query)
-
-
 def _f32(x: Any) -> np.ndarray:
     return np.asarray(x, dtype=np.float32)
-
-
-def _vectors_in(obj: Any, dim: int = 8) -> list[np.ndarray]:
-    """Every float vector of length ``dim`` nested anywhere in lists/tuples/dicts."""
-    if isinstance(obj, (list, tuple)):
-        if len(obj) == dim and all(isinstance(v, float) for v in obj):
-            return [_f32(obj)]
-        return [v for item in obj for v in _vectors_in(item, dim)]
-    if isinstance(obj, dict):
-        return [v for item in obj.values() for v in _vectors_in(item, dim)]
-    return []
 
 
 def _is_one_of(vec: np.ndarray, rows: np.ndarray) -> bool:
@@ -68,34 +40,17 @@ def test_batch_is_protected_with_one_policy_call_per_batch(fake_base, recording)
     np.testing.assert_array_equal(np.concatenate(recording.inputs), _f32([fake_base.doc(t) for t in DOCS]))
     # two batches (+ at most one probe call the core may make to learn the dimension); never per text
     assert fake_base.calls["_get_text_embeddings"] in (2, 3) and "_get_text_embedding" not in fake_base.calls
-    assert all(type(x) is float for v in out for x in v)
 
 
-def test_single_text_and_query(fake_base, recording) -> None:
+async def test_single_text_api_is_protected(fake_base, recording) -> None:
     emb = ProtectedEmbedding(base=fake_base, policy=recording)
-    v = emb.get_text_embedding("alpha doc")
+    v = emb.get_text_embedding(DOCS[0])
     np.testing.assert_array_equal(_f32(v), recording.outputs[0][0])
-    q = emb.get_query_embedding(QUERY)  # raw by default, through the base's query path
-    np.testing.assert_array_equal(_f32(q), _f32(fake_base.query(QUERY)))
-    assert len(recording.outputs) == 1 and fake_base.calls["_get_query_embedding"] == 1
-
-    emb_q = ProtectedEmbedding(base=fake_base, policy=recording, protect_queries=True)
-    q2 = emb_q.get_query_embedding(QUERY)
-    np.testing.assert_array_equal(_f32(q2), recording.outputs[1][0])
-    np.testing.assert_array_equal(recording.inputs[1][0], _f32(fake_base.query(QUERY)))
-
-
-async def test_async_is_native_and_protected(fake_base, recording) -> None:
-    emb = ProtectedEmbedding(base=fake_base, policy=recording, protect_queries=True)
-    out = await emb.aget_text_embedding_batch(DOCS)
-    single = await emb.aget_text_embedding("alpha doc")
-    q = await emb.aget_query_embedding(QUERY)
-    assert fake_base.calls.get("_aget_text_embeddings") == 3 and fake_base.calls.get("_aget_query_embedding") == 1
-    assert fake_base.calls.get("_get_text_embeddings", 0) <= 1  # at most the core's dimension probe
-    assert "_get_query_embedding" not in fake_base.calls
-    protected = recording.all_outputs()
-    assert all(_is_one_of(v, protected) for v in _f32(out))
-    assert _is_one_of(_f32(single), protected) and _is_one_of(_f32(q), protected)
+    np.testing.assert_array_equal(recording.inputs[0][0], _f32(fake_base.doc(DOCS[0])))
+    av = await emb.aget_text_embedding(DOCS[1])
+    np.testing.assert_array_equal(_f32(av), recording.outputs[1][0])
+    assert fake_base.calls["_aget_text_embeddings"] == 1  # the base's native async batch method
+    assert all(type(x) is float for x in [*v, *av])
 
 
 @pytest.mark.parametrize("minimal", [False, True], ids=["batch-base", "minimal-base"])
@@ -124,7 +79,7 @@ async def test_instrumentation_and_callbacks_only_see_protected_vectors(
     assert len(seen) == 2 * len(DOCS) + 3
     for v in seen:
         assert _is_one_of(v, protected) and not _is_one_of(v, raw)
-    span_vectors = _vectors_in(spans.results)  # what get_*_embedding* returned, span by span
+    span_vectors = vectors_in(spans.results)  # what get_*_embedding* returned, span by span
     assert span_vectors and all(_is_one_of(v, protected) and not _is_one_of(v, raw) for v in span_vectors)
 
     assert not debug.get_event_pairs(CBEventType.EMBEDDING)
@@ -156,71 +111,3 @@ def test_payload_has_no_vectors_or_parameters(fake_base) -> None:
     payload = ProtectedEmbedding(base=fake_base, policy=GaussianNoise(s=0.05)).to_payload()
     assert payload["mechanism"] == "gaussian" and payload["protect_queries"] is False
     assert payload["model_name"].startswith("textcrafter:")
-
-
-def test_missing_policy_error_surfaces_unchanged() -> None:
-    def fake8(texts: list[str]) -> np.ndarray:
-        return np.ones((len(texts), 8), dtype=np.float32)
-
-    with pytest.raises(MissingPolicyError) as info:
-        ProtectedEmbedding(base=fake8, policy=None)
-    assert type(info.value) is MissingPolicyError
-    assert "fit_textcrafter" in str(info.value) and "textcrafter fit" in str(info.value)
-
-
-def test_missing_policy_for_llama_index_base(fake_base) -> None:
-    with pytest.raises(MissingPolicyError, match="fit"):
-        ProtectedEmbedding(base=fake_base)
-
-
-def test_mismatched_policy_error_surfaces_unchanged(fake_base) -> None:
-    class Bound16(Mechanism):
-        name = "bound16"
-
-        @property
-        def dim(self) -> int:
-            return 16
-
-        def _protect(self, x: np.ndarray) -> np.ndarray:
-            return x
-
-    with pytest.raises(FingerprintMismatch, match="16-d"):
-        ProtectedEmbedding(base=fake_base, policy=Bound16())
-
-
-def test_invalid_input_is_rejected(fake_base, recording) -> None:
-    emb = ProtectedEmbedding(base=fake_base, policy=recording)
-    with pytest.raises(ValueError):
-        emb.get_text_embedding_batch(["ok", " "])
-    with pytest.raises(ValueError):
-        emb.get_query_embedding("")
-    assert not recording.outputs
-
-
-@pytest.mark.skipif(
-    shipped_policy_path("sentence-transformers/all-MiniLM-L6-v2") is None,
-    reason="the shipped MiniLM policy is not in the checkout yet",
-)
-def test_default_policy_for_bundled_minilm(minilm) -> None:
-    emb = ProtectedEmbedding()  # bundled MiniLM + shipped policy
-    assert emb.protector.mechanism.name == "textcrafter"
-    texts = ["Alice Smith's account 12345 is overdrawn.", "The match ended in a draw."]
-    out = _f32(emb.get_text_embedding_batch(texts))
-    assert not np.allclose(out, minilm.encode(texts), atol=1e-3)
-
-
-def test_core_protector_on_a_llama_index_base_keeps_raw_vectors_out_of_spans(instrumentation) -> None:
-    """The core's ``as_encoder`` uses this package's span-free path for a LlamaIndex base."""
-    from textcrafter_rag import GaussianNoise, Protector
-
-    events, spans = instrumentation
-    fake_base = MinimalBase(model_name="minimal")  # every method span-decorated by LlamaIndex
-    protector = Protector(base=fake_base, policy=GaussianNoise(s=0.05, seed=0))
-    out = protector.embed_documents(DOCS)
-    raw = np.asarray([fake_base.doc(t) for t in DOCS], dtype=np.float32)
-    assert not np.any(np.all(np.isclose(out, raw), axis=1))
-    seen = [np.asarray(r, dtype=np.float32).ravel() for r in spans.results if isinstance(r, list) and r]
-    seen += [np.asarray(v, dtype=np.float32) for v in events.vectors]
-    for v in seen:
-        for row in raw:
-            assert v.shape != row.shape or not np.allclose(v, row, atol=1e-6)

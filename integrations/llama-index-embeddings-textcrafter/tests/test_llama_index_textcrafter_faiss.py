@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from llama_index.core import StorageContext, VectorStoreIndex
 from llama_index.core.schema import TextNode
+
 from llama_index.embeddings.textcrafter import ProtectedEmbedding
 
 faiss = pytest.importorskip("faiss")

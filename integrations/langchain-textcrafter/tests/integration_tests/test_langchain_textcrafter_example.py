@@ -26,8 +26,19 @@ def test_protected_rag_example_quick(tmp_path, minilm) -> None:
     policy = "shipped"
     store = tmp_path / "store"
     summary = module.main(
-        ["--quick", "--n-docs", "15", "--k", "2", "--policy", policy, "--store-dir", str(store),
-         "--json", str(tmp_path / "summary.json")]
+        [
+            "--quick",
+            "--n-docs",
+            "15",
+            "--k",
+            "2",
+            "--policy",
+            policy,
+            "--store-dir",
+            str(store),
+            "--json",
+            str(tmp_path / "summary.json"),
+        ]
     )
     assert (store / "index.faiss").is_file() and (tmp_path / "summary.json").is_file()
     assert summary["n_docs"] == 15 and summary["dim"] == 384
@@ -40,9 +51,10 @@ def test_protected_rag_example_quick(tmp_path, minilm) -> None:
 def test_missing_policy_exits_with_the_fit_hint(tmp_path, capsys, monkeypatch) -> None:
     if not EXAMPLE.is_file():
         pytest.skip("examples/ is not in this checkout")
-    import textcrafter_rag.protector as protector
+    import textcrafter_rag.autofit as autofit
 
-    monkeypatch.setattr(protector, "shipped_policy_path", lambda *a, **k: None)  # as if none shipped
+    # As if no policy shipped; the conftest forbids fitting one ("auto" would fit for minutes).
+    monkeypatch.setattr(autofit, "shipped_policy_path", lambda *a, **k: None)
     spec = importlib.util.spec_from_file_location("textcrafter_protected_rag_example2", EXAMPLE)
     module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
     spec.loader.exec_module(module)  # type: ignore[union-attr]

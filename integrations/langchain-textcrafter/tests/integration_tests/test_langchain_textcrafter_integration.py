@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from langchain_core.embeddings import Embeddings
 from langchain_tests.integration_tests import EmbeddingsIntegrationTests
-from langchain_textcrafter import ProtectedEmbeddings
 
+from langchain_textcrafter import ProtectedEmbeddings
 from textcrafter_rag import GaussianNoise, bundled_minilm
 
 FAISS = pytest.importorskip("langchain_community.vectorstores").FAISS

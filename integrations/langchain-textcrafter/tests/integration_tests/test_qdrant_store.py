@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 import pytest
 from langchain_core.documents import Document
-from langchain_textcrafter import ProtectedEmbeddings
 
+from langchain_textcrafter import ProtectedEmbeddings
 from textcrafter_rag import TextCrafter
 from textcrafter_rag.testing import RecordingMechanism
 
@@ -66,8 +66,9 @@ class Ingested:
 
     def stored(self) -> tuple[np.ndarray, list[Any]]:
         """The stored vectors (row i = point i) and the points, read back from Qdrant."""
-        points = self.client.retrieve(COLLECTION, ids=list(range(len(self.corpus.bodies))),
-                                      with_vectors=True, with_payload=True)
+        points = self.client.retrieve(
+            COLLECTION, ids=list(range(len(self.corpus.bodies))), with_vectors=True, with_payload=True
+        )
         points.sort(key=lambda p: p.id)
         return np.asarray([p.vector for p in points], dtype=np.float32), points
 
@@ -85,8 +86,9 @@ def _category(value: str) -> models.FieldCondition:
 
 def _open_store(path: Path, embeddings: ProtectedEmbeddings) -> tuple[QdrantClient, Any]:
     client = QdrantClient(path=str(path))  # on-disk local mode
-    return client, QdrantVectorStore(client=client, collection_name=COLLECTION, embedding=embeddings,
-                                     distance=models.Distance.DOT)
+    return client, QdrantVectorStore(
+        client=client, collection_name=COLLECTION, embedding=embeddings, distance=models.Distance.DOT
+    )
 
 
 @pytest.fixture(scope="module")
@@ -101,8 +103,9 @@ def ingested(minilm: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     client.create_collection(
         COLLECTION, vectors_config=models.VectorParams(size=minilm.dimension, distance=models.Distance.DOT)
     )
-    store = QdrantVectorStore(client=client, collection_name=COLLECTION, embedding=embeddings,
-                              distance=models.Distance.DOT)
+    store = QdrantVectorStore(
+        client=client, collection_name=COLLECTION, embedding=embeddings, distance=models.Distance.DOT
+    )
     docs = [Document(page_content=b, metadata=m) for b, m in zip(corpus.bodies, corpus.metadatas, strict=True)]
     ids = store.add_documents(docs, ids=list(range(len(docs))))
     assert ids == list(range(len(docs)))
@@ -111,9 +114,18 @@ def ingested(minilm: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     client.close()  # local mode holds a lock on the path: release it, then reopen from disk
 
     client, store = _open_store(path, embeddings)
-    state = Ingested(corpus=corpus, path=path, client=client, store=store, embeddings=embeddings,
-                     recording=recording, release_rows=np.empty(0, int), clean=np.empty(0),
-                     queries=minilm.encode(corpus.headlines), before_close=before_close)
+    state = Ingested(
+        corpus=corpus,
+        path=path,
+        client=client,
+        store=store,
+        embeddings=embeddings,
+        recording=recording,
+        release_rows=np.empty(0, int),
+        clean=np.empty(0),
+        queries=minilm.encode(corpus.headlines),
+        before_close=before_close,
+    )
     # Which release each stored vector is: it must equal exactly one row the policy put out.
     stored, _ = state.stored()
     outputs, inputs = np.concatenate(recording.outputs), np.concatenate(recording.inputs)
@@ -173,10 +185,10 @@ def test_headline_retrieval_stays_close_to_the_clean_store(ingested: Ingested) -
     corpus = ingested.corpus
     cats = corpus.categories
     clean_client = QdrantClient(":memory:")
-    clean_client.create_collection(
-        "clean", vectors_config=models.VectorParams(size=384, distance=models.Distance.DOT)
+    clean_client.create_collection("clean", vectors_config=models.VectorParams(size=384, distance=models.Distance.DOT))
+    clean_client.upsert(
+        "clean", points=[models.PointStruct(id=i, vector=v.tolist()) for i, v in enumerate(ingested.clean)]
     )
-    clean_client.upsert("clean", points=[models.PointStruct(id=i, vector=v.tolist()) for i, v in enumerate(ingested.clean)])
 
     def scores(top: list[list[int]]) -> tuple[float, float, float]:
         arr = np.asarray(top)
@@ -215,17 +227,28 @@ def test_metadata_filters_apply_to_the_protected_store(ingested: Ingested) -> No
         filtered_r1 += hits[0].metadata["_id"] == i
         other = labels[(labels.index(cats[i]) + 1) % len(labels)]
         cross = ingested.store.similarity_search_by_vector(
-            q_vecs[i].tolist(), k=5,
-            filter=models.Filter(must=[_category(other), models.FieldCondition(
-                key="metadata.source", match=models.MatchValue(value="bbc-news"))]),
+            q_vecs[i].tolist(),
+            k=5,
+            filter=models.Filter(
+                must=[
+                    _category(other),
+                    models.FieldCondition(key="metadata.source", match=models.MatchValue(value="bbc-news")),
+                ]
+            ),
         )
         assert len(cross) == 5 and all(h.metadata["category"] == other for h in cross)
         assert i not in [h.metadata["_id"] for h in cross]
     assert filtered_r1 >= unfiltered_r1  # restricting to the right category can only help
-    assert ingested.store.similarity_search_by_vector(
-        q_vecs[0].tolist(), k=5,
-        filter=models.Filter(must=[models.FieldCondition(key="metadata.source", match=models.MatchValue(value="x"))]),
-    ) == []
+    assert (
+        ingested.store.similarity_search_by_vector(
+            q_vecs[0].tolist(),
+            k=5,
+            filter=models.Filter(
+                must=[models.FieldCondition(key="metadata.source", match=models.MatchValue(value="x"))]
+            ),
+        )
+        == []
+    )
 
 
 def test_cosine_collection_would_not_store_the_release(ingested: Ingested) -> None:
@@ -238,8 +261,14 @@ def test_cosine_collection_would_not_store_the_release(ingested: Ingested) -> No
         client.create_collection(name, vectors_config=models.VectorParams(size=384, distance=distance))
         client.upsert(name, points=[models.PointStruct(id=i, vector=v.tolist()) for i, v in enumerate(released)])
     back = {
-        name: np.asarray([p.vector for p in sorted(client.retrieve(name, ids=list(range(len(released))),
-                                                                   with_vectors=True), key=lambda p: p.id)])
+        name: np.asarray(
+            [
+                p.vector
+                for p in sorted(
+                    client.retrieve(name, ids=list(range(len(released))), with_vectors=True), key=lambda p: p.id
+                )
+            ]
+        )
         for name in ("dot", "cosine")
     }
     client.close()
@@ -266,10 +295,13 @@ def test_llama_index_adapter_with_the_qdrant_client(minilm: Any, ingested: Inges
 
     client = QdrantClient(":memory:")
     client.create_collection("llama", vectors_config=models.VectorParams(size=384, distance=models.Distance.DOT))
-    client.upsert("llama", points=[
-        models.PointStruct(id=k, vector=v, payload={"text": b, **corpus.metadatas[i]})
-        for k, (i, v, b) in enumerate(zip(idx, vectors, bodies, strict=True))
-    ])
+    client.upsert(
+        "llama",
+        points=[
+            models.PointStruct(id=k, vector=v, payload={"text": b, **corpus.metadatas[i]})
+            for k, (i, v, b) in enumerate(zip(idx, vectors, bodies, strict=True))
+        ],
+    )
     points = sorted(client.retrieve("llama", ids=list(range(len(idx))), with_vectors=True), key=lambda p: p.id)
     stored = np.asarray([p.vector for p in points], dtype=np.float32)
     np.testing.assert_array_equal(stored, recording.outputs[0])

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import os
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -23,9 +22,11 @@ from llama_index.core.base.embeddings.base import BaseEmbedding, Embedding
 from llama_index.core.bridge.pydantic import PrivateAttr
 from llama_index.core.instrumentation import DISPATCHER_SPAN_DECORATED_ATTR
 
-from textcrafter_rag import Encoder, Mechanism, Protector, bundled_minilm
+from textcrafter_rag import Encoder, Protector
+from textcrafter_rag.adapters import AdapterOptions, build_protector, per_text_encoder
+from textcrafter_rag.specs import DEFAULT_POLICY, PolicyArg
 
-__all__ = ["ProtectedEmbedding", "BypassedCacheWarning", "span_free_encoders"]
+__all__ = ["BypassedCacheWarning", "ProtectedEmbedding", "span_free_encoders"]
 
 
 class BypassedCacheWarning(UserWarning):
@@ -70,25 +71,25 @@ def span_free_encoders(base: BaseEmbedding) -> tuple[Encoder, Encoder]:
     else:
         adocs = None  # no native async: the core runs the sync path in a worker thread
 
-    query, aquery = _unspanned(base, "_get_query_embedding"), _unspanned(base, "_aget_query_embedding")
-
-    def queries(texts: list[str]) -> list[Embedding]:
-        return [query(t) for t in texts]
-
-    async def aqueries(texts: list[str]) -> list[Embedding]:
-        return [await aquery(t) for t in texts]
-
     name = getattr(base, "model_name", type(base).__name__)
-    return (
-        Encoder(docs, async_fn=adocs, model_id=f"llama_index:{name}"),
-        Encoder(queries, async_fn=aqueries, model_id=f"llama_index-query:{name}"),
+    queries = per_text_encoder(
+        _unspanned(base, "_get_query_embedding"),
+        _unspanned(base, "_aget_query_embedding"),
+        model_id=f"llama_index-query:{name}",
     )
+    return Encoder(docs, async_fn=adocs, model_id=f"llama_index:{name}"), queries
+
+
+def _paths(base: Any) -> tuple[Any, Encoder | None]:
+    """A LlamaIndex base through its span-free private methods; any other base as it is."""
+    return span_free_encoders(base) if isinstance(base, BaseEmbedding) else (base, None)
 
 
 class ProtectedEmbedding(BaseEmbedding):
     """Embed with any base model, then protect document vectors with a TextCrafter policy.
 
-    All protection is done by :class:`textcrafter_rag.Protector`, one policy call per batch.
+    All protection is done by :class:`textcrafter_rag.Protector`, one policy call per batch, built by
+    :func:`textcrafter_rag.adapters.build_protector` like the LangChain adapter's.
 
     Example:
         >>> from llama_index.embeddings.openai import OpenAIEmbedding
@@ -100,7 +101,8 @@ class ProtectedEmbedding(BaseEmbedding):
             :class:`textcrafter_rag.Encoder` or a callable ``list[str] -> array``. ``None`` uses the
             bundled offline all-MiniLM-L6-v2.
         policy: A saved policy directory, a :class:`textcrafter_rag.Mechanism`, or ``None`` for the
-            policy shipped for the bundled encoder.
+            policy shipped for the encoder (see :func:`textcrafter_rag.resolve_policy`); the default is
+            the core's ``DEFAULT_POLICY``.
         protect_queries: Also protect query vectors. Off by default: queries are not stored, and
             protecting both sides costs retrieval quality.
         secure_mode: Draw noise from the OS CSPRNG (for policies loaded from a path).
@@ -111,7 +113,7 @@ class ProtectedEmbedding(BaseEmbedding):
             the base's.
 
     Raises:
-        textcrafter_rag.MissingPolicyError: ``policy=None`` with an encoder that ships no policy.
+        textcrafter_rag.MissingPolicyError: No policy was given and none ships for the encoder.
         textcrafter_rag.FingerprintMismatch: The policy was fitted for another encoder.
     """
 
@@ -122,43 +124,32 @@ class ProtectedEmbedding(BaseEmbedding):
         self,
         *,
         base: Any = None,
-        policy: str | os.PathLike[str] | Mechanism | None = None,
+        policy: PolicyArg = DEFAULT_POLICY,
         protect_queries: bool = False,
         secure_mode: bool = False,
         seed: int | None = None,
         chunk_size: int = 4096,
         **kwargs: Any,
     ) -> None:
-        if base is None:
-            base = bundled_minilm()
-        doc_base: Any = base
-        query_encoder: Encoder | None = None
-        if isinstance(base, BaseEmbedding):
-            doc_base, query_encoder = span_free_encoders(base)
-        protector = Protector(
-            base=doc_base,
-            query_base=query_encoder,
-            policy=policy,
-            protect_queries=protect_queries,
-            chunk_size=chunk_size,
-            secure_mode=secure_mode,
-            seed=seed,
+        options = AdapterOptions(
+            policy=policy, protect_queries=protect_queries, secure_mode=secure_mode, seed=seed, chunk_size=chunk_size
         )
-        if isinstance(base, BaseEmbedding):
-            if base.embeddings_cache is not None:
+        built = build_protector(base, options=options, paths=_paths)
+        if isinstance(built.base, BaseEmbedding):
+            if built.base.embeddings_cache is not None:
                 warnings.warn(
                     "the base model's embeddings_cache is bypassed so raw vectors are never cached; "
                     "set embeddings_cache on the ProtectedEmbedding to cache protected vectors",
                     BypassedCacheWarning,
                     stacklevel=2,
                 )
-            kwargs.setdefault("embed_batch_size", base.embed_batch_size)
-            kwargs.setdefault("num_workers", base.num_workers)
-            kwargs.setdefault("rate_limiter", base.rate_limiter)
-        kwargs.setdefault("model_name", f"textcrafter:{protector.encoder.model_id}")
+            kwargs.setdefault("embed_batch_size", built.base.embed_batch_size)
+            kwargs.setdefault("num_workers", built.base.num_workers)
+            kwargs.setdefault("rate_limiter", built.base.rate_limiter)
+        kwargs.setdefault("model_name", f"textcrafter:{built.protector.encoder.model_id}")
         super().__init__(**kwargs)
-        self._base = base
-        self._protector = protector
+        self._base = built.base
+        self._protector = built.protector
 
     @classmethod
     def class_name(cls) -> str:

@@ -1,4 +1,4 @@
-"""Helpers for testing pipelines that use textcrafter-rag.
+"""A mechanism that records what it saw and released, for tests.
 
 :class:`RecordingMechanism` wraps any mechanism and keeps every batch it saw and released, so a
 test can check that what reached a vector store is exactly the protected output (never the raw
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .mechanisms import Mechanism
+from ..mechanisms import Mechanism
 
 __all__ = ["RecordingMechanism"]
 

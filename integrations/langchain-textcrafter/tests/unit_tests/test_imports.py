@@ -1,0 +1,13 @@
+from langchain_textcrafter import __all__
+
+EXPECTED_ALL = [
+    "ProtectedEmbeddings",
+    "RawVectorCacheWarning",
+    "MissingPolicyError",
+    "FingerprintMismatch",
+    "__version__",
+]
+
+
+def test_all_imports() -> None:
+    assert sorted(EXPECTED_ALL) == sorted(__all__)
