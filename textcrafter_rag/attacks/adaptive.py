@@ -17,18 +17,37 @@ from typing import Any
 
 import numpy as np
 
+from ..artifacts import CONFIG_NAME
+from ..errors import ArtifactError
 from .cache import adapted_key, cache_root, cached_embeddings
+from .config import DEFAULT_ADAPT_CONFIG
 from .inverter import Inverter, TrainConfig
 
-__all__ = ["protected_pairs", "adapt_inverter", "DEFAULT_ADAPT_CONFIG"]
+__all__ = ["DEFAULT_ADAPT_CONFIG", "adapt_inverter", "protected_pairs", "query_defense"]
 
-#: Fine-tuning defaults: one pass over the pairs, capped at 20 minutes.
-DEFAULT_ADAPT_CONFIG = TrainConfig(epochs=1.0, time_budget_min=20.0, lr=3e-4, warmup_steps=20)
+_INFO_KEYS = ("n_pairs", "pairs_seen", "adapt_train_minutes", "adapt_minutes")
+
+
+def query_defense(defense: Any, vectors: np.ndarray, *, batch: int = 4096) -> np.ndarray:
+    """``defense.protect(vectors)`` in batches of ``batch`` rows: the attacker's black-box access.
+
+    Batching bounds the memory of a learned policy on many rows; the defense is called exactly
+    once per row, so a randomised defense draws fresh noise for every row.
+    """
+    x = np.asarray(vectors)
+    return np.concatenate([defense.protect(x[s : s + batch]) for s in range(0, len(x), batch)], 0)
 
 
 def protected_pairs(
-    defense: Any, *, encoder: Any, texts: Sequence[str], n_pairs: int, seed: int = 0,
-    cache_dir: str | os.PathLike[str] | None = None, batch: int = 4096, progress: bool = True,
+    defense: Any,
+    *,
+    encoder: Any,
+    texts: Sequence[str],
+    n_pairs: int,
+    seed: int = 0,
+    cache_dir: str | os.PathLike[str] | None = None,
+    batch: int = 4096,
+    progress: bool = True,
 ) -> tuple[list[str], np.ndarray]:
     """``n_pairs`` ``(text, defense.protect(encoder.encode(text)))`` pairs from the attacker's ``texts``."""
     if n_pairs <= 0:
@@ -39,13 +58,20 @@ def protected_pairs(
     clean = cached_embeddings(encoder, texts, cache_dir=cache_dir, progress=progress)
     rng = np.random.default_rng(seed)
     idx = np.concatenate([rng.permutation(len(texts)) for _ in range(-(-n_pairs // len(texts)))])[:n_pairs]
-    prot = np.concatenate([defense.protect(clean[idx[s : s + batch]]) for s in range(0, len(idx), batch)], 0)
+    prot = query_defense(defense, clean[idx], batch=batch)
     return [texts[i] for i in idx], prot.astype(np.float32)
 
 
 def adapt_inverter(
-    inverter: Inverter, defense: Any, *, encoder: Any, texts: Sequence[str], n_pairs: int = 30_000,
-    train_config: TrainConfig | None = None, cache_dir: str | os.PathLike[str] | None = None, seed: int = 0,
+    inverter: Inverter,
+    defense: Any,
+    *,
+    encoder: Any,
+    texts: Sequence[str],
+    n_pairs: int = 30_000,
+    train_config: TrainConfig | None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
+    seed: int = 0,
     progress: bool = True,
 ) -> tuple[Inverter, dict[str, Any]]:
     """Fine-tune a copy of ``inverter`` on ``n_pairs`` protected pairs of the attacker's texts.
@@ -59,20 +85,31 @@ def adapt_inverter(
         defense) and ``adapt_train_minutes``.
     """
     tc = train_config or DEFAULT_ADAPT_CONFIG
-    d = cache_root(cache_dir) / f"adapted-{adapted_key(inverter, defense, texts, n_pairs=n_pairs, seed=seed, train_config=tc)}"
-    if (d / "model.safetensors").is_file() and (d / "config.json").is_file():
+    key = adapted_key(inverter, defense, texts, n_pairs=n_pairs, seed=seed, train_config=tc)
+    d = cache_root(cache_dir) / f"adapted-{key}"
+    if (d / CONFIG_NAME).is_file():  # written last by save(): a complete entry (a corrupted one is refused)
         cached = Inverter.load(d, device=inverter.device)
-        return cached, {k: cached.meta["adaptive"][k] for k in ("n_pairs", "pairs_seen", "adapt_train_minutes",
-                                                                "adapt_minutes")}
+        try:
+            return cached, {k: cached.meta["adaptive"][k] for k in _INFO_KEYS}
+        except (KeyError, TypeError):
+            raise ArtifactError(f"{d} holds no adaptive-attack record; it is not an adapted inverter") from None
     t0 = time.time()
-    pair_texts, prot = protected_pairs(defense, encoder=encoder, texts=texts, n_pairs=n_pairs, seed=seed,
-                                       cache_dir=cache_dir, progress=progress)
-    adapted = Inverter(copy.deepcopy(inverter.model), inverter.tokenizer, inverter.vocab_ids,
-                       meta=copy.deepcopy(inverter.meta), device=inverter.device)
+    pair_texts, prot = protected_pairs(
+        defense, encoder=encoder, texts=texts, n_pairs=n_pairs, seed=seed, cache_dir=cache_dir, progress=progress
+    )
+    adapted = Inverter(
+        copy.deepcopy(inverter.model),
+        inverter.tokenizer,
+        inverter.vocab_ids,
+        meta=copy.deepcopy(inverter.meta),
+        device=inverter.device,
+    )
     summary = adapted.fit(prot, pair_texts, train_config=tc, progress=progress, desc="adapt inverter")
     info = {
-        "n_pairs": int(n_pairs), "pairs_seen": int(min(summary["steps"] * tc.batch_size, n_pairs * max(tc.epochs, 1))),
-        "adapt_train_minutes": summary["train_minutes"], "adapt_minutes": (time.time() - t0) / 60,
+        "n_pairs": int(n_pairs),
+        "pairs_seen": int(min(summary["steps"] * tc.batch_size, n_pairs * max(tc.epochs, 1))),
+        "adapt_train_minutes": summary["train_minutes"],
+        "adapt_minutes": (time.time() - t0) / 60,
     }
     adapted.meta["adaptive"] = {**info, "defense": getattr(defense, "spec", lambda: repr(defense))()}
     adapted.save(d)

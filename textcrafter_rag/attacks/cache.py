@@ -17,84 +17,92 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["cache_root", "texts_hash", "cached_embeddings", "inverter_key", "load_or_train_inverter", "defense_key",
-           "adapted_key"]
+from .. import embedding
+from ..artifacts import CONFIG_NAME, FORMAT_VERSION
+from ..embedding import texts_hash
+from .inverter import Inverter, InverterConfig, TrainConfig
+
+__all__ = [
+    "adapted_key",
+    "cache_root",
+    "cached_embeddings",
+    "defense_key",
+    "inverter_key",
+    "load_or_train_inverter",
+    "texts_hash",
+]
+
+#: Part of every inverter cache key: entries saved in another file layout are never looked up.
+_LAYOUT = f"artifact-v{FORMAT_VERSION}"
 
 
 def cache_root(cache_dir: str | os.PathLike[str] | None = None) -> Path:
     """The cache folder (created)."""
-    root = Path(cache_dir or os.environ.get("TEXTCRAFTER_ATTACK_CACHE") or
-                Path.home() / ".cache" / "textcrafter_rag" / "attacks")
+    root = Path(
+        cache_dir
+        or os.environ.get("TEXTCRAFTER_ATTACK_CACHE")
+        or Path.home() / ".cache" / "textcrafter_rag" / "attacks"
+    )
     root.mkdir(parents=True, exist_ok=True)
     return root
 
 
-def texts_hash(texts: Sequence[str]) -> str:
-    """SHA-256 of a text list (order-sensitive)."""
-    h = hashlib.sha256()
-    for t in texts:
-        h.update(t.encode("utf-8"))
-        h.update(b"\x00")
-    return h.hexdigest()
-
-
 def cached_embeddings(
-    encoder: Any, texts: Sequence[str], *, cache_dir: str | os.PathLike[str] | None = None, batch: int = 1024,
+    encoder: Any,
+    texts: Sequence[str],
+    *,
+    cache_dir: str | os.PathLike[str] | None = None,
+    batch: int = 1024,
     progress: bool = True,
 ) -> np.ndarray:
-    """``encoder.encode(texts)``, cached as ``.npy`` under the cache folder (resumable chunk by chunk)."""
-    import shutil
+    """``encoder.encode(texts)``, cached in :func:`cache_root` by :func:`textcrafter_rag.embedding.cached_embeddings`.
 
-    from tqdm.auto import tqdm
-
-    key = hashlib.sha256(f"{getattr(encoder, 'model_id', '?')}|{texts_hash(texts)}".encode()).hexdigest()[:20]
-    root = cache_root(cache_dir)
-    path = root / f"emb-{key}.npy"
-    if path.is_file():
-        return np.load(path, allow_pickle=False)
-    chunks = root / f"emb-{key}.chunks"
-    chunks.mkdir(exist_ok=True)
-    parts = []
-    starts = range(0, len(texts), batch)
-    for i, s in enumerate(tqdm(starts, desc="encode", disable=not progress or len(texts) <= batch)):
-        f = chunks / f"{i:06d}.npy"
-        if f.is_file():
-            parts.append(np.load(f, allow_pickle=False))
-            continue
-        part = np.asarray(encoder.encode(list(texts[s : s + batch])), dtype=np.float32)
-        np.save(chunks / f"{i:06d}.tmp.npy", part, allow_pickle=False)
-        (chunks / f"{i:06d}.tmp.npy").replace(f)
-        parts.append(part)
-    emb = np.concatenate(parts, 0).astype(np.float32)
-    tmp = root / f"emb-{key}.tmp.npy"
-    np.save(tmp, emb, allow_pickle=False)
-    tmp.replace(path)
-    shutil.rmtree(chunks, ignore_errors=True)
-    return emb
+    Only for the attacker's own (public) texts: a store owner's texts are never cached.
+    """
+    return embedding.cached_embeddings(
+        encoder, texts, cache_dir=cache_root(cache_dir), batch_size=batch, progress=progress, desc="encode"
+    )
 
 
-def inverter_key(encoder: Any, texts: Sequence[str], config: Any, train_config: Any) -> str:
-    """Cache key of a clean inverter: encoder id, training texts and both configs."""
-    blob = json.dumps({"encoder": getattr(encoder, "model_id", "?"), "texts": texts_hash(texts),
-                       "config": asdict(config), "train": asdict(train_config)}, sort_keys=True)
+def inverter_key(encoder: Any, texts: Sequence[str], config: InverterConfig, train_config: TrainConfig) -> str:
+    """Cache key of a clean inverter: encoder id, training texts, both configs and the file layout."""
+    blob = json.dumps(
+        {
+            "encoder": getattr(encoder, "model_id", "?"),
+            "texts": texts_hash(texts),
+            "config": asdict(config),
+            "train": asdict(train_config),
+            "layout": _LAYOUT,
+        },
+        sort_keys=True,
+    )
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 def load_or_train_inverter(
-    encoder: Any, texts: Sequence[str], *, config: Any = None, train_config: Any = None,
-    cache_dir: str | os.PathLike[str] | None = None, progress: bool = True,
-) -> tuple[Any, Path, bool]:
+    encoder: Any,
+    texts: Sequence[str],
+    *,
+    config: InverterConfig | None = None,
+    train_config: TrainConfig | None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
+    progress: bool = True,
+) -> tuple[Inverter, Path, bool]:
     """A clean inverter for ``encoder`` trained on ``texts`` (loaded from cache when present).
+
+    A cache entry counts once its ``config.json`` exists (written last); a corrupted or edited entry is
+    refused rather than silently retrained, since it may have been tampered with: delete it to retrain.
 
     Returns:
         ``(inverter, directory, loaded_from_cache)``.
-    """
-    from .inverter import Inverter, InverterConfig, TrainConfig
 
+    Raises:
+        ArtifactError: The cached entry exists but fails verification.
+    """
     config = config or InverterConfig()
     train_config = train_config or TrainConfig()
     d = cache_root(cache_dir) / f"inverter-{inverter_key(encoder, texts, config, train_config)}"
-    if (d / "model.safetensors").is_file() and (d / "config.json").is_file():
+    if (d / CONFIG_NAME).is_file():
         return Inverter.load(d), d, True
     emb = cached_embeddings(encoder, texts, cache_dir=cache_dir, progress=progress)
     inv = Inverter.train(emb, texts, config=config, train_config=train_config, encoder=encoder, progress=progress)
@@ -119,10 +127,22 @@ def defense_key(defense: Any) -> str:
     return h.hexdigest()[:16]
 
 
-def adapted_key(inverter: Any, defense: Any, texts: Sequence[str], *, n_pairs: int, seed: int,
-                train_config: Any) -> str:
+def adapted_key(
+    inverter: Inverter, defense: Any, texts: Sequence[str], *, n_pairs: int, seed: int, train_config: TrainConfig
+) -> str:
     """Cache key of an adaptive attacker: clean inverter, defense, attacker texts, budget, seed, fine-tuning config."""
-    blob = json.dumps({"inverter_meta": inverter.meta, "inverter_config": asdict(inverter.config),
-                       "defense": defense_key(defense), "texts": texts_hash(texts), "n_pairs": n_pairs,
-                       "seed": seed, "train": asdict(train_config)}, sort_keys=True, default=str)
+    blob = json.dumps(
+        {
+            "inverter_meta": inverter.meta,
+            "inverter_config": asdict(inverter.config),
+            "defense": defense_key(defense),
+            "texts": texts_hash(texts),
+            "n_pairs": n_pairs,
+            "seed": seed,
+            "train": asdict(train_config),
+            "layout": _LAYOUT,
+        },
+        sort_keys=True,
+        default=str,
+    )
     return hashlib.sha256(blob.encode()).hexdigest()[:16]

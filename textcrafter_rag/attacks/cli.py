@@ -8,30 +8,19 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import random
+import os
 from pathlib import Path
 from typing import Any
 
-__all__ = ["add_attack_command", "run_attack", "attack_texts"]
+import torch
 
+from ..encoders import bundled_minilm
+from ..specs import from_spec
+from .config import AttackConfig
+from .evaluate import evaluate_attacks
+from .texts import attack_texts
 
-def attack_texts(data_dir: str | None, *, seed: int = 0) -> tuple[list[str], list[str], str]:
-    """``(train_texts, test_texts, source)``: WikiText-2 when the data directory exists, else BBC + synthetic PII."""
-    from ..data import DatasetNotFoundError, find_data_dir, wikitext_sentences
-
-    path = find_data_dir(data_dir)
-    if path is not None and (path / "wikitext2").is_dir():
-        try:
-            return wikitext_sentences("train", data_dir=path), wikitext_sentences("test", data_dir=path), "wikitext2"
-        except DatasetNotFoundError:
-            pass
-    from ..data import bbc_sentences
-    from .pii_probe import pii_sentences
-
-    texts = bbc_sentences() + pii_sentences(3000, seed=seed + 101)
-    random.Random(seed).shuffle(texts)
-    n_test = min(1000, len(texts) // 10)
-    return texts[n_test:], texts[:n_test], "bbc+synthetic-pii"
+__all__ = ["add_attack_command", "attack_config", "attack_texts", "run_attack"]
 
 
 def _jsonable(x: Any) -> Any:
@@ -46,27 +35,39 @@ def _jsonable(x: Any) -> Any:
     return x
 
 
+def attack_config(args: argparse.Namespace) -> AttackConfig:
+    """The :class:`AttackConfig` of ``textcrafter attack``'s flags."""
+    return AttackConfig(
+        mode=args.mode,
+        n_pairs=args.n_pairs,
+        quick=args.quick,
+        beam=args.beam,
+        seed=args.seed,
+        cache_dir=args.cache_dir,
+        data_dir=args.data_dir,
+    )
+
+
 def run_attack(args: argparse.Namespace) -> int:
     """Handler of ``textcrafter attack``."""
-    import os
-
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from ..encoders import bundled_minilm
-    from ..mechanisms import from_spec
-    from .evaluate import evaluate_attacks
-
     if args.threads:
-        import torch
-
         torch.set_num_threads(args.threads)
+    attack = attack_config(args)
     encoder = bundled_minilm()
     defense = from_spec(args.defense, seed=args.defense_seed, encoder=encoder)
-    train, test, source = attack_texts(args.data_dir, seed=args.seed)
-    result = evaluate_attacks(defense, encoder=encoder, train_texts=train, test_texts=test[: args.n_test],
-                              mode=args.mode, n_pairs=args.n_pairs, quick=args.quick, beam=args.beam,
-                              cache_dir=args.cache_dir, seed=args.seed)
-    result.update(defense_spec=args.defense, data=source, encoder=encoder.model_id, dim=encoder.dimension,
-                  seed=args.seed, quick=args.quick)
+    train, test, source = attack_texts(attack.data_dir, seed=attack.seed)
+    result = evaluate_attacks(
+        defense, encoder=encoder, train_texts=train, test_texts=test[: args.n_test], attack=attack
+    )
+    result.update(
+        defense_spec=args.defense,
+        data=source,
+        encoder=encoder.model_id,
+        dim=encoder.dimension,
+        seed=args.seed,
+        quick=args.quick,
+    )
     out = Path(args.output)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(_jsonable(result), indent=2), encoding="utf-8")
@@ -78,8 +79,9 @@ def run_attack(args: argparse.Namespace) -> int:
 
 def add_attack_command(subparsers: Any) -> argparse.ArgumentParser:
     """Register ``attack`` on an ``argparse`` subparsers object; its handler is ``args.func(args)``."""
-    p = subparsers.add_parser("attack", help="run inversion / keyword / PII attacks against a defense",
-                              description=__doc__.splitlines()[0])
+    p = subparsers.add_parser(
+        "attack", help="run inversion / keyword / PII attacks against a defense", description=__doc__.splitlines()[0]
+    )
     p.add_argument("--defense", required=True, help="defense spec, e.g. none, gaussian:s=0.01, textcrafter:DIR")
     p.add_argument("--mode", choices=("non-adaptive", "adaptive"), default="non-adaptive")
     p.add_argument("--quick", action="store_true", help="small smoke run; numbers are not meaningful")
@@ -91,7 +93,8 @@ def add_attack_command(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="attacker seed")
     p.add_argument("--defense-seed", type=int, default=None, help="defense seed (default: unseeded)")
     p.add_argument("--cache-dir", default=None, help="attack cache (default ~/.cache/textcrafter_rag/attacks)")
-    p.add_argument("--threads", type=int, default=None,
-                   help="torch CPU threads (1 is fastest on a shared, oversubscribed machine)")
+    p.add_argument(
+        "--threads", type=int, default=None, help="torch CPU threads (1 is fastest on a shared, oversubscribed machine)"
+    )
     p.set_defaults(func=run_attack)
     return p

@@ -16,23 +16,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
 
-from .inverter import Inverter, InverterModel, TrainConfig
+from ..numerics import row_cosines
+from .inverter import Inverter, TrainConfig
+from .inverter_io import CORRECTOR_KIND
+from .inverter_model import InverterModel
 
-__all__ = ["rerank", "Corrector", "EmbedFn"]
+__all__ = ["Corrector", "EmbedFn", "rerank", "train_corrector"]
 
 #: Maps texts to the embeddings they are compared with (the encoder, or defense after encoder).
 EmbedFn = Callable[[list[str]], np.ndarray]
-
-
-def _cos_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    a = np.asarray(a, dtype=np.float64)
-    b = np.asarray(b, dtype=np.float64)
-    return np.sum(a * b, 1) / np.maximum(np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1), 1e-12)
 
 
 def rerank(candidates: Sequence[Sequence[str]], targets: np.ndarray, embed: EmbedFn) -> tuple[list[str], np.ndarray]:
@@ -44,20 +41,20 @@ def rerank(candidates: Sequence[Sequence[str]], targets: np.ndarray, embed: Embe
     flat = [c if c.strip() else "." for cands in candidates for c in cands]
     owner = np.repeat(np.arange(len(candidates)), [len(c) for c in candidates])
     emb = embed(flat)
-    cos = _cos_rows(emb, np.asarray(targets)[owner])
-    best: list[str] = []
+    cos = row_cosines(emb, np.asarray(targets)[owner])
     best_cos = np.full(len(candidates), -np.inf)
     choice = [""] * len(candidates)
     for i, (o, c) in enumerate(zip(owner, cos)):
         if c > best_cos[o]:
             best_cos[o] = c
             choice[o] = flat[i]
-    best = choice
-    return best, best_cos
+    return choice, best_cos
 
 
 class Corrector(Inverter):
     """A hypothesis-conditioned decoder (see the module docstring). Build with :meth:`from_inverter`."""
+
+    artifact_kind: ClassVar[str] = CORRECTOR_KIND
 
     @classmethod
     def from_inverter(cls, inverter: Inverter) -> Corrector:
@@ -75,8 +72,13 @@ class Corrector(Inverter):
         new_pos[pos.shape[0] : pos.shape[0] + cfg.hyp_len] = pos[k : k + cfg.hyp_len]
         state["pos.weight"] = new_pos
         model.load_state_dict(state)
-        return cls(model, inverter.tokenizer, inverter.vocab_ids, meta={**inverter.meta, "kind": "corrector"},
-                   device=inverter.device)
+        return cls(
+            model,
+            inverter.tokenizer,
+            inverter.vocab_ids,
+            meta={**inverter.meta, "kind": "corrector"},
+            device=inverter.device,
+        )
 
     # -------------------------------------------------------------- conditioning
 
@@ -95,34 +97,56 @@ class Corrector(Inverter):
         h = np.asarray(hyp_emb, dtype=np.float32)
         return np.concatenate([t, h, t - h], axis=1)
 
-    def _extra_batch(self, extra: Any, idx: np.ndarray) -> Any:
+    def extra_batch(self, extra: Any, idx: np.ndarray) -> Any:
+        """The hypothesis tokens of rows ``idx``."""
         return None if extra is None else torch.as_tensor(extra[idx])
 
-    def _cond_prefix(self, cond: torch.Tensor, extra: Any = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def cond_prefix(self, cond: torch.Tensor, extra: Any = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The embedding prefix followed by the hypothesis tokens; padding tokens are masked out."""
         m = self.model
         prefix = m.prefix_embeds(cond)
         hyp = extra.to(self.device)
         start = m.cfg.n_prefix + m.cfg.max_len + 2
         hpos = torch.arange(start, start + hyp.shape[1], device=self.device)
         hyp_vec = m.tok(hyp) + m.pos(hpos)[None]
-        mask = torch.cat([torch.ones(hyp.shape[0], prefix.shape[1], dtype=torch.bool, device=self.device),
-                          hyp != self.pad], 1)
+        mask = torch.cat(
+            [torch.ones(hyp.shape[0], prefix.shape[1], dtype=torch.bool, device=self.device), hyp != self.pad], 1
+        )
         return torch.cat([prefix, hyp_vec.to(prefix.dtype)], 1), mask
 
     # -------------------------------------------------------------- training and use
 
     def fit_on_hypotheses(
-        self, targets: np.ndarray, texts: Sequence[str], hypotheses: Sequence[str], hyp_embeddings: np.ndarray, *,
-        train_config: TrainConfig | None = None, progress: bool = True,
+        self,
+        targets: np.ndarray,
+        texts: Sequence[str],
+        hypotheses: Sequence[str],
+        hyp_embeddings: np.ndarray,
+        *,
+        train_config: TrainConfig | None = None,
+        progress: bool = True,
     ) -> dict[str, Any]:
         """Fine-tune on ``(target, hypothesis) -> true text`` triples."""
         cond = self.condition(targets, hyp_embeddings)
-        return self.fit(cond, texts, train_config=train_config, extra=self.hyp_array(hypotheses),
-                        progress=progress, desc="train corrector")
+        return self.fit(
+            cond,
+            texts,
+            train_config=train_config,
+            extra=self.hyp_array(hypotheses),
+            progress=progress,
+            desc="train corrector",
+        )
 
     def correct(
-        self, targets: np.ndarray, hypotheses: Sequence[str], embed: EmbedFn, *, steps: int = 3, beam: int = 4,
-        progress: bool = False, on_step: Callable[[int, list[str], np.ndarray], None] | None = None,
+        self,
+        targets: np.ndarray,
+        hypotheses: Sequence[str],
+        embed: EmbedFn,
+        *,
+        steps: int = 3,
+        beam: int = 4,
+        progress: bool = False,
+        on_step: Callable[[int, list[str], np.ndarray], None] | None = None,
     ) -> list[str]:
         """Iteratively correct ``hypotheses`` toward ``targets``.
 
@@ -148,8 +172,13 @@ class Corrector(Inverter):
 
 
 def train_corrector(
-    inverter: Inverter, targets: np.ndarray, texts: Sequence[str], embed: EmbedFn, *,
-    train_config: TrainConfig | None = None, progress: bool = True,
+    inverter: Inverter,
+    targets: np.ndarray,
+    texts: Sequence[str],
+    embed: EmbedFn,
+    *,
+    train_config: TrainConfig | None = None,
+    progress: bool = True,
 ) -> Corrector:
     """Build a :class:`Corrector` from ``inverter`` and fine-tune it on the inverter's greedy hypotheses."""
     hyps = inverter.invert(targets, progress=progress)
@@ -157,7 +186,3 @@ def train_corrector(
     corr = Corrector.from_inverter(inverter)
     corr.fit_on_hypotheses(targets, texts, hyps, hyp_emb, train_config=train_config, progress=progress)
     return corr
-
-
-__all__.append("train_corrector")
-

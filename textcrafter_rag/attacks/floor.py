@@ -18,7 +18,7 @@ import numpy as np
 
 from ..metrics import text_privacy_metrics, token_f1, word_tokens
 
-__all__ = ["best_constant", "random_sentences", "floor_metrics"]
+__all__ = ["best_constant", "floor_metrics", "random_sentences"]
 
 
 def best_constant(train_texts: Sequence[str], *, n_eval: int = 1000, n_sentences: int = 200, seed: int = 0) -> str:
@@ -42,8 +42,12 @@ def random_sentences(train_texts: Sequence[str], n: int, *, seed: int = 0) -> li
 
 
 def floor_metrics(
-    train_texts: Sequence[str], test_texts: Sequence[str], *, encoder: Any = None,
-    clean_embeddings: np.ndarray | None = None, seed: int = 0,
+    train_texts: Sequence[str],
+    test_texts: Sequence[str],
+    *,
+    encoder: Any = None,
+    clean_embeddings: np.ndarray | None = None,
+    seed: int = 0,
 ) -> dict[str, Any]:
     """Metrics of both floor attackers on ``test_texts``: ``{"constant": {...}, "random_sentence": {...}}``.
 
@@ -52,10 +56,16 @@ def floor_metrics(
     const = best_constant(train_texts, seed=seed)
     test = list(test_texts)
     out: dict[str, Any] = {
-        "constant": {**text_privacy_metrics(test, [const] * len(test), encoder=encoder,
-                                            clean_embeddings=clean_embeddings), "text": const},
-        "random_sentence": text_privacy_metrics(test, random_sentences(train_texts, len(test), seed=seed),
-                                                encoder=encoder, clean_embeddings=clean_embeddings),
+        "constant": {
+            **text_privacy_metrics(test, [const] * len(test), encoder=encoder, clean_embeddings=clean_embeddings),
+            "text": const,
+        },
+        "random_sentence": text_privacy_metrics(
+            test,
+            random_sentences(train_texts, len(test), seed=seed),
+            encoder=encoder,
+            clean_embeddings=clean_embeddings,
+        ),
     }
     return out
 

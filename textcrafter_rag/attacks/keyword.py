@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from ..metrics import content_tokens
-from .inverter import default_device, set_seed
+from .inverter_model import default_device, set_seed
 
 __all__ = ["KeywordAttack"]
 
@@ -31,8 +31,16 @@ class KeywordAttack:
         seed: Random seed.
     """
 
-    def __init__(self, *, vocab_size: int = 500, hidden: int = 512, epochs: int = 20, batch_size: int = 256,
-                 lr: float = 2e-3, seed: int = 0) -> None:
+    def __init__(
+        self,
+        *,
+        vocab_size: int = 500,
+        hidden: int = 512,
+        epochs: int = 20,
+        batch_size: int = 256,
+        lr: float = 2e-3,
+        seed: int = 0,
+    ) -> None:
         self.vocab_size = vocab_size
         self.hidden = hidden
         self.epochs = epochs
@@ -64,8 +72,9 @@ class KeywordAttack:
         n_val = max(1, n // 10) if n >= 20 else 0
         val, tr = perm[:n_val], perm[n_val:]
         dev = default_device()
-        self.net = nn.Sequential(nn.Linear(x.shape[1], self.hidden), nn.ReLU(), nn.Dropout(0.1),
-                                 nn.Linear(self.hidden, len(self.vocab))).to(dev)
+        self.net = nn.Sequential(
+            nn.Linear(x.shape[1], self.hidden), nn.ReLU(), nn.Dropout(0.1), nn.Linear(self.hidden, len(self.vocab))
+        ).to(dev)
         opt = torch.optim.AdamW(self.net.parameters(), lr=self.lr, weight_decay=1e-4)
         loss_fn = nn.BCEWithLogitsLoss()
         self.net.train()

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["pii_sentences", "non_pii_sentences", "pii_dataset", "PIIProbe"]
+__all__ = ["PIIProbe", "non_pii_sentences", "pii_dataset", "pii_sentences"]
 
 _TEMPLATES: tuple[str, ...] = (
     "Please forward the signed form to {who} at {contact}.",
@@ -33,14 +33,45 @@ _TEMPLATES: tuple[str, ...] = (
 )
 
 _GENERIC = {
-    "who": ["the customer", "the front desk", "our team", "the applicant", "the manager", "the office",
-            "the support staff", "a colleague", "the committee", "the tenant"],
-    "contact": ["the usual channel", "the main office", "the help desk", "the shared inbox", "the hotline",
-                "the website", "the reception", "the general line"],
-    "place": ["the new building", "the city centre", "the warehouse", "the main branch", "the north campus",
-              "a larger office", "the regional depot"],
-    "payment": ["the company account", "a bank transfer", "the standard method", "a voucher", "the usual card",
-                "the department budget"],
+    "who": [
+        "the customer",
+        "the front desk",
+        "our team",
+        "the applicant",
+        "the manager",
+        "the office",
+        "the support staff",
+        "a colleague",
+        "the committee",
+        "the tenant",
+    ],
+    "contact": [
+        "the usual channel",
+        "the main office",
+        "the help desk",
+        "the shared inbox",
+        "the hotline",
+        "the website",
+        "the reception",
+        "the general line",
+    ],
+    "place": [
+        "the new building",
+        "the city centre",
+        "the warehouse",
+        "the main branch",
+        "the north campus",
+        "a larger office",
+        "the regional depot",
+    ],
+    "payment": [
+        "the company account",
+        "a bank transfer",
+        "the standard method",
+        "a voucher",
+        "the usual card",
+        "the department budget",
+    ],
     "dob": ["a public holiday", "a rainy day", "the same day as the opening", "an unknown date"],
 }
 
@@ -54,8 +85,14 @@ def _pii_value(fake: object, slot: str, rng: random.Random) -> str:
     if slot == "place":
         return f.address().replace("\n", ", ")  # type: ignore[attr-defined]
     if slot == "payment":
-        return rng.choice([lambda: f"card {f.credit_card_number()}", lambda: f"IBAN {f.iban()}",  # type: ignore
-                           lambda: f"SSN {f.ssn()}", lambda: f"IP {f.ipv4()}"])()  # type: ignore[attr-defined]
+        return rng.choice(
+            [
+                lambda: f"card {f.credit_card_number()}",
+                lambda: f"IBAN {f.iban()}",  # type: ignore
+                lambda: f"SSN {f.ssn()}",
+                lambda: f"IP {f.ipv4()}",
+            ]
+        )()  # type: ignore[attr-defined]
     return f.date_of_birth().isoformat()  # type: ignore[attr-defined]
 
 
@@ -109,8 +146,12 @@ class PIIProbe:
         from sklearn.pipeline import make_pipeline
         from sklearn.preprocessing import StandardScaler
 
-        self.model = make_pipeline(StandardScaler(), MLPClassifier(
-            hidden_layer_sizes=(hidden,), max_iter=max_iter, early_stopping=True, random_state=seed, alpha=1e-3))
+        self.model = make_pipeline(
+            StandardScaler(),
+            MLPClassifier(
+                hidden_layer_sizes=(hidden,), max_iter=max_iter, early_stopping=True, random_state=seed, alpha=1e-3
+            ),
+        )
 
     def fit(self, embeddings: np.ndarray, labels: Sequence[int]) -> PIIProbe:
         """Train on protected embeddings and PII labels."""

@@ -6,32 +6,53 @@ The main CLI (``textcrafter_rag/cli.py``) registers it with :func:`add_audit_com
 from __future__ import annotations
 
 import argparse
+import os
 from typing import Any
 
-__all__ = ["add_audit_command", "run_audit_command"]
+import torch
+
+from ..attacks.config import AttackConfig
+from .report import summary, write_report
+from .run import run_audit
+
+__all__ = ["add_audit_command", "audit_attack_config", "run_audit_command"]
+
+
+def audit_attack_config(args: argparse.Namespace) -> AttackConfig:
+    """The :class:`AttackConfig` of ``textcrafter audit``'s flags (``--adaptive`` adds the adaptive attacker)."""
+    return AttackConfig(
+        mode="adaptive" if args.adaptive else "non-adaptive",
+        n_pairs=args.n_pairs,
+        quick=args.quick,
+        beam=args.beam,
+        n_pii=args.n_pii,
+        n_examples=args.examples,
+        seed=args.seed,
+        cache_dir=args.cache_dir,
+        data_dir=args.data_dir,
+    )
 
 
 def run_audit_command(args: argparse.Namespace) -> int:
-    """Handler of ``textcrafter audit``."""
-    import os
-
+    """Handler of ``textcrafter audit``: run the audit, write the reports, print the summary."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from .report import verdict, write_report
-    from .run import run_audit
-
     if args.threads:
-        import torch
-
         torch.set_num_threads(args.threads)
     result = run_audit(
-        args.vectors, texts=args.texts, column=args.column, encoder=args.encoder, policy=args.policy,
-        defense=args.defense, defense_seed=args.defense_seed, n=args.n, adaptive=args.adaptive,
-        n_pairs=args.n_pairs, quick=args.quick, data_dir=args.data_dir, inverter=args.inverter, beam=args.beam,
-        n_pii=args.n_pii, n_examples=args.examples, cache_dir=args.cache_dir, seed=args.seed,
+        args.vectors,
+        texts=args.texts,
+        column=args.column,
+        encoder=args.encoder,
+        policy=args.policy,
+        defense=args.defense,
+        defense_seed=args.defense_seed,
+        n=args.n,
+        inverter=args.inverter,
+        attack=audit_attack_config(args),
         progress=not args.no_progress,
     )
     paths = write_report(result, args.out)
-    print(verdict(result))
+    print(summary(result))
     print("wrote " + ", ".join(str(p) for p in paths.values()))
     return 0
 
@@ -39,27 +60,48 @@ def run_audit_command(args: argparse.Namespace) -> int:
 def add_audit_command(subparsers: Any) -> argparse.ArgumentParser:
     """Register ``audit`` on an ``argparse`` subparsers object; its handler is ``args.func(args)``."""
     p = subparsers.add_parser(
-        "audit", help="measure the inversion risk of a vector store before and after protection",
+        "audit",
+        help="measure the inversion risk of a vector store before and after protection",
         description=__doc__.splitlines()[0],
         epilog="Reports: OUT/audit.json, audit.md, audit.html, audit.png. Reconstructions in the reports may "
-               "contain sensitive data from the store (--examples 0 leaves them out).")
-    p.add_argument("--vectors", required=True, metavar="STORE",
-                   help=".npy (n, D) array, or .parquet / .jsonl with an embedding column")
+        "contain sensitive data from the store (--examples 0 leaves them out).",
+    )
+    p.add_argument(
+        "--vectors",
+        required=True,
+        metavar="STORE",
+        help=".npy (n, D) array, or .parquet / .jsonl with an embedding column",
+    )
     p.add_argument("--column", default="embedding", help="embedding column of a .parquet / .jsonl store")
-    p.add_argument("--texts", default=None, metavar="SAMPLE.jsonl",
-                   help="texts of the store's first rows (a 'text' field per line; row i <-> store row i): "
-                        "enables BLEU / token-F1 / content-F1, keyword F1, the floor and the store-is-raw check")
-    p.add_argument("--encoder", default="bundled",
-                   help="encoder that built the store: 'bundled' (MiniLM, default) or a sentence-transformers name")
+    p.add_argument(
+        "--texts",
+        default=None,
+        metavar="SAMPLE.jsonl",
+        help="texts of the store's first rows (a 'text' field per line; row i <-> store row i): "
+        "enables BLEU / token-F1 / content-F1, keyword F1, the floor and the store-is-raw check",
+    )
+    p.add_argument(
+        "--encoder",
+        default="bundled",
+        help="encoder that built the store: 'bundled' (MiniLM, default) or a sentence-transformers name",
+    )
     which = p.add_mutually_exclusive_group()
-    which.add_argument("--policy", default=None, metavar="DIR",
-                       help="policy for 'after' (default: the policy shipped for the encoder)")
-    which.add_argument("--defense", default=None, metavar="SPEC",
-                       help="defense spec for 'after' instead, e.g. gaussian:s=0.05, textcrafter:eps=2.5")
+    which.add_argument(
+        "--policy", default=None, metavar="DIR", help="policy for 'after' (default: the policy shipped for the encoder)"
+    )
+    which.add_argument(
+        "--defense",
+        default=None,
+        metavar="SPEC",
+        help="defense spec for 'after' instead, e.g. gaussian:s=0.05, textcrafter:eps=2.5",
+    )
     p.add_argument("--defense-seed", type=int, default=None, help="seed of the defense's noise (default: unseeded)")
     p.add_argument("--n", type=int, default=200, help="stored vectors sampled (default 200)")
-    p.add_argument("--adaptive", action="store_true",
-                   help="also attack 'after' with an inverter fine-tuned on protected pairs (slower)")
+    p.add_argument(
+        "--adaptive",
+        action="store_true",
+        help="also attack 'after' with an inverter fine-tuned on protected pairs (slower)",
+    )
     p.add_argument("--n-pairs", type=int, default=30_000, help="adaptive attacker's query budget")
     p.add_argument("--quick", action="store_true", help="small smoke run (n <= 64); numbers are not meaningful")
     p.add_argument("--data-dir", default=None, help="benchmark datasets (attacker texts: WikiText-2 train if present)")
