@@ -4,16 +4,18 @@ Trains the clean inverter on WikiText-2 train (sentences of at most 32 WordPiece
 held-out WikiText-2 test sentences (checked not to occur in training, by text) with no defense,
 and reports greedy, beam, beam + rerank (black-box re-embedding) and iterative-correction
 results next to the floor attackers. Writes ``benchmarks/results/attack_strength.{json,md}``.
+Maintained with the attacks package (its results rows are a list, not the ``meta``/``rows`` of the
+other benchmarks).
 
 Usage::
 
-    python benchmarks/attack_strength.py              # full run (~45 min on 2 CPU cores)
-    python benchmarks/attack_strength.py --quick      # smoke run (< 3 min), writes *_quick.*
+    python -m benchmarks.attack_strength              # full run (~45 min on 2 CPU cores)
+    python -m benchmarks.attack_strength --quick      # smoke run (< 3 min), writes *_quick.*
+    python -m benchmarks.attack_strength --resume-minutes 15 --tag resumed35   # train the cached inverter longer
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
@@ -21,49 +23,67 @@ import random
 import time
 from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
+import numpy as np
+import torch
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
+from textcrafter_rag.attacks import (
+    Inverter,
+    InverterConfig,
+    TrainConfig,
+    cache_root,
+    floor_metrics,
+    load_or_train_inverter,
+    rerank,
+    train_corrector,
+)
+from textcrafter_rag.data import wikitext_sentences
+from textcrafter_rag.embedding import cached_embeddings
+from textcrafter_rag.encoders import bundled_minilm
+from textcrafter_rag.metrics import text_privacy_metrics
 
-from textcrafter_rag.attacks.cache import cached_embeddings, load_or_train_inverter  # noqa: E402
-from textcrafter_rag.attacks.correction import rerank, train_corrector  # noqa: E402
-from textcrafter_rag.attacks.floor import floor_metrics  # noqa: E402
-from textcrafter_rag.attacks.inverter import Inverter, InverterConfig, TrainConfig  # noqa: E402
-from textcrafter_rag.data import wikitext_sentences  # noqa: E402
-from textcrafter_rag.encoders import bundled_minilm  # noqa: E402
-from textcrafter_rag.metrics import text_privacy_metrics  # noqa: E402
+from .options import script_parser
+from .reporting import RESULTS_DIR
 
-RESULTS = Path(__file__).resolve().parent / "results"
+NAME = "attack_strength"
 METRICS = ("bleu", "token_f1", "content_f1", "rouge_l", "exact_match", "cosine")
 
 
 def machine() -> str:
+    """The machine in words, for the report (time budgets buy fewer steps on a slower or busier one)."""
     dev = torch.cuda.get_device_name(0) if torch.cuda.is_available() else f"cpu x{torch.get_num_threads()} threads"
     return f"{platform.machine()} {platform.processor() or platform.system()} ({dev}, os.cpu_count={os.cpu_count()})"
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> int:
+    ap = script_parser(NAME, __doc__)
     ap.add_argument("--quick", action="store_true", help="small smoke run (< 3 min)")
     ap.add_argument("--data-dir", default=None)
     ap.add_argument("--train-minutes", type=float, default=20.0, help="inverter training time budget")
     ap.add_argument("--corrector-minutes", type=float, default=5.0, help="corrector training time budget")
     ap.add_argument("--corrector-train", type=int, default=1500, help="training sentences for the corrector")
-    ap.add_argument("--max-train", type=int, default=0,
-                    help="training sentences used (the first N eligible, in file order); 0 = all")
+    ap.add_argument(
+        "--max-train",
+        type=int,
+        default=0,
+        help="training sentences used (the first N eligible, in file order); 0 = all",
+    )
     ap.add_argument("--n-test", type=int, default=300)
     ap.add_argument("--beam", type=int, default=4)
     ap.add_argument("--steps", type=int, default=2, help="correction steps")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--threads", type=int, default=1,
-                    help="torch threads (1 is fastest on a shared, oversubscribed 2-core machine)")
+    ap.add_argument(
+        "--threads", type=int, default=1, help="torch threads (1 is fastest on a shared, oversubscribed 2-core machine)"
+    )
     ap.add_argument("--cache-dir", default=None)
-    ap.add_argument("--out-dir", default=str(RESULTS), help="where the .json/.md results go")
-    ap.add_argument("--resume-minutes", type=float, default=0.0,
-                    help="continue training the cached inverter this many more minutes (new cosine cycle)")
+    ap.add_argument("--out-dir", default=str(RESULTS_DIR), help="where the .json/.md results go")
+    ap.add_argument(
+        "--resume-minutes",
+        type=float,
+        default=0.0,
+        help="continue training the cached inverter this many more minutes (new cosine cycle)",
+    )
     ap.add_argument("--tag", default="", help="suffix of the result file names")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if args.quick:
         args.train_minutes, args.corrector_minutes, args.corrector_train = 1.0, 0.3, 300
         args.n_test, args.steps = 100, 1
@@ -82,8 +102,9 @@ def main() -> None:
         train = train[: args.max_train]
     test_all = wikitext_sentences("test", data_dir=args.data_dir)
     train_set = set(train)
-    test_all = [t for t, n in zip(test_all, Inverter.token_lengths(test_all, tok))
-                if n <= cfg.max_len and t not in train_set]
+    test_all = [
+        t for t, n in zip(test_all, Inverter.token_lengths(test_all, tok)) if n <= cfg.max_len and t not in train_set
+    ]
     test = random.Random(args.seed).sample(test_all, min(args.n_test, len(test_all)))
     assert not set(test) & train_set
     print(f"train {len(train)} sentences, test {len(test)} (of {len(test_all)} eligible)")
@@ -97,9 +118,13 @@ def main() -> None:
         if (rdir / "model.safetensors").is_file():
             inv = Inverter.load(rdir)
         else:
-            inv.fit(cached_embeddings(enc, train, cache_dir=args.cache_dir), train,
-                    train_config=TrainConfig(time_budget_min=args.resume_minutes, lr=2.5e-4, warmup_steps=10,
-                                             seed=args.seed + 1))
+            inv.fit(
+                cached_embeddings(enc, train, cache_dir=cache_root(args.cache_dir)),
+                train,
+                train_config=TrainConfig(
+                    time_budget_min=args.resume_minutes, lr=2.5e-4, warmup_steps=10, seed=args.seed + 1
+                ),
+            )
             inv.save(rdir)
         inv_dir = rdir
         train_min = sum(s["train_minutes"] for s in inv.meta.get("training", []))
@@ -109,11 +134,19 @@ def main() -> None:
 
     test_emb = enc.encode(test)
     base = {
-        "encoder": enc.model_id, "dim": int(test_emb.shape[1]), "defense": "none", "seed": args.seed,
-        "n_train": len(train), "n_test": len(test), "train_minutes": round(train_min, 2),
-        "train_steps": summary["steps"], "epochs": round(summary["epochs_done"], 3),
+        "encoder": enc.model_id,
+        "dim": int(test_emb.shape[1]),
+        "defense": "none",
+        "seed": args.seed,
+        "n_train": len(train),
+        "n_test": len(test),
+        "train_minutes": round(train_min, 2),
+        "train_steps": summary["steps"],
+        "epochs": round(summary["epochs_done"], 3),
         "inverter": f"{cfg.n_layers}L-d{cfg.d_model}-prefix{cfg.n_prefix}-vocab{len(inv.vocab_ids)}",
-        "machine": machine(), "quick": args.quick, "inverter_dir": str(inv_dir),
+        "machine": machine(),
+        "quick": args.quick,
+        "inverter_dir": str(inv_dir),
     }
     rows: list[dict] = []
     examples: dict[str, list[str]] = {}
@@ -136,11 +169,15 @@ def main() -> None:
     if args.corrector_minutes > 0 and args.steps > 0:
         # iterative correction, trained on the inverter's greedy hypotheses for a sample of training sentences
         corr_texts = random.Random(args.seed + 1).sample(train, min(args.corrector_train, len(train)))
-        corr_emb = cached_embeddings(enc, corr_texts, cache_dir=args.cache_dir)
+        corr_emb = cached_embeddings(enc, corr_texts, cache_dir=cache_root(args.cache_dir))
         t = time.time()
-        corr = train_corrector(inv, corr_emb, corr_texts, enc.encode,
-                               train_config=TrainConfig(time_budget_min=args.corrector_minutes, lr=2e-4,
-                                                        warmup_steps=20, seed=args.seed))
+        corr = train_corrector(
+            inv,
+            corr_emb,
+            corr_texts,
+            enc.encode,
+            train_config=TrainConfig(time_budget_min=args.corrector_minutes, lr=2e-4, warmup_steps=20, seed=args.seed),
+        )
         corr_min = (time.time() - t) / 60
         print(f"corrector trained in {corr_min:.1f} min (incl. hypothesis generation)")
 
@@ -153,8 +190,14 @@ def main() -> None:
 
     floors = floor_metrics(train, test, encoder=enc, clean_embeddings=test_emb, seed=args.seed)
     for name, m in floors.items():
-        rows.append({**base, "attack": f"floor-{name}", **{k: round(float(m[k]), 2) for k in METRICS},
-                     **({"floor_text": m["text"]} if "text" in m else {})})
+        rows.append(
+            {
+                **base,
+                "attack": f"floor-{name}",
+                **{k: round(float(m[k]), 2) for k in METRICS},
+                **({"floor_text": m["text"]} if "text" in m else {}),
+            }
+        )
     for r in rows:
         r["total_minutes"] = round((time.time() - t_all) / 60, 2)
         r["load_avg_5min_start_end"] = [round(load_start, 1), round(os.getloadavg()[1], 1)]
@@ -164,21 +207,25 @@ def main() -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / f"attack_strength{suffix}.json").write_text(json.dumps(rows, indent=2), encoding="utf-8")
     lines = [
-        "# Inversion-attack strength (no defense)", "",
+        "# Inversion-attack strength (no defense)",
+        "",
         f"Encoder `{base['encoder']}` ({base['dim']}-d); inverter {base['inverter']}, trained "
         f"{base['train_minutes']} min ({base['train_steps']} steps, {base['epochs']} epochs) on {base['n_train']} "
         f"WikiText-2 train sentences; {base['n_test']} held-out WikiText-2 test sentences (<= 32 WordPieces, none "
         f"in training). Machine: {base['machine']}, shared with other jobs (5-min load average "
         f"{rows[-1]['load_avg_5min_start_end'][0]} at start, {rows[-1]['load_avg_5min_start_end'][1]} at end), "
         f"so the time budgets bought fewer steps than on 2 dedicated cores. Seed {args.seed}. Total wall time "
-        f"{rows[-1]['total_minutes']} min.", "",
+        f"{rows[-1]['total_minutes']} min.",
+        "",
         "| attack | BLEU | token-F1 | content-F1 | ROUGE-L | exact | cosine |",
         "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
-        lines.append(f"| {r['attack']} | " + " | ".join(f"{r[k]:.2f}" for k in
-                                                         ("bleu", "token_f1", "content_f1", "rouge_l", "exact_match",
-                                                          "cosine")) + " |")
+        lines.append(
+            f"| {r['attack']} | "
+            + " | ".join(f"{r[k]:.2f}" for k in ("bleu", "token_f1", "content_f1", "rouge_l", "exact_match", "cosine"))
+            + " |"
+        )
     lines += ["", "Examples (first 3 test sentences):", ""]
     for i in range(min(3, len(test))):
         lines.append(f"* reference: {test[i]}")
@@ -186,7 +233,8 @@ def main() -> None:
             lines.append(f"  * {a}: {preds[i]}")
     (out_dir / f"attack_strength{suffix}.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     print("\n".join(lines))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

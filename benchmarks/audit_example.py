@@ -5,36 +5,38 @@ of ``privacy.py``, so the audit's "before" row is comparable with its ``none`` r
 bundled MiniLM: ``STORE/store.npy`` (raw, unprotected ``(n, 384)`` vectors) and ``STORE/texts.jsonl``
 (row i's text). The audit then attacks it before and after the shipped eps 1.0 policy::
 
-    python benchmarks/audit_example.py            # writes benchmarks/results/audit_example/
+    python -m benchmarks.audit_example            # writes benchmarks/results/audit_example/
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-
 import numpy as np
 
-RESULTS = Path(__file__).resolve().parent / "results" / "audit_example"
+from textcrafter_rag.cli import main as textcrafter_main
+from textcrafter_rag.data import find_data_dir, wikitext_sentences
+from textcrafter_rag.encoders import bundled_minilm
+
+from .options import script_parser
+from .reporting import RESULTS_DIR
+
+NAME = "audit_example"
+RESULTS = RESULTS_DIR / NAME
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data-dir", default=None, help="benchmark datasets (default: $TEXTCRAFTER_DATA or ../shared/datasets)")
+    ap = script_parser(NAME, __doc__)
+    ap.add_argument(
+        "--data-dir", default=None, help="benchmark datasets (default: $TEXTCRAFTER_DATA or ../shared/datasets)"
+    )
     ap.add_argument("--n", type=int, default=200, help="sentences in the store")
     ap.add_argument("--store", default="build/audit_store", help="folder for store.npy and texts.jsonl")
     ap.add_argument("--out", default=str(RESULTS), help="folder for the audit report")
     ap.add_argument("--threads", type=int, default=1, help="torch CPU threads of the audit")
     args = ap.parse_args(argv)
-    from textcrafter_rag.cli import main as textcrafter_main
-    from textcrafter_rag.data import find_data_dir, wikitext_sentences
-    from textcrafter_rag.encoders import bundled_minilm
-
     data_dir = find_data_dir(args.data_dir)
     if data_dir is None:
         print("error: benchmark datasets not found (set TEXTCRAFTER_DATA or pass --data-dir)", file=sys.stderr)
@@ -45,9 +47,23 @@ def main(argv: list[str] | None = None) -> int:
     np.save(store / "store.npy", bundled_minilm().encode(texts), allow_pickle=False)
     (store / "texts.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts), encoding="utf-8")
     print(f"wrote {len(texts)} vectors and texts to {store}")
-    return textcrafter_main(["audit", "--vectors", str(store / "store.npy"), "--texts", str(store / "texts.jsonl"),
-                             "--data-dir", str(data_dir), "--defense-seed", "0", "--threads", str(args.threads),
-                             "--out", args.out])
+    return textcrafter_main(
+        [
+            "audit",
+            "--vectors",
+            str(store / "store.npy"),
+            "--texts",
+            str(store / "texts.jsonl"),
+            "--data-dir",
+            str(data_dir),
+            "--defense-seed",
+            "0",
+            "--threads",
+            str(args.threads),
+            "--out",
+            args.out,
+        ]
+    )
 
 
 if __name__ == "__main__":

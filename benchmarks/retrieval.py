@@ -9,31 +9,50 @@ MRR@10 and NDCG@10 (``textcrafter_rag.metrics.retrieval_metrics``) per scenario:
 * ``protected_docs``: protected documents, clean queries (``Protector(protect_queries=False)``);
 * ``protected_docs_queries``: documents and queries protected by the same mechanism instance.
 
-With ``--privacy`` (default) and the attacks package's ``evaluate_attacks`` available, the same run
-measures inversion of protected document vectors (first sentence of a sample of abstracts,
-truncated to 32 tokens), non-adaptive and adaptive.
+With ``--privacy`` (default for the full size) the same run measures inversion of protected
+document vectors (first sentence of a sample of abstracts, truncated to 32 tokens) with
+``textcrafter_rag.attacks.evaluate_attacks``, non-adaptive and adaptive.
 
 Usage::
 
-    python benchmarks/retrieval.py                 # full grid
-    python benchmarks/retrieval.py --quick         # ~3 min on 2 cores, writes retrieval_quick.*
+    python -m benchmarks.retrieval                 # full grid
+    python -m benchmarks.retrieval --quick         # ~3 min on 2 cores, writes retrieval_quick.*
+    python -m benchmarks.retrieval --from-json benchmarks/results/retrieval.json   # re-render only
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import math
-import os
 import random
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-
-import common
+import faiss
 import numpy as np
+from tqdm.auto import tqdm
+
+from textcrafter_rag.attacks import AttackConfig
+from textcrafter_rag.data import RetrievalSet, load_scifact, split_sentences, wikitext_sentences
+from textcrafter_rag.encoders import bundled_minilm
+from textcrafter_rag.metrics import retrieval_metrics
+from textcrafter_rag.numerics import row_cosines
+
+from .attack_rows import AttackRun, privacy_fields, privacy_subset, run_attack, timed_adapt_config
+from .caches import cache_dir, embed_cached
+from .fitted_policies import PolicySource
+from .grid import DefenseSpec, add_grid_options, build_grid, perturbation_norm
+from .options import (
+    add_rerender_option,
+    base_parser,
+    quiet_seed_warnings,
+    resolve_data_or_none,
+    resolve_size,
+    set_threads,
+)
+from .reporting import Timer, make_meta, result_name, write_results
+from .retrieval_report import make_plot, protect_queries_verdict, render_markdown, rerender
 
 NAME = "retrieval"
 SCENARIOS = ("clean", "protected_docs", "protected_docs_queries")
@@ -45,10 +64,29 @@ SIZES: dict[str, dict[str, int]] = {
 }
 
 
-def subsample(rs: Any, *, n_queries: int, n_docs: int, seed: int) -> Any:
-    """A smaller retrieval set: ``n_queries`` queries, all their relevant docs, and random other docs."""
-    from textcrafter_rag.data import RetrievalSet
+@dataclass(frozen=True)
+class IndexConfig:
+    """The HNSW index's settings (the flat index has none)."""
 
+    hnsw_m: int = 32
+    ef_construction: int = 200
+    ef_search: int = 128
+
+    def describe(self) -> dict[str, str]:
+        """The indexes as recorded in the results ``meta``."""
+        hnsw = (
+            f"faiss.IndexHNSWFlat(M={self.hnsw_m}, METRIC_INNER_PRODUCT, "
+            f"efConstruction={self.ef_construction}, efSearch={self.ef_search})"
+        )
+        return {
+            "flat": "faiss.IndexFlatIP",
+            "hnsw": hnsw,
+            "similarity": "inner product on the released vectors (no re-normalisation)",
+        }
+
+
+def subsample(rs: RetrievalSet, *, n_queries: int, n_docs: int, seed: int) -> RetrievalSet:
+    """A smaller retrieval set: ``n_queries`` queries, all their relevant docs, and random other docs."""
     rng = random.Random(seed)
     qidx = list(range(len(rs.query_ids)))
     if n_queries and n_queries < len(qidx):
@@ -62,22 +100,23 @@ def subsample(rs: Any, *, n_queries: int, n_docs: int, seed: int) -> Any:
         others = [i for i in range(len(rs.doc_ids)) if i not in set(rel)]
         didx = sorted(rel + rng.sample(others, max(0, n_docs - len(rel))))
     return RetrievalSet(
-        doc_ids=[rs.doc_ids[i] for i in didx], docs=[rs.docs[i] for i in didx], query_ids=qids,
-        queries=[rs.queries[i] for i in qidx], qrels={q: rs.qrels[q] for q in qids},
+        doc_ids=[rs.doc_ids[i] for i in didx],
+        docs=[rs.docs[i] for i in didx],
+        query_ids=qids,
+        queries=[rs.queries[i] for i in qidx],
+        qrels={q: rs.qrels[q] for q in qids},
     )
 
 
-def build_index(kind: str, vectors: np.ndarray, *, hnsw_m: int, ef_construction: int, ef_search: int) -> Any:
+def build_index(kind: str, vectors: np.ndarray, *, config: IndexConfig) -> Any:
     """An inner-product FAISS index (``flat`` or ``hnsw``) holding ``vectors``."""
-    import faiss
-
     d = vectors.shape[1]
     if kind == "flat":
         index = faiss.IndexFlatIP(d)
     else:
-        index = faiss.IndexHNSWFlat(d, hnsw_m, faiss.METRIC_INNER_PRODUCT)
-        index.hnsw.efConstruction = ef_construction
-        index.hnsw.efSearch = ef_search
+        index = faiss.IndexHNSWFlat(d, config.hnsw_m, faiss.METRIC_INNER_PRODUCT)
+        index.hnsw.efConstruction = config.ef_construction
+        index.hnsw.efSearch = config.ef_search
     index.add(np.ascontiguousarray(vectors, dtype=np.float32))
     return index
 
@@ -96,18 +135,15 @@ def score_diagnostics(docs: np.ndarray, docs_p: np.ndarray, queries: np.ndarray)
     the perturbation systematically lowers the scores of the documents most similar to the query).
     """
     d64, p64, q64 = docs.astype(np.float64), docs_p.astype(np.float64), queries.astype(np.float64)
-    cos = np.sum(d64 * p64, 1) / np.maximum(np.linalg.norm(d64, axis=1) * np.linalg.norm(p64, axis=1), 1e-12)
     s, ds = q64 @ d64.T, q64 @ (p64 - d64).T
     s, ds = s - s.mean(1, keepdims=True), ds - ds.mean(1, keepdims=True)
     den = np.linalg.norm(s, axis=1) * np.linalg.norm(ds, axis=1)
     corr = np.where(den > 0, np.sum(s * ds, 1) / np.maximum(den, 1e-300), 0.0)
-    return {"cosine_to_clean": float(cos.mean()), "score_noise_corr": float(corr.mean())}
+    return {"cosine_to_clean": float(row_cosines(d64, p64).mean()), "score_noise_corr": float(corr.mean())}
 
 
 def privacy_texts(docs: list[str], *, n: int, tokenizer: Any, max_tokens: int, seed: int) -> list[str]:
     """First sentence of ``n`` random abstracts (title dropped), truncated to ``max_tokens`` WordPieces."""
-    from textcrafter_rag.data import split_sentences
-
     rng = random.Random(seed + 1)
     out: list[str] = []
     for i in rng.sample(range(len(docs)), min(n, len(docs))):
@@ -120,309 +156,197 @@ def privacy_texts(docs: list[str], *, n: int, tokenizer: Any, max_tokens: int, s
     return out
 
 
-def run_privacy(evaluate: Any, spec: common.DefenseSpec, *, encoder: Any, train_texts: list[str],
-                test_texts: list[str], seed: int, quick: bool, modes: tuple[str, ...],
-                progress: bool, adapt_minutes: float | None = None) -> list[dict[str, Any]]:
-    """Inversion metrics of protected document sentences for each attacker mode (keyword/PII probes off)."""
-    extra: dict[str, Any] = {}
-    if adapt_minutes is not None:
-        from textcrafter_rag.attacks.adaptive import DEFAULT_ADAPT_CONFIG
-
-        extra["adapt_config"] = dataclasses.replace(DEFAULT_ADAPT_CONFIG, time_budget_min=adapt_minutes)
-    rows = []
-    for mode in modes:
-        with common.quiet_seed_warnings():
-            res = evaluate(spec.build(seed), encoder=encoder, train_texts=train_texts, test_texts=test_texts,
-                           mode=mode, quick=quick, keyword=False, pii=False, seed=seed, progress=progress,
-                           **(extra if mode == "adaptive" else {}))
-        rows.append({"mode": mode, **common.privacy_fields(res)})
-    return rows
-
-
-def make_plot(rows: list[dict[str, Any]], path: Path, *, privacy_rows: list[dict[str, Any]]) -> None:
-    """NDCG@10 (flat index, protected docs) vs perturbation norm, and vs inversion BLEU / content-F1 with the floor."""
-    plt = common.setup_matplotlib()
-    ret = [r for r in rows if r.get("index") == "flat" and r["scenario"] in ("clean", "protected_docs")]
-    clean = next((r["ndcg@10"] for r in ret if r["scenario"] == "clean"), None)
-    panels: list[tuple[str, str, str | None]] = [("perturbation_norm", "measured perturbation norm ||x' - x|| (log)",
-                                                  None)]
-    for metric, name in (("bleu", "BLEU"), ("content_f1", "content-F1")):
-        for mode in ("non_adaptive", "adaptive"):
-            if any(r.get(f"{metric}_{mode}") is not None for r in ret):
-                panels.append((f"{metric}_{mode}", f"inversion {name}, {mode.replace('_', '-')} attacker "
-                               "(lower = more private)", metric))
-    floor = common.floor_row(privacy_rows) or {}
-    fig, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels), 4.6), squeeze=False)
-    styles = {"gaussian": "o-", "ldp": "s-", "purkayastha": "^-", "textcrafter": "D-", "shuffle": "x", "none": "*"}
-    colors = {"gaussian": "C0", "ldp": "C1", "purkayastha": "C2", "textcrafter": "C3", "shuffle": "C4", "none": "k"}
-    for ax, (xkey, xlabel, metric) in zip(axes[0], panels):
-        for fam, st in styles.items():
-            pts = sorted((r[xkey], r["ndcg@10"]) for r in ret if r["defense"] == fam and r.get("comparison") == "grid"
-                         and r.get(xkey) is not None and r["scenario"] != "clean")
-            if fam == "none":
-                pts = [(r[xkey], r["ndcg@10"]) for r in ret if r["scenario"] == "clean" and r.get(xkey) is not None]
-            if not pts:
-                continue
-            xs, ys = zip(*pts)
-            if xkey == "perturbation_norm":
-                xs = tuple(max(x, 1e-3) for x in xs)
-            ax.plot(xs, ys, st, label=fam, ms=7, color=colors[fam])
-        eq = sorted((r[xkey], r["ndcg@10"]) for r in ret if r.get("comparison") == "equal_norm"
-                    and r.get(xkey) is not None)
-        if eq:
-            ax.plot(*zip(*eq), "o--", color="grey", label="gaussian @ TextCrafter norm")
-        if xkey == "perturbation_norm":
-            ax.set_xscale("log")
-        elif floor.get(metric) is not None:
-            fval = floor[metric]
-            ax.axvline(fval, color="gray", ls=":", label=f"floor (ignores the vector) {fval:.2f}")
-        if clean is not None:
-            ax.axhline(clean, color="k", lw=0.6, ls=":")
-        ax.set_xlabel(xlabel)
-        ax.set_ylabel("NDCG@10 (SciFact, exact IP, protected docs)")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-    fig.suptitle("At a given level of protection, how much retrieval quality is kept?")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
-def protect_queries_verdict(rows: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
-    """Compare NDCG@10 with and without query protection per defense (flat index)."""
-    by: dict[str, dict[str, float]] = {}
-    for r in rows:
-        if r.get("index") == "flat" and r["scenario"] in ("protected_docs", "protected_docs_queries"):
-            by.setdefault(r["defense_label"], {})[r["scenario"]] = r["ndcg@10"]
-    table = [{"defense_label": k, "docs_only": v.get("protected_docs"), "docs_and_queries": v.get("protected_docs_queries"),
-              "delta": (v.get("protected_docs_queries", np.nan) - v.get("protected_docs", np.nan))}
-             for k, v in by.items()]
-    tc = [t for t in table if t["defense_label"].startswith("textcrafter")]
-    noisy = [t for t in table if not t["defense_label"].startswith(("shuffle", "none"))]
-    better_off = sum(1 for t in noisy if t["delta"] < -0.5)
-    text = (f"Protecting queries as well lowers NDCG@10 for {better_off} of {len(noisy)} noise-based settings "
-            f"(by more than 0.5 point); ")
-    mean_tc = float(np.nanmean([t["delta"] for t in tc])) if tc else float("nan")
-    if tc:
-        text += ("for TextCrafter the change is "
-                 + ", ".join(f"{t['defense_label']}: {t['delta']:+.2f}" for t in tc)
-                 + f" NDCG@10 points (mean {mean_tc:+.2f}). ")
-    shuf = next((t for t in table if t["defense_label"] == "shuffle"), None)
-    if shuf:
-        text += (f"Shuffling is the exception: it only works when queries get the same permutation "
-                 f"(docs only {common.fmt(shuf['docs_only'])} vs both {common.fmt(shuf['docs_and_queries'])}). ")
-    if tc and math.isfinite(mean_tc):
-        if mean_tc < 0:
-            text += ("**Recommendation: keep `protect_queries=False` as the default** for TextCrafter: queries are "
-                     "not stored, and adding independent noise to them only costs retrieval quality.")
-        else:
-            text += ("**Recommendation: consider `protect_queries=True`**: in this run query protection did not "
-                     "cost TextCrafter retrieval quality.")
-    return text, table
-
-
-def main(argv: list[str] | None = None) -> int:
-    ap = common.base_parser(__doc__.splitlines()[0])
-    ap.add_argument("--privacy", action=argparse.BooleanOptionalAction, default=None,
-                    help="also run the inversion attacks on protected document vectors (default: on for the full "
-                    "size, off for --quick/--smoke; --quick --privacy uses the attacks' quick mode)")
-    ap.add_argument("--n-queries", type=int, default=None, help="override: number of test queries (0 = all)")
-    ap.add_argument("--n-docs", type=int, default=None, help="override: number of documents (0 = all)")
-    ap.add_argument("--privacy-docs", type=int, default=None, help="override: abstracts attacked for privacy")
-    ap.add_argument("--hnsw-m", type=int, default=32)
-    ap.add_argument("--ef-construction", type=int, default=200)
-    ap.add_argument("--ef-search", type=int, default=128)
-    ap.add_argument("--adapt-minutes", type=float, default=None,
-                    help="time budget of the adaptive attacker's fine-tuning (default: the attacks package's)")
-    common.add_grid_options(ap)
-    common.add_rerender_option(ap)
-    args = ap.parse_args(argv)
-    if args.from_json:
-        meta, all_rows = common.load_results(args.from_json)
-        rows = [r for r in all_rows if r.get("kind") != "privacy"]
-        privacy_rows = [r for r in all_rows if r.get("kind") == "privacy"]
-        out, base = Path(args.out_dir), Path(args.from_json).stem
-        make_plot(rows, out / f"{base}.png", privacy_rows=privacy_rows)
-        verdict, pq_table = protect_queries_verdict(rows)
-        common.write_markdown(out / f"{base}.md",
-                              render_markdown(rows, privacy_rows, pq_table, verdict, meta, f"{base}.png"))
-        print(f"[retrieval] re-rendered {base}.md and {base}.png from {args.from_json}")
-        return 0
-    size = common.resolve_size(args)
-    if args.privacy is None:
-        args.privacy = size == "full"
-    data_dir = common.resolve_data_or_none(args.data_dir)
-    if data_dir is None:
-        return 2
-    cfg = dict(SIZES[size])
-    for k in ("n_queries", "n_docs", "privacy_docs"):
-        if getattr(args, k) is not None:
-            cfg[k] = getattr(args, k)
-    progress = not args.no_progress
-    common.set_threads()
-    t_all = time.perf_counter()
-
-    from tqdm.auto import tqdm
-
-    from textcrafter_rag.data import load_scifact
-    from textcrafter_rag.encoders import bundled_minilm
-    from textcrafter_rag.metrics import retrieval_metrics
-
-    cache = common.cache_dir(args.cache_dir)
-    encoder = bundled_minilm()
-    full = load_scifact(data_dir=data_dir)
-    rs = subsample(full, n_queries=cfg["n_queries"], n_docs=cfg["n_docs"], seed=args.seed)
-    print(f"[retrieval] SciFact: {len(rs.docs)} docs, {len(rs.queries)} queries ({size})", flush=True)
-    with common.Timer() as t_enc:
-        docs = common.embed_cached(encoder, rs.docs, cache=cache, desc="Embedding docs", progress=progress,
-                                   superset=full.docs)
-        queries = common.embed_cached(encoder, rs.queries, cache=cache, desc="Embedding queries", progress=progress,
-                                      superset=full.queries)
-    dim = docs.shape[1]
-
-    grid = common.build_grid(args, size=size, encoder=encoder, dim=dim, data_dir=data_dir, cache=cache,
-                             progress=progress)
-    evaluate = common.privacy_evaluator() if args.privacy else None
-    if args.privacy and evaluate is None:
-        print("[retrieval] privacy: textcrafter_rag.attacks.evaluate_attacks is not available; "
-              "reporting retrieval only", flush=True)
-
+def measure_retrieval(
+    grid: list[DefenseSpec],
+    rs: RetrievalSet,
+    docs: np.ndarray,
+    queries: np.ndarray,
+    *,
+    seed: int,
+    index: IndexConfig,
+    progress: bool,
+) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """One row per defense, index and scenario; and the policy folder of each TextCrafter defense."""
     rows: list[dict[str, Any]] = []
     policies: dict[str, str] = {}
-    index_kw = {"hnsw_m": args.hnsw_m, "ef_construction": args.ef_construction, "ef_search": args.ef_search}
+    dim = docs.shape[1]
     for spec in tqdm(grid, desc="Defenses", disable=not progress):
-        with common.quiet_seed_warnings():
-            mech = spec.build(args.seed)
+        with quiet_seed_warnings():
+            mech = spec.build(seed)
         if spec.defense == "textcrafter":
             policies[spec.label] = str(getattr(mech, "path", None))
         t0 = time.perf_counter()
         docs_p = mech.protect(docs)
         vps = len(docs) / max(time.perf_counter() - t0, 1e-9)
         queries_p = mech.protect(queries)  # same instance: shuffle keeps its permutation
-        norm = common.perturbation_norm(docs, docs_p)
-        diag = score_diagnostics(docs, docs_p, queries)
+        shared = {
+            "dataset": "scifact",
+            **spec.row_fields(),
+            "perturbation_norm": perturbation_norm(docs, docs_p),
+            "expected_norm": mech.expected_norm(dim),
+            **score_diagnostics(docs, docs_p, queries),
+            "vectors_per_s": vps,
+            "n_docs": len(rs.docs),
+            "n_queries": len(rs.queries),
+        }
         scenarios = ("clean",) if spec.defense == "none" else SCENARIOS[1:]
         for kind in ("flat", "hnsw"):
-            with common.Timer() as t_idx:
-                index = build_index(kind, docs_p, **index_kw)
+            with Timer() as t_idx:
+                idx = build_index(kind, docs_p, config=index)
             for scen in scenarios:
                 q = queries_p if scen == "protected_docs_queries" else queries
-                with common.Timer() as t_s:
-                    ranked = search(index, q, rs.doc_ids, rs.query_ids, 100)
+                with Timer() as t_s:
+                    ranked = search(idx, q, rs.doc_ids, rs.query_ids, 100)
                 m = retrieval_metrics(ranked, rs.qrels, ks=(1, 10, 100))
-                rows.append({
-                    "dataset": "scifact", **spec.row_fields(), "scenario": scen, "index": kind,
-                    "perturbation_norm": norm, "expected_norm": mech.expected_norm(dim), **diag,
-                    "vectors_per_s": vps, "index_build_s": t_idx.seconds, "search_s": t_s.seconds,
-                    "n_docs": len(rs.docs), "n_queries": len(rs.queries), **m,
-                })
+                rows.append(
+                    {
+                        **shared,
+                        "scenario": scen,
+                        "index": kind,
+                        "index_build_s": t_idx.seconds,
+                        "search_s": t_s.seconds,
+                        **m,
+                    }
+                )
+    return rows, policies
+
+
+def measure_privacy(
+    specs: list[DefenseSpec], *, run: AttackRun, modes: tuple[str, ...], rows: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Inversion metrics of protected document sentences per defense and attacker mode.
+
+    The retrieval ``rows`` of the same defense get the headline metrics too (``bleu_adaptive``, ...), for the plot.
+    """
+    privacy_rows = []
+    for spec in tqdm(specs, desc="Privacy", disable=not run.progress):
+        for mode in modes:
+            res = privacy_fields(run_attack(spec.build(run.seed), mode, run=run))
+            privacy_rows.append({"dataset": "scifact", **spec.row_fields(), "mode": mode, **res})
+            suffix = mode.replace("-", "_")
+            for r in rows:
+                if r["defense_label"] == spec.label:
+                    r.update({f"{k}_{suffix}": res.get(k) for k in ("bleu", "token_f1", "content_f1")})
+    return privacy_rows
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = base_parser(NAME, __doc__)
+    ap.add_argument(
+        "--privacy",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="also run the inversion attacks on protected document vectors (default: on for the full "
+        "size, off for --quick/--smoke; --quick --privacy uses the attacks' quick mode)",
+    )
+    ap.add_argument("--n-queries", type=int, default=None, help="override: number of test queries (0 = all)")
+    ap.add_argument("--n-docs", type=int, default=None, help="override: number of documents (0 = all)")
+    ap.add_argument("--privacy-docs", type=int, default=None, help="override: abstracts attacked for privacy")
+    ap.add_argument("--hnsw-m", type=int, default=32)
+    ap.add_argument("--ef-construction", type=int, default=200)
+    ap.add_argument("--ef-search", type=int, default=128)
+    ap.add_argument(
+        "--adapt-minutes",
+        type=float,
+        default=None,
+        help="time budget of the adaptive attacker's fine-tuning (default: the attacks package's)",
+    )
+    add_grid_options(ap)
+    add_rerender_option(ap)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.from_json:
+        rerender(args.from_json, args.out_dir)
+        print(f"[retrieval] re-rendered the report of {args.from_json} into {args.out_dir}")
+        return 0
+    size = resolve_size(args)
+    privacy = size == "full" if args.privacy is None else args.privacy
+    data_dir = resolve_data_or_none(args.data_dir)
+    if data_dir is None:
+        return 2
+    cfg = {k: v if getattr(args, k) is None else getattr(args, k) for k, v in SIZES[size].items()}
+    progress = not args.no_progress
+    set_threads()
+    t_all = time.perf_counter()
+
+    cache = cache_dir(args.cache_dir)
+    encoder = bundled_minilm()
+    full = load_scifact(data_dir=data_dir)
+    rs = subsample(full, n_queries=cfg["n_queries"], n_docs=cfg["n_docs"], seed=args.seed)
+    print(f"[retrieval] SciFact: {len(rs.docs)} docs, {len(rs.queries)} queries ({size})", flush=True)
+    with Timer() as t_enc:
+        docs = embed_cached(encoder, rs.docs, cache=cache, desc="Embedding docs", progress=progress, superset=full.docs)
+        queries = embed_cached(
+            encoder, rs.queries, cache=cache, desc="Embedding queries", progress=progress, superset=full.queries
+        )
+    policies = PolicySource(
+        size=size, encoder=encoder, data_dir=data_dir, cache=cache, seed=args.seed, progress=progress
+    )
+    grid = build_grid(args, policies=policies, dim=docs.shape[1])
+    index = IndexConfig(hnsw_m=args.hnsw_m, ef_construction=args.ef_construction, ef_search=args.ef_search)
+    rows, used = measure_retrieval(grid, rs, docs, queries, seed=args.seed, index=index, progress=progress)
 
     privacy_rows: list[dict[str, Any]] = []
-    priv_meta: dict[str, Any] = {"enabled": bool(evaluate)}
-    if evaluate is not None:
-        from textcrafter_rag.data import wikitext_sentences
-
-        texts = privacy_texts(rs.docs, n=cfg["privacy_docs"], tokenizer=encoder.model.tokenizer, max_tokens=32,
-                              seed=args.seed)
+    priv_meta: dict[str, Any] = {"enabled": privacy}
+    if privacy:
+        texts = privacy_texts(
+            rs.docs, n=cfg["privacy_docs"], tokenizer=encoder.model.tokenizer, max_tokens=32, seed=args.seed
+        )
         train_texts = wikitext_sentences("train", data_dir=data_dir)
-        modes = tuple(args.attack_modes)
-        priv_meta.update({"n_test_texts": len(texts), "n_train_texts": len(train_texts), "modes": list(modes),
-                          "test_texts": "first sentence of random SciFact abstracts, <= 32 WordPieces",
-                          "train_texts": "WikiText-2 train sentences", "quick_attack": size != "full",
-                          "defenses": args.privacy_defenses, "keyword_and_pii_probes": False,
-                          "evaluator": "textcrafter_rag.attacks.evaluate_attacks (beam 4 + rerank)",
-                          "adapt_minutes": args.adapt_minutes})
-        for spec in tqdm(common.privacy_subset(grid, args.privacy_defenses), desc="Privacy", disable=not progress):
-            for pr in run_privacy(evaluate, spec, encoder=encoder, train_texts=train_texts, test_texts=texts,
-                                  seed=args.seed, quick=size != "full", modes=modes, progress=progress,
-                                  adapt_minutes=args.adapt_minutes):
-                privacy_rows.append({"dataset": "scifact", **spec.row_fields(), **pr})
-                suffix = pr["mode"].replace("-", "_")
-                for r in rows:
-                    if r["defense_label"] == spec.label:
-                        r.update({f"{k}_{suffix}": pr.get(k) for k in ("bleu", "token_f1", "content_f1")})
-    all_rows = rows + [{**r, "kind": "privacy"} for r in privacy_rows]
+        adapt = timed_adapt_config(args.adapt_minutes) if args.adapt_minutes is not None else None
+        attack = AttackConfig(quick=size != "full", keyword=False, pii=False, seed=args.seed, adapt_config=adapt)
+        run = AttackRun(encoder=encoder, train_texts=train_texts, test_texts=texts, attack=attack, progress=progress)
+        priv_meta.update(
+            {
+                "n_test_texts": len(texts),
+                "n_train_texts": len(train_texts),
+                "modes": list(args.attack_modes),
+                "test_texts": "first sentence of random SciFact abstracts, <= 32 WordPieces",
+                "train_texts": "WikiText-2 train sentences",
+                "quick_attack": size != "full",
+                "defenses": args.privacy_defenses,
+                "keyword_and_pii_probes": False,
+                "evaluator": "textcrafter_rag.attacks.evaluate_attacks (beam 4 + rerank)",
+                "adapt_minutes": args.adapt_minutes,
+            }
+        )
+        privacy_rows = measure_privacy(
+            privacy_subset(grid, args.privacy_defenses), run=run, modes=tuple(args.attack_modes), rows=rows
+        )
 
-    verdict, pq_table = protect_queries_verdict(rows)
     seconds = time.perf_counter() - t_all
-    meta = common.make_meta(
-        name=NAME, size=size, seed=args.seed, argv=argv, encoder=encoder,
-        dataset={"name": "BEIR SciFact (test qrels)", "n_docs": len(rs.docs), "n_queries": len(rs.queries),
-                 "doc_text": "title + '. ' + abstract, truncated by the encoder at 256 WordPieces"},
-        index={"flat": "faiss.IndexFlatIP", "hnsw": f"faiss.IndexHNSWFlat(M={args.hnsw_m}, METRIC_INNER_PRODUCT, "
-               f"efConstruction={args.ef_construction}, efSearch={args.ef_search})",
-               "similarity": "inner product on the released vectors (no re-normalisation)"},
-        attack_config=priv_meta, textcrafter_policies=policies,
-        textcrafter_fit=dict(zip(("n_pii", "n_calibration", "clusters", "steps", "batch_size"),
-                                 common.CALIBRATION_SIZES[size])),
-        embedding_seconds=round(t_enc.seconds, 1), runtime_seconds=round(seconds, 1),
-        protect_queries_verdict=verdict,
+    meta = make_meta(
+        name=NAME,
+        size=size,
+        seed=args.seed,
+        argv=argv,
+        encoder=encoder,
+        dataset={
+            "name": "BEIR SciFact (test qrels)",
+            "n_docs": len(rs.docs),
+            "n_queries": len(rs.queries),
+            "doc_text": "title + '. ' + abstract, truncated by the encoder at 256 WordPieces",
+        },
+        index=index.describe(),
+        attack_config=priv_meta,
+        textcrafter_policies=used,
+        textcrafter_fit=policies.fit_size.as_dict(),
+        embedding_seconds=round(t_enc.seconds, 1),
+        runtime_seconds=round(seconds, 1),
+        protect_queries_verdict=protect_queries_verdict(rows)[0],
     )
     out = Path(args.out_dir)
-    base = common.result_name(NAME, size, args.tag)
-    plot = out / f"{base}.png"
     out.mkdir(parents=True, exist_ok=True)
+    plot = out / f"{result_name(NAME, size, args.tag)}.png"
     make_plot(rows, plot, privacy_rows=privacy_rows)
-    md = render_markdown(rows, privacy_rows, pq_table, verdict, meta, plot.name)
-    jp, mp = common.write_results(NAME, size=size, meta=meta, rows=all_rows, markdown=md, out_dir=out, tag=args.tag)
+    md = render_markdown(rows, privacy_rows, meta, plot.name)
+    all_rows = rows + [{**r, "kind": "privacy"} for r in privacy_rows]
+    jp, mp = write_results(NAME, size=size, meta=meta, rows=all_rows, markdown=md, out_dir=out, tag=args.tag)
     print(f"[retrieval] wrote {jp}, {mp}, {plot} in {seconds:.0f}s")
     return 0
-
-
-def render_markdown(rows: list[dict[str, Any]], privacy_rows: list[dict[str, Any]], pq_table: list[dict[str, Any]],
-                    verdict: str, meta: dict[str, Any], plot_name: str) -> str:
-    """The human-readable report."""
-    ds = meta["dataset"]
-    cols = ["defense_label", "perturbation_norm", "recall@1", "recall@10", "mrr@10", "ndcg@10"]
-    hdr = ["defense", "‖x'−x‖", "R@1", "R@10", "MRR@10", "NDCG@10"]
-    parts = [
-        f"# Retrieval under protection (SciFact, {meta['size']})", "",
-        (f"Encoder {meta['encoder']} ({meta['dimension']}-d, {meta['normalisation']}); {ds['n_docs']} documents, "
-        f"{ds['n_queries']} test queries; FAISS inner product. Metrics in percent. Seed {meta['seeds']['seed']}. "
-        f"Runtime {meta['runtime_seconds']:.0f} s on {meta['machine']['cpu_count']} CPUs "
-        f"(torch {meta['machine']['torch']}). Command: `{meta['command']}`."), "",
-        f"![NDCG@10 vs protection]({plot_name})", "",
-        "## `protect_queries`", "", verdict, "",
-        common.md_table(pq_table, ["defense_label", "docs_only", "docs_and_queries", "delta"],
-                        headers=["defense", "NDCG@10 docs only", "NDCG@10 docs + queries", "Δ"]), "",
-    ]
-    for kind, title in (("flat", "Exact inner product (IndexFlatIP)"), ("hnsw", "HNSW (IndexHNSWFlat, inner product)")):
-        for scen, stitle in (("protected_docs", "protected documents, clean queries"),
-                             ("protected_docs_queries", "protected documents and queries")):
-            sel = [r for r in rows if r["index"] == kind and r["scenario"] in ("clean", scen)]
-            parts += [f"## {title}: {stitle}", "", common.md_table(sel, cols, headers=hdr), ""]
-    eq = [r for r in rows if r["index"] == "flat" and r["scenario"] == "protected_docs"
-          and (r["defense"] == "textcrafter" or r.get("comparison") == "equal_norm")]
-    if eq:
-        eq.sort(key=lambda r: (r.get("param_eps") or r.get("matched_textcrafter_eps") or 0, r["defense"]))
-        parts += ["## TextCrafter vs Gaussian at equal perturbation norm (exact IP, protected docs)", "",
-                  common.md_table(eq, ["defense_label", "perturbation_norm", "cosine_to_clean", "score_noise_corr",
-                                       "recall@10", "ndcg@10"],
-                                  headers=["defense", "‖x'−x‖", "cos(x', x)", "corr(<q,x>, <q,x'−x>)", "R@10",
-                                           "NDCG@10"]), "",
-                  ("`cos(x', x)` is the mean cosine of a release with its clean vector; the correlation column is, "
-                  "per query, the correlation over documents of the clean score with the score change caused by the "
-                  "perturbation (0 for isotropic noise). A negative value means the perturbation is not noise-like: "
-                  "it systematically lowers the scores of the documents closest to the query, which is what the "
-                  "reward's pull toward the nearest 'safe' cluster centroid (`-gamma*||f_adv - f_mu||`) does once eps "
-                  "is comparable to ||x|| = 1."), ""]
-    if privacy_rows:
-        pcols = ["defense_label", "mode", "attacker", "bleu", "token_f1", "content_f1", "cosine"]
-        floor = common.floor_row(privacy_rows)
-        parts += ["## Inversion of protected document sentences", "",
-                  f"Attack config: {meta['attack_config']}", "",
-                  common.md_table([*privacy_rows, *([floor] if floor else [])], pcols), ""]
-    else:
-        parts += ["## Privacy", "", ("Inversion metrics were not measured in this run "
-                  "(`--no-privacy`, or `textcrafter_rag.attacks.evaluate_attacks` unavailable); "
-                  "the plot uses the measured perturbation norm as the protection axis."), ""]
-    parts += ["## Notes", "",
-              ("* Similarity is the inner product of the released vectors as stored: Gaussian, LDP and TextCrafter "
-              "outputs are not re-normalised (Purkayastha releases are unit vectors). Measured norms are in the JSON."),
-              ("* `shuffle` is only usable when queries get the same secret permutation; with clean queries it "
-              "breaks retrieval (its 'protection' is the secrecy of the permutation, not noise)."),
-              f"* TextCrafter policies: {meta.get('textcrafter_policies')}; fit sizes {meta.get('textcrafter_fit')}."]
-    return "\n".join(parts)
 
 
 if __name__ == "__main__":

@@ -7,24 +7,50 @@ and inversion content-F1 / BLEU / ROUGE-L for no defense, TextCrafter and Gaussi
 same norm, under each attacker that was run, with the floor row of the same run. Rows are copied,
 never recomputed; each keeps the name of the file it came from.
 
-    python benchmarks/table1.py                # after the utility.py privacy runs
+Usage::
+
+    python -m benchmarks.table1                # after the utility.py privacy runs
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import common  # noqa: E402
+from .attack_rows import floor_row
+from .options import script_parser
+from .reporting import RESULTS_DIR, load_results, make_meta, md_table, write_results
 
 NAME = "table1"
-COLUMNS = ["dataset", "defense_label", "perturbation_norm", "dev_acc", "mode", "pairs_seen", "content_f1", "bleu",
-           "rouge_l", "keyword_f1", "pii_auc", "source"]
-HEADERS = ["dataset", "defense", "‖x'−x‖", "dev acc", "attacker", "pairs", "content-F1", "BLEU", "ROUGE-L",
-           "keyword-F1", "PII AUC", "from"]
+COLUMNS = [
+    "dataset",
+    "defense_label",
+    "perturbation_norm",
+    "dev_acc",
+    "mode",
+    "pairs_seen",
+    "content_f1",
+    "bleu",
+    "rouge_l",
+    "keyword_f1",
+    "pii_auc",
+    "source",
+]
+HEADERS = [
+    "dataset",
+    "defense",
+    "‖x'−x‖",
+    "dev acc",
+    "attacker",
+    "pairs",
+    "content-F1",
+    "BLEU",
+    "ROUGE-L",
+    "keyword-F1",
+    "PII AUC",
+    "from",
+]
 
 
 def collect(paths: list[Path]) -> list[dict[str, Any]]:
@@ -32,9 +58,12 @@ def collect(paths: list[Path]) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     seen: set[tuple[str, str, str]] = set()
     for path in paths:
-        _, all_rows = common.load_results(path)
-        acc = {(r["dataset"], r["defense_label"]): r["accuracy"] for r in all_rows
-               if r.get("scenario") == "development" and "accuracy" in r}
+        _, all_rows = load_results(path)
+        acc = {
+            (r["dataset"], r["defense_label"]): r["accuracy"]
+            for r in all_rows
+            if r.get("scenario") == "development" and "accuracy" in r
+        }
         priv = [r for r in all_rows if r.get("kind") == "privacy"]
         for ds in dict.fromkeys(r["dataset"] for r in priv):
             mine = [r for r in priv if r["dataset"] == ds]
@@ -43,46 +72,74 @@ def collect(paths: list[Path]) -> list[dict[str, Any]]:
                 if key in seen:  # the same measurement in two runs: keep the first file's
                     continue
                 seen.add(key)
-                rows.append({**{k: r.get(k) for k in COLUMNS}, "comparison": r.get("comparison"),
-                             "defense": r["defense"], "dev_acc": acc.get((ds, r["defense_label"])),
-                             "pairs_seen": r.get("pairs_seen") if r["mode"] == "adaptive" else None,
-                             "source": path.name})
-            floor = common.floor_row(mine, dataset=ds)  # same test sentences and seed in every run of ds
+                rows.append(
+                    {
+                        **{k: r.get(k) for k in COLUMNS},
+                        "comparison": r.get("comparison"),
+                        "defense": r["defense"],
+                        "dev_acc": acc.get((ds, r["defense_label"])),
+                        "pairs_seen": r.get("pairs_seen") if r["mode"] == "adaptive" else None,
+                        "source": path.name,
+                    }
+                )
+            floor = floor_row(mine, dataset=ds)  # same test sentences and seed in every run of ds
             if floor is not None and (ds, "floor", "") not in seen:
                 seen.add((ds, "floor", ""))
                 rows.append({**floor, "defense": "floor", "source": path.name})
     order = {"none": 0, "textcrafter": 1, "gaussian": 2, "shuffle": 3, "ldp": 4, "purkayastha": 5, "floor": 9}
-    rows.sort(key=lambda r: (r["dataset"], order.get(r["defense"], 9), r.get("perturbation_norm") or 0,
-                             r.get("mode") != "non-adaptive", r["source"]))
+    rows.sort(
+        key=lambda r: (
+            r["dataset"],
+            order.get(r["defense"], 9),
+            r.get("perturbation_norm") or 0,
+            r.get("mode") != "non-adaptive",
+            r["source"],
+        )
+    )
     return rows
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--results-dir", default=str(common.RESULTS_DIR), help="where the utility_privacy_*.json are")
-    ap.add_argument("--out-dir", default=str(common.RESULTS_DIR))
+    ap = script_parser(NAME, __doc__)
+    ap.add_argument("--results-dir", default=str(RESULTS_DIR), help="where the utility_privacy_*.json are")
+    ap.add_argument("--out-dir", default=str(RESULTS_DIR))
     args = ap.parse_args(argv)
-    paths = sorted(p for p in Path(args.results_dir).glob("utility_privacy_*.json")
-                   if not p.stem.endswith(("_quick", "_smoke")))
+    paths = sorted(
+        p for p in Path(args.results_dir).glob("utility_privacy_*.json") if not p.stem.endswith(("_quick", "_smoke"))
+    )
     if not paths:
-        print(f"error: no utility_privacy_*.json in {args.results_dir}: run utility.py --privacy first",
-              file=sys.stderr)
+        print(
+            f"error: no utility_privacy_*.json in {args.results_dir}: "
+            "run `python -m benchmarks.utility --privacy` first",
+            file=sys.stderr,
+        )
         return 2
     rows = collect(paths)
-    meta = common.make_meta(name=NAME, size="full", seed=0, argv=argv, sources=[p.name for p in paths],
-                            note="collected from utility.py privacy runs; nothing measured here")
+    meta = make_meta(
+        name=NAME,
+        size="full",
+        seed=0,
+        argv=argv,
+        sources=[p.name for p in paths],
+        note="collected from utility.py privacy runs; nothing measured here",
+    )
     datasets = list(dict.fromkeys(r["dataset"] for r in rows))
-    md = [f"# Table I across datasets ({', '.join(datasets)})", "",
-          ("Collected by `python benchmarks/table1.py` from the `utility.py --privacy` runs listed in the last "
-           "column (each file's own Markdown has every column, the settings and the machine). Encoder "
-           "all-MiniLM-L6-v2 (384-d); 200 test sentences per dataset; the attacker is trained on WikiText-2 "
-           "(the adaptive one fine-tuned on 30,000 protected WikiText-2 pairs, one pass); dev acc: logistic "
-           "regression trained and tested on protected vectors. `floor` ignores the vector. Content-F1 first: "
-           "function words give BLEU/ROUGE-L a floor of their own."), ""]
+    md = [
+        f"# Table I across datasets ({', '.join(datasets)})",
+        "",
+        (
+            "Collected by `python -m benchmarks.table1` from the `utility.py --privacy` runs listed in the last "
+            "column (each file's own Markdown has every column, the settings and the machine). Encoder "
+            "all-MiniLM-L6-v2 (384-d); 200 test sentences per dataset; the attacker is trained on WikiText-2 "
+            "(the adaptive one fine-tuned on 30,000 protected WikiText-2 pairs, one pass); dev acc: logistic "
+            "regression trained and tested on protected vectors. `floor` ignores the vector. Content-F1 first: "
+            "function words give BLEU/ROUGE-L a floor of their own."
+        ),
+        "",
+    ]
     for ds in datasets:
-        md += [f"## {ds}", "", common.md_table([r for r in rows if r["dataset"] == ds], COLUMNS[1:],
-                                               headers=HEADERS[1:]), ""]
-    common.write_results(NAME, size="full", meta=meta, rows=rows, markdown="\n".join(md), out_dir=args.out_dir)
+        md += [f"## {ds}", "", md_table([r for r in rows if r["dataset"] == ds], COLUMNS[1:], headers=HEADERS[1:]), ""]
+    write_results(NAME, size="full", meta=meta, rows=rows, markdown="\n".join(md), out_dir=args.out_dir)
     print(f"[table1] {len(rows)} rows from {len(paths)} files -> {args.out_dir}/{NAME}.md")
     return 0
 

@@ -1,7 +1,9 @@
 """Smoke tests for the benchmark scripts: each ``main([...])`` at its ``--smoke`` size into a tmp dir.
 
-Checks the results schema (``meta`` + non-empty flat ``rows``), that metric values are finite, and
-the exit code 2 on a missing data directory. Skips when the benchmark datasets are absent.
+Checks the results schema (``meta`` + non-empty flat ``rows``), that metric values are finite, the
+exit code 2 on a missing data directory, and every script's ``--help``. Skips the measuring tests
+when the benchmark datasets are absent. The benchmarks are the ``benchmarks`` package at the
+repository root (the working directory of ``python -m pytest``).
 """
 
 from __future__ import annotations
@@ -9,22 +11,51 @@ from __future__ import annotations
 import importlib
 import json
 import math
-import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
-META_KEYS = {"benchmark", "size", "seeds", "encoder", "dimension", "normalisation", "machine", "date", "command",
-             "attack_config"}
-METRIC_KEYS = {"accuracy", "macro_f1", "recall@1", "recall@10", "mrr@10", "ndcg@10", "vectors_per_s",
-               "perturbation_norm", "fit_seconds", "bleu"}
+from benchmarks import fitted_policies, privacy, retrieval, speed, table1, utility
+from benchmarks.caches import embed_cached, embedding_file
+from benchmarks.fitted_policies import PolicySource
+from textcrafter_rag.numerics import row_norms, unit_rows
 
-
-def _bench(name: str):
-    if str(BENCH) not in sys.path:
-        sys.path.insert(0, str(BENCH))
-    return importlib.import_module(name)
+SCRIPTS = [
+    "retrieval",
+    "utility",
+    "privacy",
+    "attack_strength",
+    "speed",
+    "streaming_memory",
+    "ray_throughput",
+    "table1",
+    "audit_example",
+]
+META_KEYS = {
+    "benchmark",
+    "size",
+    "seeds",
+    "encoder",
+    "dimension",
+    "normalisation",
+    "machine",
+    "date",
+    "command",
+    "attack_config",
+}
+METRIC_KEYS = {
+    "accuracy",
+    "macro_f1",
+    "recall@1",
+    "recall@10",
+    "mrr@10",
+    "ndcg@10",
+    "vectors_per_s",
+    "perturbation_norm",
+    "fit_seconds",
+    "bleu",
+}
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +77,7 @@ def _check(path: Path, *, benchmark: str) -> list[dict]:
     doc = json.loads(path.read_text())
     assert set(doc) == {"meta", "rows"}
     meta, rows = doc["meta"], doc["rows"]
-    assert META_KEYS <= set(meta), META_KEYS - set(meta)
+    assert set(meta) >= META_KEYS, META_KEYS - set(meta)
     assert meta["benchmark"] == benchmark and meta["size"] == "smoke"
     assert {"platform", "cpu_count", "torch"} <= set(meta["machine"])
     assert rows, "no rows"
@@ -62,9 +93,19 @@ def _check(path: Path, *, benchmark: str) -> list[dict]:
 
 
 def test_retrieval_smoke(tmp_path: Path, data_dir: Path, bench_cache: Path) -> None:
-    mod = _bench("retrieval")
-    rc = mod.main(["--smoke", "--no-privacy", "--no-progress", "--data-dir", str(data_dir), "--out-dir", str(tmp_path),
-                   "--cache-dir", str(bench_cache)])
+    rc = retrieval.main(
+        [
+            "--smoke",
+            "--no-privacy",
+            "--no-progress",
+            "--data-dir",
+            str(data_dir),
+            "--out-dir",
+            str(tmp_path),
+            "--cache-dir",
+            str(bench_cache),
+        ]
+    )
     assert rc == 0
     rows = _check(tmp_path / "retrieval_smoke.json", benchmark="retrieval")
     assert {r["scenario"] for r in rows} == {"clean", "protected_docs", "protected_docs_queries"}
@@ -75,9 +116,21 @@ def test_retrieval_smoke(tmp_path: Path, data_dir: Path, bench_cache: Path) -> N
 
 
 def test_utility_smoke(tmp_path: Path, data_dir: Path, bench_cache: Path) -> None:
-    mod = _bench("utility")
-    rc = mod.main(["--smoke", "--no-progress", "--datasets", "financial_phrasebank", "sst2", "--data-dir", str(data_dir),
-                   "--out-dir", str(tmp_path), "--cache-dir", str(bench_cache)])
+    rc = utility.main(
+        [
+            "--smoke",
+            "--no-progress",
+            "--datasets",
+            "financial_phrasebank",
+            "sst2",
+            "--data-dir",
+            str(data_dir),
+            "--out-dir",
+            str(tmp_path),
+            "--cache-dir",
+            str(bench_cache),
+        ]
+    )
     assert rc == 0
     rows = _check(tmp_path / "utility_smoke.json", benchmark="utility")
     assert {r["scenario"] for r in rows} == {"development", "deployment"}
@@ -87,9 +140,18 @@ def test_utility_smoke(tmp_path: Path, data_dir: Path, bench_cache: Path) -> Non
 
 
 def test_speed_smoke(tmp_path: Path, data_dir: Path, bench_cache: Path) -> None:
-    mod = _bench("speed")
-    rc = mod.main(["--smoke", "--no-progress", "--data-dir", str(data_dir), "--out-dir", str(tmp_path),
-                   "--cache-dir", str(bench_cache)])
+    rc = speed.main(
+        [
+            "--smoke",
+            "--no-progress",
+            "--data-dir",
+            str(data_dir),
+            "--out-dir",
+            str(tmp_path),
+            "--cache-dir",
+            str(bench_cache),
+        ]
+    )
     assert rc == 0
     rows = _check(tmp_path / "speed_smoke.json", benchmark="speed")
     kinds = {r["kind"] for r in rows}
@@ -100,7 +162,7 @@ def test_speed_smoke(tmp_path: Path, data_dir: Path, bench_cache: Path) -> None:
 
 @pytest.mark.parametrize("name", ["retrieval", "utility", "speed"])
 def test_missing_data_dir_exits_2(name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    mod = _bench(name)
+    mod = importlib.import_module(f"benchmarks.{name}")
     rc = mod.main(["--smoke", "--data-dir", str(tmp_path / "nope"), "--out-dir", str(tmp_path)])
     assert rc == 2
     assert "benchmark datasets not found" in capsys.readouterr().err
@@ -108,9 +170,18 @@ def test_missing_data_dir_exits_2(name: str, tmp_path: Path, capsys: pytest.Capt
 
 
 def test_privacy_smoke(data_dir: Path, bench_cache: Path, tmp_path: Path) -> None:
-    mod = _bench("privacy")
-    code = mod.main(["--smoke", "--no-progress", "--data-dir", str(data_dir), "--out-dir", str(tmp_path),
-                     "--cache-dir", str(bench_cache)])
+    code = privacy.main(
+        [
+            "--smoke",
+            "--no-progress",
+            "--data-dir",
+            str(data_dir),
+            "--out-dir",
+            str(tmp_path),
+            "--cache-dir",
+            str(bench_cache),
+        ]
+    )
     assert code == 0
     rows = _check(tmp_path / "privacy_smoke.json", benchmark="privacy")
     labels = {(r["defense_label"], r["attacker"].startswith("adaptive")) for r in rows}
@@ -121,29 +192,68 @@ def test_privacy_smoke(data_dir: Path, bench_cache: Path, tmp_path: Path) -> Non
 
 
 def _fake_privacy_row(label: str, defense: str, content_f1: float, **extra) -> dict:
-    return {"dataset": "sst2", "defense": defense, "defense_label": label, "comparison": "grid", "kind": "privacy",
-            "perturbation_norm": 1.0, "mode": "non-adaptive", "attacker": "inverter-beam4-rerank", "bleu": 1.0,
-            "token_f1": 20.0, "content_f1": content_f1, "rouge_l": 15.0, "exact_match": 0.0, "cosine": 0.3,
-            "floor_bleu": 0.2, "floor_token_f1": 16.7, "floor_content_f1": 0.47, "floor_rouge_l": 15.8,
-            "floor_exact_match": 0.0, "floor_cosine": 0.01, **extra}
+    return {
+        "dataset": "sst2",
+        "defense": defense,
+        "defense_label": label,
+        "comparison": "grid",
+        "kind": "privacy",
+        "perturbation_norm": 1.0,
+        "mode": "non-adaptive",
+        "attacker": "inverter-beam4-rerank",
+        "bleu": 1.0,
+        "token_f1": 20.0,
+        "content_f1": content_f1,
+        "rouge_l": 15.0,
+        "exact_match": 0.0,
+        "cosine": 0.3,
+        "floor_bleu": 0.2,
+        "floor_token_f1": 16.7,
+        "floor_content_f1": 0.47,
+        "floor_rouge_l": 15.8,
+        "floor_exact_match": 0.0,
+        "floor_cosine": 0.01,
+        **extra,
+    }
 
 
 def test_utility_rerender_adds_floor_row_and_frontier(tmp_path: Path) -> None:
     """``--from-json`` rebuilds the report from measured rows; the privacy table ends with the floor row."""
-    mod = _bench("utility")
-    util = [{"dataset": "sst2", "defense": d, "defense_label": d, "comparison": "grid", "perturbation_norm": n,
-             "scenario": sc, "accuracy": acc, "macro_f1": acc - 1, **({"param_eps": 1.0} if d == "textcrafter" else {})}
-            for d, n, acc in (("none", 0.0, 80.0), ("textcrafter", 1.0, 70.0)) for sc in ("development", "deployment")]
+    util = [
+        {
+            "dataset": "sst2",
+            "defense": d,
+            "defense_label": d,
+            "comparison": "grid",
+            "perturbation_norm": n,
+            "scenario": sc,
+            "accuracy": acc,
+            "macro_f1": acc - 1,
+            **({"param_eps": 1.0} if d == "textcrafter" else {}),
+        }
+        for d, n, acc in (("none", 0.0, 80.0), ("textcrafter", 1.0, 70.0))
+        for sc in ("development", "deployment")
+    ]
     priv = [_fake_privacy_row("none", "none", 13.5), _fake_privacy_row("textcrafter", "textcrafter", 5.5)]
-    meta = {"size": "full", "encoder": "e", "dimension": 384, "normalisation": "unit", "classifier": "lr",
-            "seeds": {"seed": 0}, "runtime_seconds": 1.0, "machine": {"cpu_count": 2, "torch": "x"}, "command": "c",
-            "paper_reference": "p", "dataset_sizes": {"sst2": {"train": 1, "test": 1, "classes": 2}},
-            "attack_config": {"n_test_texts": 200}}
+    meta = {
+        "size": "full",
+        "encoder": "e",
+        "dimension": 384,
+        "normalisation": "unit",
+        "classifier": "lr",
+        "seeds": {"seed": 0},
+        "runtime_seconds": 1.0,
+        "machine": {"cpu_count": 2, "torch": "x"},
+        "command": "c",
+        "paper_reference": "p",
+        "dataset_sizes": {"sst2": {"train": 1, "test": 1, "classes": 2}},
+        "attack_config": {"n_test_texts": 200},
+    }
     src = tmp_path / "utility_fake.json"
     src.write_text(json.dumps({"meta": meta, "rows": util + priv}))
-    assert mod.main(["--from-json", str(src), "--out-dir", str(tmp_path)]) == 0
+    assert utility.main(["--from-json", str(src), "--out-dir", str(tmp_path)]) == 0
     md = (tmp_path / "utility_fake.md").read_text()
-    table = md[md.index("### sst2"):].splitlines()
+    table = md[md.index("### sst2") :].splitlines()
     floor_line = next(line for line in table if line.startswith("| floor (ignores the vector)"))
     assert "0.47" in floor_line and "16.70" in floor_line
     tc_line = next(line for line in table if line.startswith("| textcrafter"))
@@ -152,16 +262,25 @@ def test_utility_rerender_adds_floor_row_and_frontier(tmp_path: Path) -> None:
 
 
 def test_table1_collects_privacy_runs(tmp_path: Path) -> None:
-    mod = _bench("table1")
-    assert mod.main(["--results-dir", str(tmp_path), "--out-dir", str(tmp_path)]) == 2  # nothing to collect
-    util = [{"dataset": "sst2", "defense": "textcrafter", "defense_label": "textcrafter", "scenario": "development",
-             "accuracy": 70.0, "perturbation_norm": 1.0}]
+    assert table1.main(["--results-dir", str(tmp_path), "--out-dir", str(tmp_path)]) == 2  # nothing to collect
+    util = [
+        {
+            "dataset": "sst2",
+            "defense": "textcrafter",
+            "defense_label": "textcrafter",
+            "scenario": "development",
+            "accuracy": 70.0,
+            "perturbation_norm": 1.0,
+        }
+    ]
     first = [_fake_privacy_row("none", "none", 13.5), _fake_privacy_row("textcrafter", "textcrafter", 5.5)]
-    again = [_fake_privacy_row("none", "none", 99.0),  # same measurement in a later file: the first one is kept
-             _fake_privacy_row("textcrafter", "textcrafter", 8.0, mode="adaptive", pairs_seen=30000)]
+    again = [
+        _fake_privacy_row("none", "none", 99.0),  # same measurement in a later file: the first one is kept
+        _fake_privacy_row("textcrafter", "textcrafter", 8.0, mode="adaptive", pairs_seen=30000),
+    ]
     for name, priv in (("utility_privacy_a.json", first), ("utility_privacy_b.json", again)):
         (tmp_path / name).write_text(json.dumps({"meta": {}, "rows": util + priv}))
-    assert mod.main(["--results-dir", str(tmp_path), "--out-dir", str(tmp_path)]) == 0
+    assert table1.main(["--results-dir", str(tmp_path), "--out-dir", str(tmp_path)]) == 0
     rows = json.loads((tmp_path / "table1.json").read_text())["rows"]
     got = {(r["defense_label"], r["mode"]): r for r in rows}
     assert got[("none", "non-adaptive")]["content_f1"] == 13.5
@@ -169,3 +288,53 @@ def test_table1_collects_privacy_runs(tmp_path: Path) -> None:
     assert got[("textcrafter", "non-adaptive")]["dev_acc"] == 70.0
     assert [r["defense"] for r in rows].count("floor") == 1
     assert rows[-1]["defense"] == "floor" and rows[-1]["content_f1"] == 0.47
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_help_names_the_module_command(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Every script is a module of the ``benchmarks`` package, and its help says how to run it."""
+    mod = importlib.import_module(f"benchmarks.{name}")
+    with pytest.raises(SystemExit) as exc:
+        mod.main(["--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"usage: python -m benchmarks.{name}")
+    assert f"python -m benchmarks.{name}" in mod.__doc__ and "benchmarks/" + name + ".py" not in out
+
+
+class _FakeEncoder:
+    model_id = "fake-encoder"
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        return np.array([[len(t), t.count("a"), 1.0] for t in texts], dtype=np.float32)
+
+
+def test_embed_cached_reuses_a_cached_superset(tmp_path: Path) -> None:
+    """Subsets are sliced from a cached superset, whose file is where the core's embedding cache puts it."""
+    enc, superset = _FakeEncoder(), ["a", "bb", "cab", "dddd"]
+    full = embed_cached(enc, superset, cache=tmp_path, progress=False)
+    assert embedding_file(enc, superset, cache=tmp_path).is_file()  # the core helper's file, found by name
+    enc.encode = None  # a cache hit must not encode
+    sub = embed_cached(enc, ["cab", "a"], cache=tmp_path, progress=False, superset=superset)
+    np.testing.assert_array_equal(sub, full[[2, 0]])
+
+
+def test_policy_source_fits_once_and_caches_without_pickle(
+    data_dir: Path, bench_cache: Path, minilm, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A smoke-size policy is calibrated and fitted once, stored as JSON + safetensors, then loaded."""
+    policies = PolicySource(size="smoke", encoder=minilm, data_dir=data_dir, cache=bench_cache, progress=False)
+    x = unit_rows(np.random.default_rng(0).standard_normal((8, minilm.dimension))).astype(np.float32)
+    first = policies.textcrafter(1.0, noise_seed=0).protect(x)
+    stored = [p for d in ("calibration", "policies") for p in (bench_cache / d).rglob("*") if p.is_file()]
+    assert stored and {p.suffix for p in stored} == {".json", ".safetensors"}
+
+    def refit(*args, **kwargs):
+        raise AssertionError("a cached calibration or policy was computed again")
+
+    monkeypatch.setattr(fitted_policies, "fit_textcrafter", refit)
+    monkeypatch.setattr(fitted_policies, "calibrate", refit)
+    np.testing.assert_allclose(policies.textcrafter(1.0, noise_seed=0).protect(x), first, atol=1e-6)
+    np.testing.assert_allclose(row_norms(first - x), 1.0, atol=1e-4)
+    cal = policies.calibration()
+    assert cal.embeddings.shape == (300, minilm.dimension) and cal.provenance["n_pii"] == 60
