@@ -1,13 +1,16 @@
-"""A protected RAG store: BBC News through ``ProtectedEmbeddings`` into a FAISS index on disk.
+"""A protected, sealed RAG store: BBC News through ``ProtectedEmbeddings`` into a FAISS index on disk.
 
 What it does (offline, retrieval only, no LLM):
 
 1. takes a few hundred BBC News articles (``textcrafter_rag.data.bbc_news()``),
 2. embeds them with the bundled all-MiniLM-L6-v2 through ``ProtectedEmbeddings`` and writes a
-   LangChain FAISS store to disk (``save_local``),
-3. reloads it (``load_local``) and answers a few queries,
+   LangChain FAISS store to disk (``save_local``) through a ``SealedVectorStore``: the texts and
+   the ``title`` metadata are encrypted (AES-GCM) before FAISS sees them; the key comes from
+   ``$TEXTCRAFTER_KEY`` (``textcrafter keygen``) or is generated for the run,
+3. reloads it (``load_local``), wraps it again and answers a few queries (decrypted hits),
 4. reads the FAISS index file back and shows the vectors on disk are the protected ones, not
    the raw MiniLM embeddings (cosine and norm of the difference), and how much retrieval moved,
+   and scans every file of the store for the articles' text (3-word fragments included): 0 hits,
 5. optionally inverts a few stored vectors with a trained attacker (``--inverter DIR``).
 
 Run::
@@ -17,6 +20,7 @@ Run::
     python examples/protected_rag.py --quick --policy gaussian:s=0.02 # a baseline, for comparison
 
 Needs ``pip install -e ./integrations/langchain-textcrafter[test]`` (langchain-community, faiss-cpu).
+Reopening a kept store (``--store-dir``) needs the same ``TEXTCRAFTER_KEY``.
 """
 
 from __future__ import annotations
@@ -34,6 +38,9 @@ from typing import Any
 import numpy as np
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+#: Metadata fields sealed with the text: the title repeats the article's opening.
+SEALED_METADATA = ("title",)
 
 QUERIES: list[tuple[str, str]] = [
     ("Which company reported a rise in quarterly profits?", "business"),
@@ -72,6 +79,23 @@ def resolve_policy(spec: str) -> Any:
     return from_spec(spec)
 
 
+def example_key(*, keep: bool) -> str:
+    """``$TEXTCRAFTER_KEY``, else a new key for this run (printed once if the store is kept on disk)."""
+    from textcrafter_rag.sealing import generate_key
+
+    key = os.environ.get("TEXTCRAFTER_KEY")
+    if key:
+        return key
+    key = generate_key()
+    if keep:
+        print(
+            f"TEXTCRAFTER_KEY is not set: generated a key. Keep it to reopen the store:\n  export TEXTCRAFTER_KEY={key}"
+        )
+    else:
+        print("TEXTCRAFTER_KEY is not set: generated a key for this run (the store is temporary)")
+    return key
+
+
 def _cosine_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.sum(a * b, axis=1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
 
@@ -104,8 +128,15 @@ def invert_stored_vectors(
     from_raw = inverter.invert(raw)
     rows = []
     for text, p, r in zip(texts, from_protected, from_raw, strict=True):
-        rows.append({"original": text, "from_raw": r, "from_protected": p,
-                     "f1_raw": _token_f1(text, r), "f1_protected": _token_f1(text, p)})
+        rows.append(
+            {
+                "original": text,
+                "from_raw": r,
+                "from_protected": p,
+                "f1_raw": _token_f1(text, r),
+                "f1_protected": _token_f1(text, p),
+            }
+        )
     return rows
 
 
@@ -114,8 +145,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="at most 100 articles, openings cut to 700 characters")
     ap.add_argument("--n-docs", type=int, default=300, help="articles to ingest (default 300)")
-    ap.add_argument("--policy", default="shipped",
-                    help="'shipped' (the MiniLM policy), a policy directory, or a baseline spec like gaussian:s=0.02")
+    ap.add_argument(
+        "--policy",
+        default="shipped",
+        help="'shipped' (the MiniLM policy), a policy directory, or a baseline spec like gaussian:s=0.02",
+    )
     ap.add_argument("--protect-queries", action="store_true", help="also protect query vectors")
     ap.add_argument("--store-dir", default=None, help="where to write the FAISS store (default: a temp dir)")
     ap.add_argument("--k", type=int, default=3, help="results per query")
@@ -125,42 +159,59 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = ap.parse_args(argv)
 
     import faiss
+    from langchain_community.docstore.in_memory import InMemoryDocstore
     from langchain_community.vectorstores import FAISS
-    from langchain_textcrafter import ProtectedEmbeddings
 
+    from langchain_textcrafter import ProtectedEmbeddings, SealedVectorStore
     from textcrafter_rag import MissingPolicyError, bundled_minilm
+    from textcrafter_rag.testing import scan_for_plaintext
 
     n_docs = min(args.n_docs, 100) if args.quick else args.n_docs
     t0 = time.perf_counter()
     texts, metas = load_articles(n_docs, max_chars=700 if args.quick else 1200)
     encoder = bundled_minilm()
     try:
-        embeddings = ProtectedEmbeddings(base=encoder, policy=resolve_policy(args.policy),
-                                         protect_queries=args.protect_queries)
+        embeddings = ProtectedEmbeddings(
+            base=encoder, policy=resolve_policy(args.policy), protect_queries=args.protect_queries
+        )
     except MissingPolicyError as exc:
-        print(f"error: {exc}\n(for a quick look without a TextCrafter policy, try --policy gaussian:s=0.02)",
-              file=sys.stderr)
+        print(
+            f"error: {exc}\n(for a quick look without a TextCrafter policy, try --policy gaussian:s=0.02)",
+            file=sys.stderr,
+        )
         raise SystemExit(2) from None
     print(f"policy: {embeddings.mechanism!r}  protect_queries={embeddings.protect_queries}")
 
-    # 1-2. ingest through the protected embeddings and persist
+    # 1-2. ingest through the protected embeddings and the sealed store, and persist
+    key = example_key(keep=args.store_dir is not None)
     tmp = None if args.store_dir else tempfile.TemporaryDirectory(prefix="protected-rag-")
     store_dir = Path(args.store_dir or tmp.name)  # type: ignore[union-attr]
-    store = FAISS.from_texts(texts, embeddings, metadatas=metas)
-    store.save_local(str(store_dir))
+    inner = FAISS(
+        embedding_function=embeddings,
+        index=faiss.IndexFlatL2(encoder.dimension),
+        docstore=InMemoryDocstore(),
+        index_to_docstore_id={},
+    )
+    ids = [f"article-{m['article']}" for m in metas]
+    SealedVectorStore(inner, key=key, sealed_metadata=SEALED_METADATA).add_texts(texts, metas, ids=ids)
+    inner.save_local(str(store_dir))  # FAISS's own files: protected vectors, sealed texts and titles
     t_ingest = time.perf_counter() - t0
     print(f"ingested {len(texts)} articles into {store_dir} in {t_ingest:.1f}s")
 
-    # 3. reload and answer queries (the docstore pickle was written by us above)
-    loaded = FAISS.load_local(str(store_dir), embeddings, allow_dangerous_deserialization=True)
+    # 3. reload (the docstore pickle was written by us above) and answer queries through the sealed store
+    loaded = SealedVectorStore(
+        FAISS.load_local(str(store_dir), embeddings, allow_dangerous_deserialization=True),
+        key=key,
+        sealed_metadata=SEALED_METADATA,
+    )
     raw = encoder.encode(texts)  # the raw MiniLM embeddings, for comparison only (never stored)
     raw_store = FAISS.from_embeddings(list(zip(texts, raw.tolist(), strict=True)), embeddings, metadatas=metas)
     results, overlaps, label_hits = [], [], []
     for query, label in QUERIES:
         hits = loaded.similarity_search(query, k=args.k)
         raw_hits = raw_store.similarity_search(query, k=args.k)
-        ids = [h.metadata["article"] for h in hits]
-        overlap = len(set(ids) & {h.metadata["article"] for h in raw_hits}) / args.k
+        articles = [h.metadata["article"] for h in hits]
+        overlap = len(set(articles) & {h.metadata["article"] for h in raw_hits}) / args.k
         overlaps.append(overlap)
         label_hits.append(np.mean([h.metadata["label"] == label for h in hits]))
         results.append({"query": query, "titles": [h.metadata["title"] for h in hits], "overlap_with_raw": overlap})
@@ -171,8 +222,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     # 4. what is on disk: read the FAISS file itself and compare with the raw embeddings
     on_disk = faiss.read_index(str(store_dir / "index.faiss"))
     stored = on_disk.reconstruct_n(0, on_disk.ntotal)
-    order = [loaded.docstore.search(loaded.index_to_docstore_id[i]).page_content for i in range(on_disk.ntotal)]
-    raw_in_order = raw[[texts.index(t) for t in order]]
+    row_of = {rid: i for i, rid in enumerate(ids)}
+    rows = [row_of[loaded.store.index_to_docstore_id[i]] for i in range(on_disk.ntotal)]
+    order = [texts[r] for r in rows]
+    raw_in_order = raw[rows]
     cos = _cosine_rows(stored, raw_in_order)
     diff = np.linalg.norm(stored - raw_in_order, axis=1)
     identical = int(np.isclose(stored, raw_in_order, atol=1e-6).all(axis=1).sum())
@@ -180,8 +233,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print(f"  cosine(stored, raw MiniLM): mean {cos.mean():.3f}  min {cos.min():.3f}  max {cos.max():.3f}")
     print(f"  ||stored - raw||:           mean {diff.mean():.3f}  min {diff.min():.3f}")
     print(f"  rows identical to raw:      {identical} / {stored.shape[0]}")
-    print(f"  retrieval overlap@{args.k} with an unprotected store: {np.mean(overlaps):.2f}; "
-          f"label precision@{args.k}: {np.mean(label_hits):.2f}")
+    print(
+        f"  retrieval overlap@{args.k} with an unprotected store: {np.mean(overlaps):.2f}; "
+        f"label precision@{args.k}: {np.mean(label_hits):.2f}"
+    )
+    files = sorted(p.name for p in store_dir.iterdir())
+    plaintext_hits = scan_for_plaintext([store_dir], texts + [m["title"] for m in metas])
+    print(
+        f"  plaintext in the store's files ({', '.join(files)}): {len(plaintext_hits)} hits "
+        "(every article and title, and every 3-word fragment of them, looked for)"
+    )
 
     # 5. the inversion hook
     print("\ninversion of stored vectors:")
@@ -202,6 +263,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "rows_identical_to_raw": identical,
         "retrieval_overlap_with_raw": float(np.mean(overlaps)),
         "label_precision": float(np.mean(label_hits)),
+        "sealed_metadata": list(SEALED_METADATA),
+        "plaintext_hits_on_disk": len(plaintext_hits),
         "queries": results,
         "inversion": inverted,
         "seconds": time.perf_counter() - t0,

@@ -1,13 +1,17 @@
-"""Protect before upsert: BBC News through ``ProtectedEmbeddings`` into Qdrant (local mode or a server).
+"""Protect and seal before upsert: BBC News through ``ProtectedEmbeddings`` into Qdrant (local mode or a server).
 
 What it does (offline, retrieval only, no LLM):
 
 1. takes BBC News articles (``textcrafter_rag.data.bbc_news()``) with metadata (id, category, source),
 2. embeds them with the bundled all-MiniLM-L6-v2 through ``ProtectedEmbeddings`` (shipped TextCrafter
-   policy, eps 1.0) and upserts them with ``langchain_qdrant.QdrantVectorStore``,
-3. reads the stored vectors back (``with_vectors=True``) and compares them with the clean MiniLM
-   embeddings: each stored vector is the protected release, at distance eps from the clean one,
-4. answers a few queries, one with a metadata filter.
+   policy, eps 1.0) and upserts them with ``langchain_qdrant.QdrantVectorStore`` wrapped in a
+   ``SealedVectorStore``: the article text and its ``headline`` are encrypted (AES-GCM, key from
+   ``$TEXTCRAFTER_KEY`` or generated for the run) before Qdrant sees them; ``category`` and
+   ``source`` stay plain so Qdrant can filter on them,
+3. reads the stored points back (``with_vectors=True``) and compares the vectors with the clean MiniLM
+   embeddings: each stored vector is the protected release, at distance eps from the clean one; the
+   payload holds ciphertext, and in local mode no file under ``--path`` holds any article text,
+4. answers a few queries (decrypted hits), one with a metadata filter.
 
 The collection uses ``Distance.DOT``, not ``COSINE``: Qdrant normalises vectors on upsert into a
 COSINE collection, so what it stored would no longer be the released vector.
@@ -20,7 +24,8 @@ only the constructor differs, and the rest of this script is the same code path 
     python examples/qdrant_protect_before_upsert.py --url http://localhost:6333  # a Qdrant server
 
 Needs the ``qdrant`` extra (``qdrant-client``, ``langchain-qdrant``) and langchain-textcrafter. The
-collection named by ``--collection`` is dropped and recreated.
+collection named by ``--collection`` is dropped and recreated. Reading it again later needs the same
+``TEXTCRAFTER_KEY`` (``textcrafter keygen`` prints one).
 """
 
 from __future__ import annotations
@@ -34,6 +39,9 @@ from typing import Any
 import numpy as np
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+#: Metadata fields sealed with the text (the headline is the article's first line); the rest stays filterable.
+SEALED_METADATA = ("headline",)
 
 QUERIES: list[tuple[str, str]] = [
     ("Which company reported a rise in quarterly profits?", "business"),
@@ -60,6 +68,24 @@ def make_client(*, path: str | None, url: str | None, api_key: str | None = None
     return QdrantClient(path=path)
 
 
+def example_key(*, keep: bool) -> str:
+    """``$TEXTCRAFTER_KEY``, else a new key for this run (printed once if the collection is kept)."""
+    from textcrafter_rag.sealing import generate_key
+
+    key = os.environ.get("TEXTCRAFTER_KEY")
+    if key:
+        return key
+    key = generate_key()
+    if keep:
+        print(
+            f"TEXTCRAFTER_KEY is not set: generated a key. Keep it to read the collection again:\n"
+            f"  export TEXTCRAFTER_KEY={key}"
+        )
+    else:
+        print("TEXTCRAFTER_KEY is not set: generated a key for this run (the store is temporary)")
+    return key
+
+
 def category_filter(category: str) -> Any:
     """A Qdrant filter on the LangChain metadata field ``category``."""
     from qdrant_client import models
@@ -80,16 +106,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     from langchain_core.documents import Document
     from langchain_qdrant import QdrantVectorStore
-    from langchain_textcrafter import ProtectedEmbeddings
     from qdrant_client import models
 
+    from langchain_textcrafter import ProtectedEmbeddings, SealedVectorStore
     from textcrafter_rag import bundled_minilm
+    from textcrafter_rag.testing import scan_for_plaintext
 
     tmp = None if (args.path or args.url) else tempfile.TemporaryDirectory(prefix="qdrant-protected-")
     path = args.path or (tmp.name if tmp is not None else None)
     bodies, metas = load_articles(args.n_docs)
     encoder = bundled_minilm()
     embeddings = ProtectedEmbeddings(base=encoder)  # shipped policy (eps 1.0); queries stay clean
+    key = example_key(keep=tmp is None)
 
     # 1-2. protect, then upsert: the store only ever sees ProtectedEmbeddings' output
     client = make_client(path=path, url=args.url, api_key=args.api_key)
@@ -99,8 +127,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         args.collection,
         vectors_config=models.VectorParams(size=encoder.dimension, distance=models.Distance.DOT),
     )
-    store = QdrantVectorStore(client=client, collection_name=args.collection, embedding=embeddings,
-                              distance=models.Distance.DOT)
+    qdrant = QdrantVectorStore(
+        client=client, collection_name=args.collection, embedding=embeddings, distance=models.Distance.DOT
+    )
+    store = SealedVectorStore(qdrant, key=key, sealed_metadata=SEALED_METADATA)
     ids = list(range(len(bodies)))
     store.add_documents([Document(page_content=b, metadata=m) for b, m in zip(bodies, metas, strict=True)], ids=ids)
     where = args.url or f"local mode, {path}"
@@ -110,24 +140,38 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     points = client.retrieve(args.collection, ids=ids, with_vectors=True, with_payload=True)
     points.sort(key=lambda p: p.id)
     stored = np.asarray([p.vector for p in points], dtype=np.float32)
-    clean = encoder.encode([p.payload["page_content"] for p in points])
+    clean = encoder.encode([bodies[p.id] for p in points])
     diff = np.linalg.norm(stored - clean, axis=1)
     cos = np.sum(stored * clean, axis=1) / (np.linalg.norm(stored, axis=1) * np.linalg.norm(clean, axis=1))
     p0 = points[0]
-    print(f"point {p0.id}: metadata {p0.payload['metadata']}")
+    print(f"point {p0.id}: stored text {p0.payload['page_content'][:56]}...")
+    print(f"  stored metadata {p0.payload['metadata']}")
+    opened = store.get_by_ids([p0.id])[0]
+    print(
+        f"  opened with the key: {shorten(opened.page_content, 60, placeholder='...')}  "
+        f"headline {opened.metadata['headline']!r}"
+    )
     head = " ".join(f"{v:+.3f}" for v in stored[0, :4])
     print(f"  stored vector[:4] {head}   clean: {' '.join(f'{v:+.3f}' for v in clean[0, :4])}")
     print(f"||stored - clean||: min {diff.min():.4f}  max {diff.max():.4f}  (policy eps {embeddings.mechanism.eps})")
-    print(f"cosine(stored, clean): mean {cos.mean():.3f};  ||stored||: {np.linalg.norm(stored, axis=1).mean():.3f} "
-          "(DOT keeps the release as is; COSINE would rescale it to 1)")
+    print(
+        f"cosine(stored, clean): mean {cos.mean():.3f};  ||stored||: {np.linalg.norm(stored, axis=1).mean():.3f} "
+        "(DOT keeps the release as is; COSINE would rescale it to 1)"
+    )
 
     # 4. queries (clean query vectors against the protected store), the last one filtered on metadata
     results = []
     for n, (query, category) in enumerate(QUERIES):
         flt = category_filter(category) if n == len(QUERIES) - 1 else None
         hits = store.similarity_search(query, k=args.k, filter=flt)
-        results.append({"query": query, "category": category, "filtered": flt is not None,
-                        "hits": [h.metadata["category"] for h in hits]})
+        results.append(
+            {
+                "query": query,
+                "category": category,
+                "filtered": flt is not None,
+                "hits": [h.metadata["category"] for h in hits],
+            }
+        )
         print(f"Q: {query}" + (f"  [filter category={category}]" if flt is not None else ""))
         for h in hits:
             print(f"   [{h.metadata['category']:>13}] {shorten(h.metadata['headline'], 60, placeholder='...')}")
@@ -144,8 +188,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "category_precision": precision,
         "queries": results,
         "where": where,
+        "sealed_metadata": list(SEALED_METADATA),
+        "opened_matches": opened.page_content == bodies[p0.id],
+        "plaintext_hits_on_disk": None,
     }
     client.close()
+    if path is not None and not args.url:  # local mode: every byte it wrote, read back
+        hits = scan_for_plaintext([path], bodies + [m["headline"] for m in metas])
+        summary["plaintext_hits_on_disk"] = len(hits)
+        print(f"plaintext under {path}: {len(hits)} hits (every article and headline, and every 3-word fragment)")
     if tmp is not None:
         tmp.cleanup()
     return summary

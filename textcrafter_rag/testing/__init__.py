@@ -4,6 +4,9 @@
   check that what reached a store is exactly the protected output.
 * :class:`KnownVectors` is the raw side: the vectors a fake base model serves, and which of its
   paths served which text.
+* :func:`scan_for_plaintext` reads every byte a store wrote and reports each text, or 3-word
+  fragment of it, found there: the check behind the sealed stores' "no plaintext on disk".
+* :func:`pii_records` makes seeded synthetic documents full of personal data for those tests.
 * :mod:`textcrafter_rag.testing.contract` holds ``ProtectedEmbeddingsContract``, the behaviour
   every framework adapter must show; it needs pytest, so it is not imported here.
 """
@@ -11,6 +14,16 @@
 from __future__ import annotations
 
 from .known import KnownVectors
+from .pii_records import PiiRecord, pii_records
+from .plaintext_scan import PlaintextHit, scan_for_plaintext, scanned_files
 from .recording import RecordingMechanism
 
-__all__ = ["KnownVectors", "RecordingMechanism"]
+__all__ = [
+    "KnownVectors",
+    "PiiRecord",
+    "PlaintextHit",
+    "RecordingMechanism",
+    "pii_records",
+    "scan_for_plaintext",
+    "scanned_files",
+]

@@ -1,18 +1,30 @@
 """LangChain integration for textcrafter-rag.
 
 ``ProtectedEmbeddings`` wraps any embedding model so that only protected vectors reach a
-vector store::
+vector store; ``SealedVectorStore`` wraps the store so that only sealed (encrypted) texts and
+named metadata fields reach it::
 
-    from langchain_textcrafter import ProtectedEmbeddings
+    from langchain_textcrafter import ProtectedEmbeddings, SealedVectorStore
     embeddings = ProtectedEmbeddings(base=OpenAIEmbeddings(), policy="path/to/policy")
+    store = SealedVectorStore(FAISS(embedding_function=embeddings, ...), key=KEY, sealed_metadata=("author",))
 """
 
 from __future__ import annotations
 
 from textcrafter_rag import FingerprintMismatch, MissingPolicyError
+from textcrafter_rag.sealing import SealError
 
 from .embeddings import ProtectedEmbeddings, RawVectorCacheWarning
+from .sealed import SealedVectorStore
 
 __version__ = "0.1.0"
 
-__all__ = ["FingerprintMismatch", "MissingPolicyError", "ProtectedEmbeddings", "RawVectorCacheWarning", "__version__"]
+__all__ = [
+    "FingerprintMismatch",
+    "MissingPolicyError",
+    "ProtectedEmbeddings",
+    "RawVectorCacheWarning",
+    "SealError",
+    "SealedVectorStore",
+    "__version__",
+]

@@ -2,7 +2,13 @@ from llama_index.embeddings import textcrafter
 
 from llama_index.embeddings.textcrafter import __all__
 
-EXPECTED_ALL = ["ProtectedEmbedding", "BypassedCacheWarning"]
+EXPECTED_ALL = [
+    "ProtectedEmbedding",
+    "BypassedCacheWarning",
+    "SealedVectorStore",
+    "SealedKVStore",
+    "sealed_storage_context",
+]
 
 
 def test_all_imports() -> None:

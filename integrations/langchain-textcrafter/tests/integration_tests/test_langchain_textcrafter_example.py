@@ -7,16 +7,20 @@ from pathlib import Path
 
 import pytest
 
+from langchain_textcrafter import ProtectedEmbeddings, SealedVectorStore, SealError
 from textcrafter_rag.policies import shipped_policy_path
+from textcrafter_rag.sealing import generate_key
 
 EXAMPLE = Path(__file__).resolve().parents[4] / "examples" / "protected_rag.py"
 
-pytest.importorskip("langchain_community.vectorstores")
+FAISS = pytest.importorskip("langchain_community.vectorstores").FAISS
 pytest.importorskip("faiss")
 
 
 @pytest.mark.skipif(not EXAMPLE.is_file(), reason="examples/ is not in this checkout")
-def test_protected_rag_example_quick(tmp_path, minilm) -> None:
+def test_protected_rag_example_quick(tmp_path, minilm, monkeypatch) -> None:
+    key = generate_key()
+    monkeypatch.setenv("TEXTCRAFTER_KEY", key)
     spec = importlib.util.spec_from_file_location("textcrafter_protected_rag_example", EXAMPLE)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -46,6 +50,17 @@ def test_protected_rag_example_quick(tmp_path, minilm) -> None:
     assert summary["diff_norm_mean"] > 0.1 and summary["cosine_stored_raw"]["max"] < 0.999
     assert len(summary["queries"]) == 5 and all(len(q["titles"]) == 2 for q in summary["queries"])
     assert summary["inversion"] is None  # no --inverter given: the hook says how to enable it
+    # sealed by default: texts and titles are ciphertext on disk, and open with the key from the env
+    assert summary["plaintext_hits_on_disk"] == 0 and summary["sealed_metadata"] == ["title"]
+    assert all(
+        q["titles"] and all(isinstance(t, str) and not t.startswith("tcsealed:") for t in q["titles"])
+        for q in summary["queries"]
+    )
+    faiss_store = FAISS.load_local(str(store), ProtectedEmbeddings(base=minilm), allow_dangerous_deserialization=True)
+    loaded = SealedVectorStore(faiss_store, key=key, sealed_metadata=("title",))
+    assert len(loaded.similarity_search("football", k=2)) == 2
+    with pytest.raises(SealError):
+        SealedVectorStore(loaded.store, key=generate_key()).similarity_search("football", k=1)
 
 
 def test_missing_policy_exits_with_the_fit_hint(tmp_path, capsys, monkeypatch) -> None:

@@ -1,5 +1,9 @@
 """End to end on a server-grade store: BBC News through ``ProtectedEmbeddings`` into Qdrant's local mode.
 
+Ingestion goes through ``SealedVectorStore`` (the default in the README and the examples): the
+stored payload holds the article and its headline as ciphertext, and hits come back decrypted.
+``test_sealed_vector_store.py`` checks the sealing itself byte by byte.
+
 Qdrant's local mode (``QdrantClient(path=...)``) is the server's client API run in process, so the
 same code runs against a server (``QdrantClient(url=...)``). The collection uses ``Distance.DOT``:
 Qdrant normalises vectors upserted into a ``COSINE`` collection, which would store something other
@@ -23,8 +27,9 @@ import numpy as np
 import pytest
 from langchain_core.documents import Document
 
-from langchain_textcrafter import ProtectedEmbeddings
+from langchain_textcrafter import ProtectedEmbeddings, SealedVectorStore
 from textcrafter_rag import TextCrafter
+from textcrafter_rag.sealing import Sealer, generate_key
 from textcrafter_rag.testing import RecordingMechanism
 
 pytest.importorskip("qdrant_client")
@@ -34,6 +39,8 @@ from qdrant_client import QdrantClient, models
 EXAMPLE = Path(__file__).resolve().parents[4] / "examples" / "qdrant_protect_before_upsert.py"
 COLLECTION = "bbc-protected"
 PER_CLASS = 30
+KEY = generate_key()
+SEALED = ("headline",)
 
 
 @dataclass
@@ -84,11 +91,12 @@ def _category(value: str) -> models.FieldCondition:
     return models.FieldCondition(key="metadata.category", match=models.MatchValue(value=value))
 
 
-def _open_store(path: Path, embeddings: ProtectedEmbeddings) -> tuple[QdrantClient, Any]:
+def _open_store(path: Path, embeddings: ProtectedEmbeddings) -> tuple[QdrantClient, SealedVectorStore]:
     client = QdrantClient(path=str(path))  # on-disk local mode
-    return client, QdrantVectorStore(
+    store = QdrantVectorStore(
         client=client, collection_name=COLLECTION, embedding=embeddings, distance=models.Distance.DOT
     )
+    return client, SealedVectorStore(store, key=KEY, sealed_metadata=SEALED)
 
 
 @pytest.fixture(scope="module")
@@ -103,8 +111,12 @@ def ingested(minilm: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     client.create_collection(
         COLLECTION, vectors_config=models.VectorParams(size=minilm.dimension, distance=models.Distance.DOT)
     )
-    store = QdrantVectorStore(
-        client=client, collection_name=COLLECTION, embedding=embeddings, distance=models.Distance.DOT
+    store = SealedVectorStore(
+        QdrantVectorStore(
+            client=client, collection_name=COLLECTION, embedding=embeddings, distance=models.Distance.DOT
+        ),
+        key=KEY,
+        sealed_metadata=SEALED,
     )
     docs = [Document(page_content=b, metadata=m) for b, m in zip(corpus.bodies, corpus.metadatas, strict=True)]
     ids = store.add_documents(docs, ids=list(range(len(docs))))
@@ -168,9 +180,11 @@ def test_stored_vectors_are_the_protected_releases(ingested: Ingested, minilm: A
     np.testing.assert_allclose(diff, eps, rtol=1e-4)  # moved by exactly eps from the clean vector
     assert not np.isclose(stored, clean, atol=1e-3).all(axis=1).any()  # no clean row was stored
 
+    opened = {int(d.id): d for d in ingested.store.get_by_ids(list(range(len(points))))}
     for i, p in enumerate(points):
-        assert p.payload["page_content"] == ingested.corpus.bodies[i]
-        assert p.payload["metadata"] == ingested.corpus.metadatas[i]
+        assert Sealer.is_sealed(p.payload["page_content"]) and Sealer.is_sealed(p.payload["metadata"]["headline"])
+        assert opened[i].page_content == ingested.corpus.bodies[i]
+        assert {k: opened[i].metadata[k] for k in ingested.corpus.metadatas[i]} == ingested.corpus.metadatas[i]
 
 
 def test_queries_are_not_protected(ingested: Ingested, minilm: Any) -> None:
@@ -327,6 +341,7 @@ def test_qdrant_example_runs(tmp_path: Path, minilm: Any) -> None:
     assert summary["rows_identical_to_clean"] == 0
     assert summary["diff_norm"]["min"] == pytest.approx(1.0, rel=1e-4)
     assert summary["diff_norm"]["max"] == pytest.approx(1.0, rel=1e-4)
+    assert summary["plaintext_hits_on_disk"] == 0 and summary["opened_matches"]  # sealed by default
     filtered = [q for q in summary["queries"] if q["filtered"]]
     assert len(filtered) == 1 and filtered[0]["hits"] == [filtered[0]["category"]] * 2
     assert any((tmp_path / "qdrant").rglob("storage.sqlite"))  # written to the given path

@@ -3,6 +3,8 @@ from langchain_textcrafter import __all__
 EXPECTED_ALL = [
     "ProtectedEmbeddings",
     "RawVectorCacheWarning",
+    "SealedVectorStore",
+    "SealError",
     "MissingPolicyError",
     "FingerprintMismatch",
     "__version__",

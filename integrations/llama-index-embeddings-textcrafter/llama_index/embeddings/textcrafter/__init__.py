@@ -1,4 +1,9 @@
-"""LlamaIndex integration for textcrafter-rag: ``ProtectedEmbedding``.
+"""LlamaIndex integration for textcrafter-rag: ``ProtectedEmbedding`` and the sealed stores.
+
+* ``ProtectedEmbedding`` protects every document vector before it is stored.
+* ``SealedVectorStore`` wraps a vector store so it holds only sealed nodes (stores that keep text).
+* ``SealedKVStore`` / ``sealed_storage_context`` seal the docstore and index store (where the text
+  lives for stores that keep none, such as FAISS).
 
 The names are loaded on first access (PEP 562) so that importing this package stays light: the
 core imports :mod:`.encoder_adapter`, and with it this package, for every base model it wraps,
@@ -12,13 +17,23 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from llama_index.embeddings.textcrafter.base import BypassedCacheWarning, ProtectedEmbedding
+    from llama_index.embeddings.textcrafter.sealed_storage import SealedKVStore, sealed_storage_context
+    from llama_index.embeddings.textcrafter.sealed_vector_store import SealedVectorStore
 
-__all__ = ["BypassedCacheWarning", "ProtectedEmbedding"]
+_MODULES = {
+    "BypassedCacheWarning": "base",
+    "ProtectedEmbedding": "base",
+    "SealedKVStore": "sealed_storage",
+    "sealed_storage_context": "sealed_storage",
+    "SealedVectorStore": "sealed_vector_store",
+}
+
+__all__ = ["BypassedCacheWarning", "ProtectedEmbedding", "SealedKVStore", "SealedVectorStore", "sealed_storage_context"]
 
 
 def __getattr__(name: str) -> Any:
-    if name in __all__:
-        value = getattr(importlib.import_module("llama_index.embeddings.textcrafter.base"), name)
+    if name in _MODULES:
+        value = getattr(importlib.import_module(f"llama_index.embeddings.textcrafter.{_MODULES[name]}"), name)
         globals()[name] = value
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

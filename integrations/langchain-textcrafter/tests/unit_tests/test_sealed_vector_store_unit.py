@@ -1,0 +1,123 @@
+"""SealedVectorStore on LangChain's InMemoryVectorStore with a fake base: what the store and the base see."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+from _langchain_textcrafter_fakes import FakeAsymmetricEmbeddings
+from langchain_core.documents import Document
+from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
+
+from langchain_textcrafter import SealedVectorStore, SealError
+from langchain_textcrafter.sealed_embeddings import SealedTextEmbeddings
+from textcrafter_rag.sealing import InvalidKeyError, Sealer, generate_key
+
+TEXTS = ["Jane Doe moved to Leeds.", "Bob Smith paid by card 4111.", "Ann Lee called support."]
+METAS = [{"author": "Jane Doe", "topic": "moves"}, {"author": "Bob Smith", "topic": "billing"}, {"topic": "support"}]
+
+
+@pytest.fixture
+def base() -> FakeAsymmetricEmbeddings:
+    return FakeAsymmetricEmbeddings()
+
+
+@pytest.fixture
+def inner(base: FakeAsymmetricEmbeddings) -> InMemoryVectorStore:
+    return InMemoryVectorStore(base)
+
+
+@pytest.fixture
+def store(inner: InMemoryVectorStore) -> SealedVectorStore:
+    return SealedVectorStore(inner, key=generate_key(), sealed_metadata=("author",))
+
+
+def test_the_store_holds_ciphertext_and_the_vectors_of_the_plaintexts(store, inner, base) -> None:
+    ids = store.add_texts(TEXTS, METAS, ids=["a", "b", "c"])
+    assert ids == ["a", "b", "c"]
+    for i, rid in enumerate(ids):
+        row = inner.store[rid]
+        assert Sealer.is_sealed(row["text"]) and "Doe" not in row["text"]
+        assert row["metadata"]["topic"] == METAS[i]["topic"] and row["metadata"]["_tc_id"] == rid
+        assert ("author" not in METAS[i]) or Sealer.is_sealed(row["metadata"]["author"])
+        np.testing.assert_allclose(row["vector"], base.doc(TEXTS[i]))  # the plaintext's vector
+    assert base.known.served["embed_documents"] == TEXTS  # one batch, plaintexts only, never a token
+    assert isinstance(inner.embeddings, SealedTextEmbeddings) and store.embeddings is base
+
+
+def test_hits_come_back_opened_and_inputs_are_untouched(store, base) -> None:
+    docs = [Document(page_content=t, metadata=dict(m)) for t, m in zip(TEXTS, METAS, strict=True)]
+    ids = store.add_documents(docs)
+    assert all(d.id is None for d in docs) and docs[0].metadata == METAS[0]  # the caller's objects unchanged
+    assert len(set(ids)) == 3  # UUID4s generated for documents without ids
+    hit = store.similarity_search_by_vector(base.doc(TEXTS[1]), k=1)[0]
+    assert (hit.id, hit.page_content, hit.metadata) == (ids[1], TEXTS[1], METAS[1])
+    assert [d.page_content for d in store.get_by_ids([ids[2]])] == [TEXTS[2]]
+    assert sorted(d.page_content for d in store.similarity_search(TEXTS[0], k=3)) == sorted(TEXTS)
+    assert base.known.served["embed_query"] == [TEXTS[0]]  # queries go to the base as plaintext
+
+
+def test_document_ids_and_explicit_ids(store, inner) -> None:
+    docs = [Document(id="d1", page_content=TEXTS[0]), Document(page_content=TEXTS[1])]
+    ids = store.add_documents(docs)
+    assert ids[0] == "d1" and ids[1] != "d1" and inner.store["d1"]["metadata"]["_tc_id"] == "d1"
+    with pytest.raises(ValueError, match="2 ids for 1"):
+        store.add_documents([Document(page_content="x")], ids=["p", "q"])
+    with pytest.raises(ValueError, match="metadatas"):
+        store.add_texts(["x"], [{}, {}])
+    assert store.add_documents([]) == [] and store.add_texts([]) == []
+
+
+def test_async_paths(store, base) -> None:
+    async def run() -> None:
+        ids = await store.aadd_texts(TEXTS, METAS)
+        assert base.known.served["aembed_documents"] == TEXTS
+        hits = await store.asimilarity_search_by_vector(base.doc(TEXTS[2]), k=1)
+        assert hits[0].page_content == TEXTS[2]
+        await store.adelete([ids[2]])
+        assert await store.aget_by_ids([ids[2]]) == []
+
+    asyncio.run(run())
+
+
+def test_sealed_texts_never_get_embedded_as_ciphertext(store, inner) -> None:
+    store.add_texts(TEXTS[:1], ids=["a"])
+    token = inner.store["a"]["text"]
+    with pytest.raises(SealError, match="not being added through"):
+        inner.add_texts([token])  # the wrapped store used directly, with a sealed text
+    inner.add_texts(["a plain text added directly"], ids=["p"])  # plain texts pass through (not sealed!)
+    with pytest.raises(SealError):
+        store.get_by_ids(["p"])  # ...and a plaintext record never comes out of the sealed store
+
+
+def test_filters_on_sealed_fields_are_refused(store) -> None:
+    store.add_texts(TEXTS, METAS)
+    for flt in ({"author": "Jane Doe"}, {"$and": [{"topic": "moves"}, {"author": "Jane Doe"}]}):
+        with pytest.raises(ValueError, match="cannot filter on sealed"):
+            store.similarity_search("x", k=1, filter=flt)
+
+
+def test_two_wrappers_share_one_store_and_another_key_opens_nothing(store, inner) -> None:
+    store.add_texts(TEXTS, METAS, ids=["a", "b", "c"])
+    again = SealedVectorStore(inner, key=generate_key())
+    assert again._shim is store._shim  # the embeddings are routed once
+    with pytest.raises(SealError):
+        again.get_by_ids(["a"])
+
+
+def test_refusals(inner) -> None:
+    class NoEmbeddings(InMemoryVectorStore):
+        @property
+        def embeddings(self):  # type: ignore[override]
+            return None
+
+    with pytest.raises(TypeError, match="exposes no `embeddings`"):
+        SealedVectorStore(NoEmbeddings(inner.embedding), key=generate_key())
+    with pytest.raises(TypeError, match="VectorStore"):
+        SealedVectorStore(object(), key=generate_key())  # type: ignore[arg-type]
+    with pytest.raises(InvalidKeyError):
+        SealedVectorStore(inner, key="too short")
+    with pytest.raises(TypeError, match="not a string"):
+        SealedVectorStore(inner, key=generate_key(), sealed_metadata="author")
+    assert issubclass(SealedVectorStore, VectorStore)

@@ -1,0 +1,132 @@
+"""SealedVectorStore shells and SealedKVStore values, without an encoder: what reaches storage, what comes back."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+from llama_index.core.schema import Document, IndexNode, NodeRelationship, TextNode
+from llama_index.core.storage.kvstore import SimpleKVStore
+from llama_index.core.vector_stores import (
+    MetadataFilter,
+    MetadataFilters,
+    SimpleVectorStore,
+    VectorStoreQuery,
+)
+from llama_index.core.vector_stores.utils import node_to_metadata_dict
+
+from llama_index.embeddings.textcrafter import SealedKVStore, SealedVectorStore
+from textcrafter_rag.sealing import SealError, generate_key
+
+SOURCE = Document(text="Jane Doe's full file.", metadata={"author": "Jane Doe", "topic": "moves"}, id_="doc-1")
+
+
+def _node(text: str = "Jane Doe moved to 12 Elm Street, Leeds.", **kw: object) -> TextNode:
+    node = TextNode(text=text, metadata={"author": "Jane Doe", "topic": "moves"}, embedding=[1.0, 0.0, 0.0], **kw)
+    node.relationships[NodeRelationship.SOURCE] = SOURCE.as_related_node_info()
+    return node
+
+
+@pytest.fixture
+def sealed() -> SealedVectorStore:
+    return SealedVectorStore(SimpleVectorStore(), key=generate_key(), sealed_metadata=("author",))
+
+
+def test_a_shell_carries_no_plaintext_and_opens_to_the_original(sealed: SealedVectorStore) -> None:
+    node = _node()
+    shell = sealed.seal_node(node)
+    stored = json.dumps(node_to_metadata_dict(shell, remove_text=False))  # what a text-keeping store writes
+    for secret in ("Jane", "Elm Street", SOURCE.hash, "moved to"):
+        assert secret not in stored
+    assert shell.node_id == node.node_id and shell.ref_doc_id == "doc-1" and shell.embedding == node.embedding
+    assert shell.metadata["topic"] == "moves" and "author" not in shell.metadata  # plain fields stay filterable
+    opened = sealed.open_node(shell, store_id=node.node_id)
+    assert opened.model_dump() == node.model_dump()  # text, metadata, relationships (with the source's metadata)
+    assert node.metadata["author"] == "Jane Doe" and node.embedding == [1.0, 0.0, 0.0]  # input untouched
+
+
+def test_node_types_survive(sealed: SealedVectorStore) -> None:
+    index_node = IndexNode(text="see the other index", index_id="sub-index", embedding=[0.0, 1.0, 0.0])
+    opened = sealed.open_node(sealed.seal_node(index_node))
+    assert isinstance(opened, IndexNode) and opened.index_id == "sub-index"
+
+
+def test_query_results_and_what_does_not_open() -> None:
+    key = generate_key()
+    inner = SimpleVectorStore()
+    inner.stores_text = True  # as if it kept text: query results then carry nodes
+    sealed = SealedVectorStore(inner, key=key, sealed_metadata=("author",))
+    node = _node()
+    sealed.add([node])
+    result = sealed.query(VectorStoreQuery(query_embedding=[1.0, 0.0, 0.0], similarity_top_k=1))
+    assert result.ids == [node.node_id] and result.nodes is None  # ids only: the index reads its docstore
+    with pytest.raises(SealError):
+        SealedVectorStore(inner, key=generate_key()).open_node(sealed.seal_node(node))
+    with pytest.raises(SealError, match="moved"):
+        sealed.open_node(sealed.seal_node(node), store_id="another-node")
+    with pytest.raises(SealError):
+        sealed.open_node(TextNode(text="plain text", id_="x"))  # an unsealed node never passes as opened
+    with pytest.raises(ValueError, match="cannot filter on sealed"):
+        sealed.query(
+            VectorStoreQuery(
+                query_embedding=[1.0, 0.0, 0.0],
+                filters=MetadataFilters(filters=[MetadataFilter(key="author", value="Jane Doe")]),
+            )
+        )
+
+
+def test_the_store_is_mirrored_and_the_key_never_shows() -> None:
+    key = generate_key()
+    sealed = SealedVectorStore(SimpleVectorStore(), key=key)
+    assert sealed.stores_text is False and sealed.class_name() == "SealedVectorStore"
+    assert key not in repr(sealed) and key not in str(sealed.to_dict())
+    with pytest.raises(TypeError, match="BasePydanticVectorStore"):
+        SealedVectorStore(object(), key=key)  # type: ignore[arg-type]
+
+
+def test_kv_values_are_sealed_bound_and_persisted(tmp_path: Path) -> None:
+    key = generate_key()
+    raw = SimpleKVStore()
+    kv = SealedKVStore(raw, key=key)
+    kv.put("n1", {"text": "Jane Doe, 12 Elm Street"}, collection="docstore/data")
+    kv.put_all([("n2", {"text": "Bob"}), ("n3", {"text": "Ann"})], collection="docstore/data")
+    assert "Jane" not in json.dumps(raw.to_dict())
+    assert kv.get("n1", collection="docstore/data") == {"text": "Jane Doe, 12 Elm Street"}
+    assert kv.get("missing", collection="docstore/data") is None
+    assert set(kv.get_all(collection="docstore/data")) == {"n1", "n2", "n3"}
+    assert kv.delete("n3", collection="docstore/data") and kv.get("n3", collection="docstore/data") is None
+
+    path = tmp_path / "docstore.json"
+    kv.persist(str(path))
+    assert "Jane" not in path.read_text()
+    again = SealedKVStore.from_persist_path(str(path), key=key)
+    assert again.get("n1", collection="docstore/data") == {"text": "Jane Doe, 12 Elm Street"}
+
+    moved = raw.get("n1", collection="docstore/data")
+    for target_key, collection in (("n2", "docstore/data"), ("n1", "docstore/ref_doc_info")):
+        raw.put(target_key, moved, collection=collection)  # a value moved to another key or collection
+        with pytest.raises(SealError):
+            kv.get(target_key, collection=collection)
+    raw.put("plain", {"text": "Jane"}, collection="docstore/data")
+    with pytest.raises(SealError, match="not sealed"):
+        kv.get("plain", collection="docstore/data")
+    with pytest.raises(SealError):
+        SealedKVStore(raw, key=generate_key()).get("n1", collection="docstore/data")
+    with pytest.raises(TypeError, match="key="):
+        SealedKVStore.from_persist_path(str(path))
+    assert key not in repr(kv)
+
+
+def test_kv_async() -> None:
+    kv = SealedKVStore(key=generate_key())
+
+    async def run() -> None:
+        await kv.aput("a", {"v": 1})
+        await kv.aput_all([("b", {"v": 2})])
+        assert await kv.aget("a") == {"v": 1}
+        assert await kv.aget_all() == {"a": {"v": 1}, "b": {"v": 2}}
+        assert await kv.adelete("a") and await kv.aget("a") is None
+
+    asyncio.run(run())

@@ -1,0 +1,211 @@
+"""Sealing whole records (a text, its metadata, its id) for the adapters' sealed vector stores.
+
+:class:`~textcrafter_rag.sealing.Sealer` seals one value bound to one record id and field. A
+vector-store record is more than one value, and both framework adapters must agree on what is
+sealed and how, so that rule lives here, free of any framework:
+
+* the **text** is always sealed (field ``"text"``);
+* the **metadata fields the user names** are sealed, each as JSON (field ``"metadata.<name>"``);
+  every other field stays plain, so the store can still filter on it. A filter on a sealed field
+  can never match (the store only holds ciphertext): :meth:`RecordSealer.check_filter_keys` refuses it;
+* the **record id** is the associated data of every sealed value, so a value moved to another
+  record fails to open. Stores spell ids their own way (Qdrant returns ``"0"`` for ``0`` and a
+  UUID in canonical form), so ids are compared by :func:`canonical_record_id`. The id is also kept
+  in a plain metadata field (:data:`ID_FIELD`) for stores that return no id with a hit; when the
+  store does return one, the two must agree.
+
+Ids themselves are not sealed: do not put personal data in them.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .sealing import Sealer, SealError, SecretKey
+
+__all__ = [
+    "ID_FIELD",
+    "TEXT_FIELD",
+    "OpenedRecord",
+    "RecordSealer",
+    "SealedRecord",
+    "canonical_record_id",
+    "new_record_id",
+]
+
+#: Plain metadata field holding the record id the sealed values are bound to.
+ID_FIELD = "_tc_id"
+#: Field name the text is sealed under.
+TEXT_FIELD = "text"
+_METADATA_FIELD = "metadata."
+
+
+def canonical_record_id(value: Any) -> str:
+    """The id as bound into the associated data: UUIDs in canonical form, everything else ``str``.
+
+    Stores echo ids in their own spelling (an int as ``"0"``, a UUID hex as the dashed lower-case
+    form); binding the canonical spelling keeps a record openable whichever spelling comes back.
+    """
+    if value is None:
+        raise SealError("a sealed record needs an id")
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    text = str(value)
+    try:
+        return str(uuid.UUID(text))
+    except ValueError:
+        return text
+
+
+def new_record_id() -> str:
+    """A fresh random id (UUID4) for a record the caller gave none: every sealed record needs one."""
+    return str(uuid.uuid4())
+
+
+@dataclass(frozen=True)
+class SealedRecord:
+    """What a store may see: the sealed text and the metadata with the named fields sealed."""
+
+    text: str
+    metadata: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class OpenedRecord:
+    """A record as the application sees it again, with the id its values were bound to."""
+
+    record_id: str
+    text: str
+    metadata: dict[str, Any]
+
+
+class RecordSealer:
+    """Seal and open vector-store records: the text, the named metadata fields, bound to the record id.
+
+    Args:
+        key: 32 bytes or their URL-safe base64 string (``textcrafter keygen``), or a
+            :class:`~textcrafter_rag.sealing.SecretKey`.
+        sealed_metadata: Metadata fields to encrypt. The others stay plain (filterable); list
+            every field that may hold personal data.
+        context: Tenant or collection name mixed into the key: records sealed under one context
+            do not open under another.
+
+    Raises:
+        TypeError: ``sealed_metadata`` is a single string (it would be read letter by letter).
+        ValueError: ``sealed_metadata`` names the reserved :data:`ID_FIELD`.
+    """
+
+    def __init__(self, key: bytes | str | SecretKey, *, sealed_metadata: Sequence[str] = (), context: str = "") -> None:
+        if isinstance(sealed_metadata, (str, bytes)):
+            raise TypeError("sealed_metadata must be a sequence of field names, e.g. ('author',), not a string")
+        fields = tuple(dict.fromkeys(sealed_metadata))
+        if not all(isinstance(f, str) and f for f in fields):
+            raise TypeError("sealed_metadata must contain non-empty field names (str)")
+        if ID_FIELD in fields:
+            raise ValueError(f"{ID_FIELD!r} is reserved for the record id and stays plain")
+        self._sealer = Sealer(key, context=context)
+        self._fields = fields
+
+    @property
+    def sealed_metadata(self) -> tuple[str, ...]:
+        """The metadata fields that are sealed."""
+        return self._fields
+
+    @property
+    def sealer(self) -> Sealer:
+        """The value-level sealer (for adapters that seal whole serialised objects)."""
+        return self._sealer
+
+    def seal(self, text: str, metadata: Mapping[str, Any] | None, *, record_id: Any) -> SealedRecord:
+        """Seal ``text`` and the named fields of ``metadata`` for record ``record_id``.
+
+        Raises:
+            TypeError: ``text`` is not a string.
+            ValueError: ``text`` is already sealed (sealing twice would store a sealed value as
+                the plaintext), or ``metadata`` uses the reserved :data:`ID_FIELD`.
+        """
+        rid = canonical_record_id(record_id)
+        if not isinstance(text, str):
+            raise TypeError(f"record {rid!r}: the text must be a str, got {type(text).__name__}")
+        if Sealer.is_sealed(text):
+            raise ValueError(f"record {rid!r}: the text is already sealed; add the opened record instead")
+        meta = dict(metadata or {})
+        if ID_FIELD in meta:
+            raise ValueError(f"record {rid!r}: metadata field {ID_FIELD!r} is reserved for the record id")
+        for name in self._fields:
+            if name in meta:
+                meta[name] = self._sealer.seal_json(meta[name], record_id=rid, field=_METADATA_FIELD + name)
+        meta[ID_FIELD] = rid
+        return SealedRecord(text=self._sealer.seal(text, record_id=rid, field=TEXT_FIELD), metadata=meta)
+
+    def open(self, text: Any, metadata: Mapping[str, Any] | None, *, store_id: Any = None) -> OpenedRecord:
+        """Open a record read back from a store.
+
+        Args:
+            text: The stored (sealed) text.
+            metadata: The stored metadata; store-added plain fields are kept, :data:`ID_FIELD` is removed.
+            store_id: The id the store returned with the hit, if it returns one.
+
+        Raises:
+            SealError: The text or a named field is not sealed, or does not open under this key,
+                context and record id (wrong key, edited, or moved from another record).
+        """
+        meta = dict(metadata or {})
+        rid = self.resolve_record_id(store_id, meta.pop(ID_FIELD, None))
+        opened_text = self._sealer.open(text if isinstance(text, str) else "", record_id=rid, field=TEXT_FIELD)
+        for name in self._fields:
+            if name in meta:
+                meta[name] = self._sealer.open_json(meta[name], record_id=rid, field=_METADATA_FIELD + name)
+        return OpenedRecord(record_id=rid, text=opened_text, metadata=meta)
+
+    def seal_value(self, value: Any, *, record_id: Any, field: str) -> str:
+        """Seal any JSON value (a whole serialised node, a key-value entry) bound to a record and field."""
+        return self._sealer.seal_json(value, record_id=canonical_record_id(record_id), field=field)
+
+    def open_value(self, token: Any, *, record_id: Any, field: str) -> Any:
+        """Open a value from :meth:`seal_value`.
+
+        Raises:
+            SealError: Not sealed, or not under this key, context, record id and field.
+        """
+        token = token if isinstance(token, str) else ""
+        return self._sealer.open_json(token, record_id=canonical_record_id(record_id), field=field)
+
+    @staticmethod
+    def resolve_record_id(store_id: Any, stored_id: Any) -> str:
+        """The id a hit's values must open under: the store's own id, checked against :data:`ID_FIELD`.
+
+        Raises:
+            SealError: Neither id is known, or they differ (the record's values were moved).
+        """
+        if store_id is None and stored_id is None:
+            raise SealError(f"a hit has no id (no store id and no {ID_FIELD!r} field): it cannot be opened")
+        if store_id is None:
+            return canonical_record_id(stored_id)
+        rid = canonical_record_id(store_id)
+        if stored_id is not None and canonical_record_id(stored_id) != rid:
+            raise SealError(f"record {rid!r} carries the values of record {str(stored_id)!r}: moved or edited")
+        return rid
+
+    def plain_metadata(self, metadata: Mapping[str, Any] | None) -> dict[str, Any]:
+        """``metadata`` without the sealed fields: what may sit in a store beside an opaque sealed record."""
+        return {k: v for k, v in (metadata or {}).items() if k not in self._fields}
+
+    def check_filter_keys(self, keys: Iterable[str]) -> None:
+        """Refuse a filter on sealed fields: the store holds only ciphertext there, so it never matches.
+
+        Raises:
+            ValueError: A key names a sealed field.
+        """
+        bad = sorted({k for k in keys if k in self._fields})
+        if bad:
+            raise ValueError(
+                f"cannot filter on sealed metadata field(s) {bad}: the store only holds their ciphertext. "
+                "Leave a field out of sealed_metadata to filter on it."
+            )
+
+    def __repr__(self) -> str:
+        return f"RecordSealer(key=<redacted>, sealed_metadata={self._fields!r})"
