@@ -34,8 +34,7 @@ def tiny_inverter_config():
     """A one-layer, 64-wide inverter that overfits :data:`TINY_INVERTER_SENTENCES` in seconds."""
     from textcrafter_rag.attacks import InverterConfig
 
-    return InverterConfig(d_model=64, n_layers=1, n_heads=4, d_ff=128, n_prefix=2, max_len=12,
-                          init_from_encoder=False)
+    return InverterConfig(d_model=64, n_layers=1, n_heads=4, d_ff=128, n_prefix=2, max_len=12, init_from_encoder=False)
 
 
 def train_tiny_inverter(encoder):
@@ -43,7 +42,14 @@ def train_tiny_inverter(encoder):
     from textcrafter_rag.attacks import Inverter, TrainConfig
 
     emb = encoder.encode(TINY_INVERTER_SENTENCES)
-    return Inverter.train(emb, TINY_INVERTER_SENTENCES, config=tiny_inverter_config(), encoder=encoder,
-                          device="cpu", progress=False,
-                          train_config=TrainConfig(batch_size=4, lr=3e-3, warmup_steps=5, epochs=200,
-                                                   time_budget_min=None, bf16=False, seed=0, threads=1))
+    return Inverter.train(
+        emb,
+        TINY_INVERTER_SENTENCES,
+        config=tiny_inverter_config(),
+        encoder=encoder,
+        device="cpu",
+        progress=False,
+        train_config=TrainConfig(
+            batch_size=4, lr=3e-3, warmup_steps=5, epochs=200, time_budget_min=None, bf16=False, seed=0, threads=1
+        ),
+    )

@@ -5,10 +5,10 @@ import shutil
 
 import numpy as np
 import pytest
+from _textcrafter_helpers import make_textcrafter
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from _textcrafter_helpers import make_textcrafter
 from textcrafter_rag.artifacts import ArtifactError
 from textcrafter_rag.textcrafter import TextCrafter
 
@@ -37,7 +37,7 @@ def test_config_records_versions_and_hash(saved) -> None:
 
 
 @pytest.mark.parametrize(
-    "edit, message",
+    ("edit", "message"),
     [
         (lambda c: c.update(format_version=99), "format version"),
         (lambda c: c.update(kind="something-else"), "not a 'textcrafter-policy'"),
@@ -64,7 +64,7 @@ def test_missing_or_garbage_files_are_refused(saved, tmp_path) -> None:
         TextCrafter.load(tmp_path / "nope")
     dst = _copy(saved, tmp_path)
     (dst / "model.safetensors").unlink()
-    with pytest.raises(ArtifactError, match="missing model.safetensors"):
+    with pytest.raises(ArtifactError, match=r"missing model\.safetensors"):
         TextCrafter.load(dst)
     dst = _copy(saved, tmp_path)
     (dst / "config.json").write_text("{not json")
@@ -100,7 +100,11 @@ def test_weights_that_match_a_forged_hash_but_not_the_shape_are_refused(saved, t
     cfg = json.loads((dst / "config.json").read_text())
     tensors = load_file(str(dst / "model.safetensors"))
     tensors["pii.weight"] = torch.zeros(31)
-    extra = {k: v for k, v in cfg.items() if k not in {"kind", "format_version", "library_version", "torch_version", "weights_sha256"}}
+    extra = {
+        k: v
+        for k, v in cfg.items()
+        if k not in {"kind", "format_version", "library_version", "torch_version", "weights_sha256"}
+    }
     save_artifact(dst, kind="textcrafter-policy", tensors=tensors, config=extra)
     with pytest.raises(ArtifactError, match="invalid TextCrafter policy"):
         TextCrafter.load(dst)

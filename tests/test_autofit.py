@@ -18,8 +18,10 @@ from textcrafter_rag.encoders import Encoder
 from textcrafter_rag.textcrafter import CalibrationConfig, TextCrafter, TrainingConfig
 
 #: A recipe that fits in seconds (the real one takes minutes: benchmarks/autofit.py measures it).
-TINY = AutoFitConfig(calibration=CalibrationConfig(n_pii=30, n_calibration=200, clusters=4),
-                     training=TrainingConfig(steps=10, batch_size=32, eval_every=5))
+TINY = AutoFitConfig(
+    calibration=CalibrationConfig(n_pii=30, n_calibration=200, clusters=4),
+    training=TrainingConfig(steps=10, batch_size=32, eval_every=5),
+)
 
 
 @pytest.fixture
@@ -91,8 +93,16 @@ _FIT_IN_A_PROCESS = textwrap.dedent("""
 
 def test_two_processes_fitting_at_once_fit_once(home: Path) -> None:
     env = {**os.environ, HOME_ENV: str(home), "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path(__file__).parent)}
-    procs = [subprocess.Popen([sys.executable, "-c", _FIT_IN_A_PROCESS], env=env, text=True,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(2)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _FIT_IN_A_PROCESS],
+            env=env,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for _ in range(2)
+    ]
     outputs = [p.communicate(timeout=600) for p in procs]
     assert all(p.returncode == 0 for p in procs), [err[-2000:] for _, err in outputs]
     results = sorted(out.strip().splitlines()[-1] for out, _ in outputs)

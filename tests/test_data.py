@@ -3,7 +3,12 @@ from __future__ import annotations
 import pytest
 
 from textcrafter_rag.data import (
-    DatasetNotFoundError, bbc_news, bbc_sentences, find_data_dir, load_classification, resolve_data_dir,
+    DatasetNotFoundError,
+    bbc_news,
+    bbc_sentences,
+    find_data_dir,
+    load_classification,
+    resolve_data_dir,
     split_sentences,
 )
 
@@ -32,4 +37,8 @@ def test_bbc_corpus_ships_offline() -> None:
 
 
 def test_sentence_splitter() -> None:
-    assert split_sentences("It rained. Then it stopped! Did it? yes.") == ["It rained.", "Then it stopped!", "Did it? yes."]
+    assert split_sentences("It rained. Then it stopped! Did it? yes.") == [
+        "It rained.",
+        "Then it stopped!",
+        "Did it? yes.",
+    ]

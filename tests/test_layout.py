@@ -20,19 +20,40 @@ MAX_PARAMS = 12
 
 #: Infrastructure at the bottom of the core: it may import nothing from the layers above it.
 INFRASTRUCTURE = {
-    "textcrafter_rag._version", "textcrafter_rag.errors", "textcrafter_rag.validation", "textcrafter_rag.numerics",
-    "textcrafter_rag.randomness", "textcrafter_rag.artifacts", "textcrafter_rag.encoders",
-    "textcrafter_rag.embedding", "textcrafter_rag.data", "textcrafter_rag.policies", "textcrafter_rag.sealing",
-    "textcrafter_rag.batches", "textcrafter_rag.vectorfiles",
+    "textcrafter_rag._version",
+    "textcrafter_rag.errors",
+    "textcrafter_rag.validation",
+    "textcrafter_rag.numerics",
+    "textcrafter_rag.randomness",
+    "textcrafter_rag.artifacts",
+    "textcrafter_rag.encoders",
+    "textcrafter_rag.embedding",
+    "textcrafter_rag.data",
+    "textcrafter_rag.policies",
+    "textcrafter_rag.sealing",
+    "textcrafter_rag.batches",
+    "textcrafter_rag.vectorfiles",
 }
 #: Layers above the infrastructure, each allowed to import only what is listed below it.
-UPPER = ("textcrafter_rag.textcrafter", "textcrafter_rag.specs", "textcrafter_rag.protector",
-         "textcrafter_rag.attacks", "textcrafter_rag.audit", "textcrafter_rag.cli", "textcrafter_rag.demo",
-         "textcrafter_rag.streaming", "textcrafter_rag.ray_data", "textcrafter_rag.testing")
+UPPER = (
+    "textcrafter_rag.textcrafter",
+    "textcrafter_rag.specs",
+    "textcrafter_rag.protector",
+    "textcrafter_rag.attacks",
+    "textcrafter_rag.audit",
+    "textcrafter_rag.cli",
+    "textcrafter_rag.demo",
+    "textcrafter_rag.streaming",
+    "textcrafter_rag.ray_data",
+    "textcrafter_rag.testing",
+)
 #: Parts of the method that run at protection time: they never import the training side.
 INFERENCE = {"mechanism", "policy", "projection", "reward", "rollout", "pii", "priors"}
-TRAINING = {"textcrafter_rag.textcrafter.training", "textcrafter_rag.textcrafter.fitting",
-            "textcrafter_rag.textcrafter.calibration"}
+TRAINING = {
+    "textcrafter_rag.textcrafter.training",
+    "textcrafter_rag.textcrafter.fitting",
+    "textcrafter_rag.textcrafter.calibration",
+}
 
 
 def _python_files(*roots: Path) -> Iterator[Path]:
@@ -104,8 +125,12 @@ def test_no_public_function_takes_over_12_parameters() -> None:
 
 
 def test_the_core_imports_no_integration_and_no_benchmark() -> None:
-    bad = [f"{p.relative_to(ROOT)}:{line} imports {m}" for p in PACKAGE_FILES for m, line, _ in _imports(p)
-           if _under(m, ("langchain_textcrafter", "llama_index", "langchain_core", "benchmarks"))]
+    bad = [
+        f"{p.relative_to(ROOT)}:{line} imports {m}"
+        for p in PACKAGE_FILES
+        for m, line, _ in _imports(p)
+        if _under(m, ("langchain_textcrafter", "llama_index", "langchain_core", "benchmarks"))
+    ]
     assert not bad, "\n".join(bad)
 
 
@@ -128,18 +153,25 @@ def test_protection_imports_nothing_from_training() -> None:
 
 def test_the_core_never_imports_attacks_or_audit() -> None:
     allowed = ("textcrafter_rag.attacks", "textcrafter_rag.audit", "textcrafter_rag.cli")
-    bad = [f"{p.relative_to(ROOT)}:{line} imports {m}" for p in PACKAGE_FILES for m, line, _ in _imports(p)
-           if _under(m, ("textcrafter_rag.attacks", "textcrafter_rag.audit")) and not _under(_module_name(p), allowed)]
+    bad = [
+        f"{p.relative_to(ROOT)}:{line} imports {m}"
+        for p in PACKAGE_FILES
+        for m, line, _ in _imports(p)
+        if _under(m, ("textcrafter_rag.attacks", "textcrafter_rag.audit")) and not _under(_module_name(p), allowed)
+    ]
     assert not bad, "\n".join(bad)
 
 
 def test_no_first_party_import_hides_inside_a_function() -> None:
     """A function-level import of our own modules is how an import cycle gets dodged instead of fixed."""
     first_party = ("textcrafter_rag", "langchain_textcrafter", "llama_index.embeddings.textcrafter", "benchmarks")
-    bad = [f"{p.relative_to(ROOT)}:{line} imports {m} inside a function"
-           for p in _python_files(PACKAGE, INTEGRATIONS, ROOT / "benchmarks")
-           if "tests" not in p.relative_to(ROOT).parts
-           for m, line, inner in _imports(p) if inner and _under(m, first_party)]
+    bad = [
+        f"{p.relative_to(ROOT)}:{line} imports {m} inside a function"
+        for p in _python_files(PACKAGE, INTEGRATIONS, ROOT / "benchmarks")
+        if "tests" not in p.relative_to(ROOT).parts
+        for m, line, inner in _imports(p)
+        if inner and _under(m, first_party)
+    ]
     assert not bad, "\n".join(bad)
 
 
@@ -151,15 +183,22 @@ def test_nothing_edits_sys_path() -> None:
 
 def test_code_runs_on_the_oldest_python_that_requires_python_admits() -> None:
     """requires-python is >=3.10: no names that only exist from 3.11 on."""
-    newer = {("typing", "Self"), ("typing", "Never"), ("typing", "LiteralString"), ("typing", "assert_never"),
-             ("datetime", "UTC"), ("tomllib", None), ("enum", "StrEnum")}
+    newer = {
+        ("typing", "Self"),
+        ("typing", "Never"),
+        ("typing", "LiteralString"),
+        ("typing", "assert_never"),
+        ("datetime", "UTC"),
+        ("tomllib", None),
+        ("enum", "StrEnum"),
+    }
     bad = []
     for p in ALL_FILES:
         tree = ast.parse(p.read_text(encoding="utf-8"))
         for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and any((node.module, a.name) in newer for a in node.names):
-                bad.append(f"{p.relative_to(ROOT)}:{node.lineno}")
-            elif isinstance(node, ast.Import) and any((a.name, None) in newer for a in node.names):
+            if (isinstance(node, ast.ImportFrom) and any((node.module, a.name) in newer for a in node.names)) or (
+                isinstance(node, ast.Import) and any((a.name, None) in newer for a in node.names)
+            ):
                 bad.append(f"{p.relative_to(ROOT)}:{node.lineno}")
             elif isinstance(node, getattr(ast, "TryStar", ())):  # ast.TryStar exists from 3.11 on
                 bad.append(f"{p.relative_to(ROOT)}:{node.lineno} except*")

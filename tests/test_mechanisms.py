@@ -8,7 +8,12 @@ from scipy.stats import norm
 
 from textcrafter_rag import from_spec
 from textcrafter_rag.mechanisms import (
-    GaussianNoise, LDPGaussian, NoDefense, Purkayastha, Shuffle, analytic_gaussian_sigma,
+    GaussianNoise,
+    LDPGaussian,
+    NoDefense,
+    Purkayastha,
+    Shuffle,
+    analytic_gaussian_sigma,
 )
 from textcrafter_rag.mechanisms.ldp import classical_gaussian_sigma, gaussian_delta
 from textcrafter_rag.randomness import SeedWarning

@@ -36,14 +36,16 @@ def test_norm_and_orthogonality_random(dim: int) -> None:
 def test_adversarial_inputs_use_fallback_without_nan() -> None:
     g = torch.Generator().manual_seed(1)
     v = _unit(torch.randn(6, 64, generator=g))
-    delta = torch.stack([
-        torch.zeros(64),  # delta = 0
-        v[1] * 3.0,  # exactly parallel to v
-        -v[2] * 1e-30,  # tiny and antiparallel
-        v[3] + 1e-12 * torch.randn(64, generator=g),  # nearly parallel
-        torch.full((64,), 1e30),  # huge
-        torch.randn(64, generator=g),
-    ])
+    delta = torch.stack(
+        [
+            torch.zeros(64),  # delta = 0
+            v[1] * 3.0,  # exactly parallel to v
+            -v[2] * 1e-30,  # tiny and antiparallel
+            v[3] + 1e-12 * torch.randn(64, generator=g),  # nearly parallel
+            torch.full((64,), 1e30),  # huge
+            torch.randn(64, generator=g),
+        ]
+    )
     _check(delta, v, 0.7)
     p = project_perturbation(delta[:2], v[:2], 0.7)
     assert torch.allclose(p, 0.7 * fallback_direction(v[:2].double()).float(), atol=1e-6)

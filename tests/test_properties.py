@@ -3,24 +3,25 @@
 from __future__ import annotations
 
 import numpy as np
+from _textcrafter_helpers import make_textcrafter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from _textcrafter_helpers import make_textcrafter
 from textcrafter_rag import from_spec
 
 SPECS = ["none", "shuffle", "gaussian:s=0.01", "gaussian:s=1", "ldp:eps=1", "ldp:eps=12", "purkayastha:eps=8"]
 _TC = make_textcrafter(dim=16, eps=1.7)
 
 finite_rows = arrays(
-    np.float32, st.tuples(st.integers(1, 6), st.just(16)),
+    np.float32,
+    st.tuples(st.integers(1, 6), st.just(16)),
     elements=st.floats(-1e3, 1e3, width=32, allow_nan=False, allow_subnormal=False),
 ).filter(lambda x: bool(np.all(np.any(x != 0, axis=1))))
 
 
 @settings(max_examples=60, deadline=None)
-@given(x=finite_rows, spec=st.sampled_from(SPECS + ["textcrafter"]))
+@given(x=finite_rows, spec=st.sampled_from([*SPECS, "textcrafter"]))
 def test_shape_dtype_finiteness_and_no_unchanged_rows(x: np.ndarray, spec: str) -> None:
     mech = _TC if spec == "textcrafter" else from_spec(spec, seed=0)
     out = mech.protect(x)

@@ -24,9 +24,9 @@ pa = pytest.importorskip("pyarrow")
 from textcrafter_rag import Protector
 from textcrafter_rag.batches import column_to_matrix
 from textcrafter_rag.encoders import BUNDLED_MODEL_ID
-from textcrafter_rag.textcrafter import TextCrafter
 from textcrafter_rag.policies import shipped_policy_path
 from textcrafter_rag.ray_data import Protect
+from textcrafter_rag.textcrafter import TextCrafter
 
 N = 100_000
 DIM = 384
@@ -39,8 +39,14 @@ ORTHO_TOL = 2e-5
 
 @pytest.fixture(scope="module")
 def local_ray() -> Iterator[Any]:
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
-             object_store_memory=300 * 2**20, configure_logging=False)
+    ray.init(
+        address="local",
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        object_store_memory=300 * 2**20,
+        configure_logging=False,
+    )
     ctx = ray.data.DataContext.get_current()
     ctx.enable_progress_bars = False
     try:
@@ -140,8 +146,9 @@ def test_pyarrow_batches_of_identical_rows_get_independent_noise(local_ray, poli
     emb = pa.FixedSizeListArray.from_arrays(pa.array(flat.reshape(-1)), DIM)  # what most parquet stores hold
     table = pa.table({"id": np.arange(n, dtype=np.int64), "embedding": emb, "doc": [f"d{i}" for i in range(n)]})
     ds = ray.data.from_arrow([table.slice(i, 4096) for i in range(0, n, 4096)])
-    protected = ds.map_batches(Protect, fn_constructor_kwargs={"policy": policy_dir}, batch_format="pyarrow",
-                               batch_size=1024, concurrency=2)
+    protected = ds.map_batches(
+        Protect, fn_constructor_kwargs={"policy": policy_dir}, batch_format="pyarrow", batch_size=1024, concurrency=2
+    )
     got = _collect(protected, "id", "embedding", "doc")
     order = np.argsort(got["id"])
     assert np.array_equal(got["id"][order], np.arange(n))
@@ -156,8 +163,9 @@ def test_pyarrow_batches_of_identical_rows_get_independent_noise(local_ray, poli
 def test_text_column_is_embedded_on_the_actor(local_ray, minilm) -> None:
     texts = [f"Customer {i} wrote to ask about invoice number {1000 + i}." for i in range(48)]
     ds = ray.data.from_items([{"id": i, "text": t} for i, t in enumerate(texts)])
-    protected = ds.map_batches(Protect, fn_constructor_kwargs={"text_column": "text", "encoder": "bundled"},
-                               batch_size=16, concurrency=1)
+    protected = ds.map_batches(
+        Protect, fn_constructor_kwargs={"text_column": "text", "encoder": "bundled"}, batch_size=16, concurrency=1
+    )
     got = _collect(protected, "id", "embedding")
     order = np.argsort(got["id"])
     assert np.array_equal(got["id"][order], np.arange(48))

@@ -7,7 +7,7 @@ import pickle
 
 import pytest
 
-from textcrafter_rag.sealing import SEALED_PREFIX, InvalidKeyError, SealError, Sealer, SecretKey, generate_key
+from textcrafter_rag.sealing import SEALED_PREFIX, InvalidKeyError, Sealer, SealError, SecretKey, generate_key
 
 TEXT = "Jane Doe, card 4111 1111 1111 1111, moved to Leeds."
 
@@ -46,7 +46,7 @@ def test_anything_else_fails_loudly(key: str, change: str) -> None:
     elif change == "context":
         opener = Sealer(key, context="tenant-b")
     elif change == "edit":
-        raw = bytearray(base64.urlsafe_b64decode(token[len(SEALED_PREFIX):]))
+        raw = bytearray(base64.urlsafe_b64decode(token[len(SEALED_PREFIX) :]))
         raw[-1] ^= 1
         token = SEALED_PREFIX + base64.urlsafe_b64encode(bytes(raw)).decode()
     elif change == "truncate":

@@ -3,8 +3,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-
 from _textcrafter_helpers import make_textcrafter
+
 from textcrafter_rag.textcrafter import TextCrafter
 
 
@@ -128,4 +128,6 @@ def test_bad_inputs_are_refused(tiny_textcrafter: TextCrafter) -> None:
 def test_float_dtypes_are_accepted(dtype, tiny_textcrafter: TextCrafter, unit_vectors: np.ndarray) -> None:
     out = tiny_textcrafter.protect(unit_vectors.astype(dtype))
     assert out.dtype == np.float32
-    np.testing.assert_allclose(np.linalg.norm(out - unit_vectors.astype(dtype).astype(np.float32), axis=1), 2.5, rtol=1e-5)
+    np.testing.assert_allclose(
+        np.linalg.norm(out - unit_vectors.astype(dtype).astype(np.float32), axis=1), 2.5, rtol=1e-5
+    )

@@ -13,8 +13,8 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 import torch
-
 from _textcrafter_helpers import make_textcrafter
+
 from textcrafter_rag.textcrafter import TextCrafter
 
 
@@ -98,12 +98,22 @@ def test_refinement_works_in_any_caller_state(state: str, unit_vectors: np.ndarr
 
 
 def test_protection_leaves_the_callers_torch_state_alone(shipped: TextCrafter, batch) -> None:
-    before = (torch.get_num_threads(), torch.get_default_dtype(), torch.is_grad_enabled(),
-              torch.is_autocast_enabled("cpu"), torch.is_inference_mode_enabled())
+    before = (
+        torch.get_num_threads(),
+        torch.get_default_dtype(),
+        torch.is_grad_enabled(),
+        torch.is_autocast_enabled("cpu"),
+        torch.is_inference_mode_enabled(),
+    )
     with torch.autocast("cpu", dtype=torch.bfloat16):
         shipped.protect(batch[0])
         assert torch.is_autocast_enabled("cpu")
     shipped.protect(batch[0])
-    after = (torch.get_num_threads(), torch.get_default_dtype(), torch.is_grad_enabled(),
-             torch.is_autocast_enabled("cpu"), torch.is_inference_mode_enabled())
+    after = (
+        torch.get_num_threads(),
+        torch.get_default_dtype(),
+        torch.is_grad_enabled(),
+        torch.is_autocast_enabled("cpu"),
+        torch.is_inference_mode_enabled(),
+    )
     assert after == before

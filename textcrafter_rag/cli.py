@@ -21,8 +21,13 @@ def _cmd_fit(args: argparse.Namespace) -> int:
     base = encoder_from_name(args.encoder) if args.encoder else None
     t0 = time.perf_counter()
     tc = fit_textcrafter(
-        base, eps=args.eps, quick=args.quick, seed=args.seed, calibration=CalibrationConfig(data_dir=args.data_dir),
-        weights=RewardWeights(alpha=args.alpha, beta=args.beta, gamma=args.gamma), progress=not args.no_progress,
+        base,
+        eps=args.eps,
+        quick=args.quick,
+        seed=args.seed,
+        calibration=CalibrationConfig(data_dir=args.data_dir),
+        weights=RewardWeights(alpha=args.alpha, beta=args.beta, gamma=args.gamma),
+        progress=not args.no_progress,
     )
     path = tc.save(args.out)
     print(f"Saved policy to {path} (fit took {time.perf_counter() - t0:.1f}s)")
@@ -31,12 +36,21 @@ def _cmd_fit(args: argparse.Namespace) -> int:
 
 def _cmd_protect(args: argparse.Namespace) -> int:
     report = protect_file(
-        args.input, args.output, policy=args.policy, encoder=args.encoder, secure_mode=args.secure,
-        column=args.column, output_column=args.output_column, text_column=args.text_column,
-        chunk_size=args.chunk_size, progress=not args.no_progress,
+        args.input,
+        args.output,
+        policy=args.policy,
+        encoder=args.encoder,
+        secure_mode=args.secure,
+        column=args.column,
+        output_column=args.output_column,
+        text_column=args.text_column,
+        chunk_size=args.chunk_size,
+        progress=not args.no_progress,
     )
-    print(f"Protected {report.rows} vectors ({report.dim}-d) with {report.mechanism} -> {report.output} "
-          f"in {report.seconds:.1f}s ({report.vectors_per_s:.0f} vectors/s)")
+    print(
+        f"Protected {report.rows} vectors ({report.dim}-d) with {report.mechanism} -> {report.output} "
+        f"in {report.seconds:.1f}s ({report.vectors_per_s:.0f} vectors/s)"
+    )
     return 0
 
 
@@ -56,9 +70,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     fit = sub.add_parser("fit", help="fit a TextCrafter policy for an encoder and save it")
     fit.add_argument("--out", required=True, help="directory to save the policy to")
-    fit.add_argument("--eps", type=float, default=1.0,
-                     help="perturbation norm (default 1.0, the retrieval benchmark's recommendation; the paper uses 2.5)")
-    fit.add_argument("--encoder", default=None, help="sentence-transformers model name or path (default: bundled MiniLM)")
+    fit.add_argument(
+        "--eps",
+        type=float,
+        default=1.0,
+        help="perturbation norm (default 1.0, the retrieval benchmark's recommendation; the paper uses 2.5)",
+    )
+    fit.add_argument(
+        "--encoder", default=None, help="sentence-transformers model name or path (default: bundled MiniLM)"
+    )
     fit.add_argument("--alpha", type=float, default=1.0)
     fit.add_argument("--beta", type=float, default=1.0)
     fit.add_argument("--gamma", type=float, default=1.0)
@@ -69,44 +89,63 @@ def build_parser() -> argparse.ArgumentParser:
     fit.set_defaults(func=_cmd_fit)
 
     prot = sub.add_parser(
-        "protect", help="protect vectors or texts in a .npy, .parquet or .jsonl file, streamed in bounded memory",
+        "protect",
+        help="protect vectors or texts in a .npy, .parquet or .jsonl file, streamed in bounded memory",
         description="Stream a file through a policy chunk by chunk (peak memory set by --chunk-size, not the file "
-                    "size). The output format follows its suffix: the input's format (other columns kept), or .npy "
-                    "(the protected vectors only); .npy input can also go to .parquet or .jsonl. The output "
-                    "appears only once every chunk succeeded.",
+        "size). The output format follows its suffix: the input's format (other columns kept), or .npy "
+        "(the protected vectors only); .npy input can also go to .parquet or .jsonl. The output "
+        "appears only once every chunk succeeded.",
     )
-    prot.add_argument("--policy", default=None,
-                      help="policy directory (default: the shipped eps=1.0 policy for the bundled MiniLM)")
-    prot.add_argument("--input", required=True,
-                      help=".npy of vectors (n, D), or .parquet / .jsonl with an embedding column or a text column")
+    prot.add_argument(
+        "--policy", default=None, help="policy directory (default: the shipped eps=1.0 policy for the bundled MiniLM)"
+    )
+    prot.add_argument(
+        "--input",
+        required=True,
+        help=".npy of vectors (n, D), or .parquet / .jsonl with an embedding column or a text column",
+    )
     prot.add_argument("--output", required=True, help=".npy, .parquet or .jsonl file to write")
-    prot.add_argument("--column", default="embedding",
-                      help="embedding column (.parquet) or field (.jsonl) to protect (default: embedding)")
-    prot.add_argument("--output-column", default=None,
-                      help="column/field for the protected vectors (default: --column; if it differs, the clean "
-                           "column is dropped)")
-    prot.add_argument("--text-column", default="text",
-                      help="text column/field embedded when there is no embedding column (default: text)")
-    prot.add_argument("--encoder", default=None,
-                      help="for text inputs: 'bundled' (default) or a sentence-transformers model")
+    prot.add_argument(
+        "--column",
+        default="embedding",
+        help="embedding column (.parquet) or field (.jsonl) to protect (default: embedding)",
+    )
+    prot.add_argument(
+        "--output-column",
+        default=None,
+        help="column/field for the protected vectors (default: --column; if it differs, the clean column is dropped)",
+    )
+    prot.add_argument(
+        "--text-column",
+        default="text",
+        help="text column/field embedded when there is no embedding column (default: text)",
+    )
+    prot.add_argument(
+        "--encoder", default=None, help="for text inputs: 'bundled' (default) or a sentence-transformers model"
+    )
     prot.add_argument("--chunk-size", type=int, default=4096, help="rows per step; bounds peak memory (default 4096)")
     prot.add_argument("--secure", action="store_true", help="draw noise from the OS CSPRNG")
     prot.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     prot.set_defaults(func=_cmd_protect)
 
     keygen = sub.add_parser(
-        "keygen", help="print a new random 32-byte key (URL-safe base64) for sealed stores",
+        "keygen",
+        help="print a new random 32-byte key (URL-safe base64) for sealed stores",
         description="Print a new key from the OS CSPRNG. Keep it in a secret manager or an environment variable; "
-                    "whoever holds it can read sealed texts. Sealing and the keyed rotation use separate subkeys "
-                    "derived from it.",
+        "whoever holds it can read sealed texts. Sealing and the keyed rotation use separate subkeys "
+        "derived from it.",
     )
     keygen.set_defaults(func=_cmd_keygen)
 
     demo = sub.add_parser("demo", help="the quickstart: protect a BBC News index and compare retrieval")
     demo.add_argument("--docs", type=int, default=500, help="number of BBC News articles to index")
     demo.add_argument("--query", action="append", help="a query to run (repeatable)")
-    demo.add_argument("--eps", type=float, default=1.0,
-                      help="perturbation norm: 1.0 (default) and 2.5 ship; other values fit a quick policy")
+    demo.add_argument(
+        "--eps",
+        type=float,
+        default=1.0,
+        help="perturbation norm: 1.0 (default) and 2.5 ship; other values fit a quick policy",
+    )
     demo.add_argument("--refit", action="store_true", help="fit a fresh quick policy instead of the shipped one")
     demo.set_defaults(func=_cmd_demo)
 

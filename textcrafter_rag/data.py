@@ -62,7 +62,9 @@ def resolve_data_dir(data_dir: str | os.PathLike[str] | None = None) -> Path:
     """Like :func:`find_data_dir`, but raise a clear :class:`DatasetNotFoundError` when absent."""
     path = find_data_dir(data_dir)
     if path is None or not path.is_dir():
-        where = f"{path}" if path is not None else "nowhere (no --data-dir, no $TEXTCRAFTER_DATA, no ../shared/datasets)"
+        where = (
+            f"{path}" if path is not None else "nowhere (no --data-dir, no $TEXTCRAFTER_DATA, no ../shared/datasets)"
+        )
         raise DatasetNotFoundError(
             f"benchmark datasets not found: looked {where}. Pass --data-dir DIR or set TEXTCRAFTER_DATA "
             "to a folder laid out as sst2/, ag_news/, financial_phrasebank/, ade_corpus_v2/, wikitext2/, scifact/ "

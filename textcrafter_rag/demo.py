@@ -11,16 +11,15 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from textwrap import shorten
 
 import faiss
 import numpy as np
 
+from .autofit import policy_home
 from .data import bbc_news
 from .encoders import BUNDLED_MODEL_ID, bundled_minilm
 from .numerics import row_cosines
-from .autofit import policy_home
 from .policies import shipped_policy_path
 from .protector import Protector
 from .sealing import Sealer, generate_key
@@ -81,24 +80,33 @@ def run_demo(
     print(f"Encoder: {encoder.model_id} ({encoder.dimension}-d, unit norm). Policy: {where}, eps={policy.eps}.")
 
     heads, bodies, labels = _bbc_docs(n_docs)
-    print(f"Corpus: {len(bodies)} BBC News articles ({', '.join(sorted(set(labels)))}); "
-          "each document is the article's first paragraphs.")
+    print(
+        f"Corpus: {len(bodies)} BBC News articles ({', '.join(sorted(set(labels)))}); "
+        "each document is the article's first paragraphs."
+    )
     clean = encoder.encode(bodies)
     protected = protector.protect(clean)  # what embed_documents does after encoding
     dist = np.linalg.norm(protected - clean, axis=1)
     cos = row_cosines(protected, clean)
-    print(f"Perturbation norm ||f_adv - f0||: min {dist.min():.6f}, mean {dist.mean():.6f}, max {dist.max():.6f} "
-          f"(target eps {policy.eps}); cosine(protected, clean): mean {cos.mean():.3f}.")
+    print(
+        f"Perturbation norm ||f_adv - f0||: min {dist.min():.6f}, mean {dist.mean():.6f}, max {dist.max():.6f} "
+        f"(target eps {policy.eps}); cosine(protected, clean): mean {cos.mean():.3f}."
+    )
     again = protector.protect(clean[:1])
-    print(f"Fresh noise on every call: protecting document 0 twice differs by {np.linalg.norm(again[0] - protected[0]):.3f}.")
+    moved = np.linalg.norm(again[0] - protected[0])
+    print(f"Fresh noise on every call: protecting document 0 twice differs by {moved:.3f}.")
 
     # The store: protected vectors beside sealed texts. The key never goes to the store.
     sealer = Sealer(os.environ.get("TEXTCRAFTER_KEY") or generate_key())
     sealed = [sealer.seal(f"[{labels[i]}] {heads[i]}", record_id=str(i)) for i in range(len(heads))]
-    print(f"\nWhat the store holds for document 0: vector [{', '.join(f'{v:+.3f}' for v in protected[0, :4])}, ...] "
-          f"and text {shorten(sealed[0], 56, placeholder='...')}")
-    print("  (AES-256-GCM, a fresh nonce per record, the record id bound to it; the app opens hits with its key, "
-          "from TEXTCRAFTER_KEY or `textcrafter keygen`.)")
+    print(
+        f"\nWhat the store holds for document 0: vector [{', '.join(f'{v:+.3f}' for v in protected[0, :4])}, ...] "
+        f"and text {shorten(sealed[0], 56, placeholder='...')}"
+    )
+    print(
+        "  (AES-256-GCM, a fresh nonce per record, the record id bound to it; the app opens hits with its key, "
+        "from TEXTCRAFTER_KEY or `textcrafter keygen`.)"
+    )
 
     idx_clean = faiss.IndexFlatIP(clean.shape[1])
     idx_clean.add(clean)
@@ -127,8 +135,10 @@ def run_demo(
             j = int(b[0, i])
             right = shorten(sealer.open(sealed[j], record_id=str(j)), 48, placeholder="...")
             print(f"    {i + 1}. {left:48s} | {right}")
-    print(f"\nWhat happened: every document vector was moved by exactly eps={policy.eps} in a fresh random "
-          "direction chosen by the policy before indexing, and every text was sealed; queries stay clean "
-          "(protect_queries=False). Whoever reads the store sees protected vectors and ciphertext only. "
-          f"Done in {time.perf_counter() - t0:.1f}s.")
+    print(
+        f"\nWhat happened: every document vector was moved by exactly eps={policy.eps} in a fresh random "
+        "direction chosen by the policy before indexing, and every text was sealed; queries stay clean "
+        "(protect_queries=False). Whoever reads the store sees protected vectors and ciphertext only. "
+        f"Done in {time.perf_counter() - t0:.1f}s."
+    )
     return 0

@@ -91,8 +91,9 @@ def cached_embeddings(
         return np.load(path, allow_pickle=False)
     batches = root / f"emb-{key}.batches"
     batches.mkdir(exist_ok=True)
-    emb = embed_in_batches(encoder.encode, texts, batch_size=batch_size, progress=progress, desc=desc,
-                           batch_dir=batches)
+    emb = embed_in_batches(
+        encoder.encode, texts, batch_size=batch_size, progress=progress, desc=desc, batch_dir=batches
+    )
     tmp = root / f"emb-{key}.tmp.npy"
     np.save(tmp, emb, allow_pickle=False)
     tmp.replace(path)

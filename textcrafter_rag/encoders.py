@@ -85,8 +85,11 @@ class Encoder:
         return self._dimension
 
     def _check(self, out: Any, n: int) -> np.ndarray:
-        arr = check_vectors(np.asarray(out, dtype=np.float64) if isinstance(out, list) else out,
-                            dim=self._dimension, name=f"output of encoder {self.model_id!r}")
+        arr = check_vectors(
+            np.asarray(out, dtype=np.float64) if isinstance(out, list) else out,
+            dim=self._dimension,
+            name=f"output of encoder {self.model_id!r}",
+        )
         if arr.shape[0] != n:
             raise ValueError(f"encoder {self.model_id!r} returned {arr.shape[0]} vectors for {n} texts")
         if self._dimension is None:
@@ -114,13 +117,16 @@ class Encoder:
 def _sentence_transformer_encoder(model: Any, *, normalize: bool, batch_size: int) -> Encoder:
     def fn(texts: list[str]) -> np.ndarray:
         return model.encode(
-            texts, batch_size=batch_size, normalize_embeddings=normalize,
-            convert_to_numpy=True, show_progress_bar=False,
+            texts,
+            batch_size=batch_size,
+            normalize_embeddings=normalize,
+            convert_to_numpy=True,
+            show_progress_bar=False,
         )
 
     card = getattr(model, "model_card_data", None)
     name = getattr(model, "_textcrafter_model_id", None) or getattr(card, "base_model", None) or "sentence-transformers"
-    dim_getter = getattr(model, "get_embedding_dimension", None) or getattr(model, "get_sentence_embedding_dimension")
+    dim_getter = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
     return Encoder(fn, dimension=int(dim_getter()), model_id=str(name), normalize=normalize, model=model)
 
 
@@ -143,7 +149,9 @@ def as_encoder(base: Any, *, normalize: bool = True, batch_size: int = 64, model
     """
     if isinstance(base, Encoder):
         enc = base
-    elif hasattr(base, "encode") and (hasattr(base, "get_embedding_dimension") or hasattr(base, "get_sentence_embedding_dimension")):
+    elif hasattr(base, "encode") and (
+        hasattr(base, "get_embedding_dimension") or hasattr(base, "get_sentence_embedding_dimension")
+    ):
         enc = _sentence_transformer_encoder(base, normalize=normalize, batch_size=batch_size)
     elif (adapted := _adapt(base)) is not None:
         enc = adapted
@@ -155,8 +163,9 @@ def as_encoder(base: Any, *, normalize: bool = True, batch_size: int = 64, model
         )
     elif hasattr(base, "embed_documents") and hasattr(base, "embed_query"):
         name = getattr(base, "model", None) or getattr(base, "model_name", None) or type(base).__name__
-        enc = Encoder(base.embed_documents, async_fn=getattr(base, "aembed_documents", None),
-                      model_id=f"langchain:{name}")
+        enc = Encoder(
+            base.embed_documents, async_fn=getattr(base, "aembed_documents", None), model_id=f"langchain:{name}"
+        )
     elif callable(base):
         enc = Encoder(base, model_id=getattr(base, "__name__", "callable"))
     else:

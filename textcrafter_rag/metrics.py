@@ -113,7 +113,10 @@ def embedding_cosine(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def text_privacy_metrics(
-    references: Sequence[str], predictions: Sequence[str], *, encoder: Any = None,
+    references: Sequence[str],
+    predictions: Sequence[str],
+    *,
+    encoder: Any = None,
     clean_embeddings: np.ndarray | None = None,
 ) -> dict[str, float]:
     """All reconstruction metrics: ``bleu, token_f1, exact_match, rouge_l, content_f1, cosine``.

@@ -6,8 +6,8 @@ Both framework adapters (LangChain, LlamaIndex) are thin wrappers around :class:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
 import os
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -114,7 +114,9 @@ class Protector:
         return (await asyncio.to_thread(self.protect, vec) if self.protect_queries else vec)[0]
 
     def __repr__(self) -> str:
-        return f"Protector(encoder={self.encoder!r}, mechanism={self.mechanism!r}, protect_queries={self.protect_queries})"
+        return (
+            f"Protector(encoder={self.encoder!r}, mechanism={self.mechanism!r}, protect_queries={self.protect_queries})"
+        )
 
 
 def protector_for(
@@ -137,5 +139,6 @@ def protector_for(
         chunk_size: Rows protected per step.
     """
     base = encoder_from_name(encoder) if encoder is not None else None
-    return Protector(base=base, policy=DEFAULT_POLICY if policy is None else policy, secure_mode=secure_mode,
-                     chunk_size=chunk_size)
+    return Protector(
+        base=base, policy=DEFAULT_POLICY if policy is None else policy, secure_mode=secure_mode, chunk_size=chunk_size
+    )

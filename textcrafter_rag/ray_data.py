@@ -73,5 +73,6 @@ class Protect:
 
     def __call__(self, batch: Any) -> Any:
         """Protect one batch (numpy dict, ``pyarrow.Table`` or pandas DataFrame)."""
-        return protect_batch(self.protector, batch, column=self.column, output_column=self.output_column,
-                             text_column=self.text_column)
+        return protect_batch(
+            self.protector, batch, column=self.column, output_column=self.output_column, text_column=self.text_column
+        )

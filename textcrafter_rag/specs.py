@@ -27,7 +27,10 @@ DEFAULT_POLICY: PolicyArg = AUTO
 
 _ALIASES = {"eps": "epsilon"}
 _CLASSES: dict[str, type[Mechanism]] = {
-    "shuffle": Shuffle, "gaussian": GaussianNoise, "ldp": LDPGaussian, "purkayastha": Purkayastha,
+    "shuffle": Shuffle,
+    "gaussian": GaussianNoise,
+    "ldp": LDPGaussian,
+    "purkayastha": Purkayastha,
 }
 
 

@@ -11,5 +11,11 @@ from .ldp import LDPGaussian, Purkayastha, analytic_gaussian_sigma
 from .simple import GaussianNoise, NoDefense, Shuffle
 
 __all__ = [
-    "Mechanism", "NoDefense", "Shuffle", "GaussianNoise", "LDPGaussian", "Purkayastha", "analytic_gaussian_sigma",
+    "Mechanism",
+    "NoDefense",
+    "Shuffle",
+    "GaussianNoise",
+    "LDPGaussian",
+    "Purkayastha",
+    "analytic_gaussian_sigma",
 ]

@@ -21,6 +21,13 @@ from .reward import RewardWeights
 from .training import TrainingConfig
 
 __all__ = [
-    "TextCrafter", "fit_textcrafter", "Calibration", "CalibrationConfig", "calibrate", "PolicyConfig",
-    "TextCrafterPolicy", "RewardWeights", "TrainingConfig",
+    "TextCrafter",
+    "fit_textcrafter",
+    "Calibration",
+    "CalibrationConfig",
+    "calibrate",
+    "PolicyConfig",
+    "TextCrafterPolicy",
+    "RewardWeights",
+    "TrainingConfig",
 ]

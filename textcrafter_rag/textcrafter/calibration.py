@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import random
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -53,8 +52,12 @@ class CalibrationConfig:
 
     def quick(self) -> CalibrationConfig:
         """A small configuration for demos and tests."""
-        return replace(self, n_pii=min(self.n_pii, 300), n_calibration=min(self.n_calibration, 1500),
-                       clusters=min(self.clusters, 8))
+        return replace(
+            self,
+            n_pii=min(self.n_pii, 300),
+            n_calibration=min(self.n_calibration, 1500),
+            clusters=min(self.clusters, 8),
+        )
 
 
 @dataclass
@@ -107,25 +110,39 @@ def calibrate(
     pii_corpus = build_pii_corpus(plain[: 2 * n_pii], n=n_pii, seed=seed, progress=progress)
     pii_emb = embed_in_batches(encoder.encode, pii_corpus.texts, progress=progress, desc="Embedding PII corpus")
     pii = PIIClassifier.fit(pii_emb, pii_corpus.labels, seed=seed)
-    pii.metrics.update({"relabelled_plain": pii_corpus.n_relabelled, "synthetic": pii_corpus.n_synthetic,
-                        "plain": pii_corpus.n_plain})
+    pii.metrics.update(
+        {"relabelled_plain": pii_corpus.n_relabelled, "synthetic": pii_corpus.n_synthetic, "plain": pii_corpus.n_plain}
+    )
     m = pii.metrics
-    say(f"[fit] PII classifier: held-out P={m['precision']:.3f} R={m['recall']:.3f} F1={m['f1']:.3f} "
+    say(
+        f"[fit] PII classifier: held-out P={m['precision']:.3f} R={m['recall']:.3f} F1={m['f1']:.3f} "
         f"AUC={m['auc']:.3f}; Presidio moved {pii_corpus.n_relabelled}/{n_pii} plain sentences to PII "
-        f"(PII share {m['pii_fraction']:.2f})")
+        f"(PII share {m['pii_fraction']:.2f})"
+    )
 
     used = set(pii_corpus.texts)
     extra = [s for s in plain[2 * n_pii :] if s not in used][: max(0, n_calibration - len(pii_emb))]
-    extra_emb = (embed_in_batches(encoder.encode, extra, progress=progress, desc="Embedding calibration")
-                 if extra else pii_emb[:0])
+    extra_emb = (
+        embed_in_batches(encoder.encode, extra, progress=progress, desc="Embedding calibration")
+        if extra
+        else pii_emb[:0]
+    )
     embeddings = np.concatenate([pii_emb, extra_emb], axis=0)
     with torch.no_grad():
         p = pii.prob(torch.as_tensor(embeddings)).numpy()
     prior = ClusterPrior.fit(embeddings, p, k=cfg.clusters, seed=seed)
     say(f"[fit] cluster prior: {prior.centroids.shape[0]} centroids, {int(prior.safe.sum())} safe")
     return Calibration(
-        encoder=encoder, pii=pii, prior=prior, embeddings=embeddings,
-        provenance={"corpus": source, "n_pii": n_pii, "n_calibration": int(embeddings.shape[0]),
-                    "clusters": int(prior.centroids.shape[0]), "seed": seed,
-                    "calibration_seconds": round(time.perf_counter() - t0, 1)},
+        encoder=encoder,
+        pii=pii,
+        prior=prior,
+        embeddings=embeddings,
+        provenance={
+            "corpus": source,
+            "n_pii": n_pii,
+            "n_calibration": int(embeddings.shape[0]),
+            "clusters": int(prior.centroids.shape[0]),
+            "seed": seed,
+            "calibration_seconds": round(time.perf_counter() - t0, 1),
+        },
     )

@@ -12,8 +12,8 @@ import torch
 
 from ..encoders import encoder_fingerprint
 from ..numerics import row_norms
-from .calibration import Calibration, CalibrationConfig, calibrate
 from ..validation import check_positive
+from .calibration import Calibration, CalibrationConfig, calibrate
 from .mechanism import TextCrafter
 from .policy import PolicyConfig, TextCrafterPolicy
 from .reward import RewardWeights
@@ -80,13 +80,25 @@ def fit_textcrafter(
     encoder = calibration.encoder
     norm_scale = median_norm(calibration.embeddings)
     if norm_scale != 1.0:
-        say(f"[fit] embeddings are not unit-norm (median norm {norm_scale:.4g}): eps {eps:g} means a perturbation "
-            f"of norm {eps * norm_scale:.4g}")
+        say(
+            f"[fit] embeddings are not unit-norm (median norm {norm_scale:.4g}): eps {eps:g} means a perturbation "
+            f"of norm {eps * norm_scale:.4g}"
+        )
     policy = TextCrafterPolicy(PolicyConfig(dim=encoder.dimension, **(policy_config or {}))).float()
-    report = train_policy(policy, calibration.embeddings, eps=eps * norm_scale, pii=calibration.pii,
-                          prior=calibration.prior, weights=weights, config=training, progress=progress)
-    say(f"[fit] policy: validation reward {report.initial_val_reward:.4f} -> {report.best_val_reward:.4f} "
-        f"(best at step {report.best_step}/{report.steps_run}, {report.seconds:.1f}s)")
+    report = train_policy(
+        policy,
+        calibration.embeddings,
+        eps=eps * norm_scale,
+        pii=calibration.pii,
+        prior=calibration.prior,
+        weights=weights,
+        config=training,
+        progress=progress,
+    )
+    say(
+        f"[fit] policy: validation reward {report.initial_val_reward:.4f} -> {report.best_val_reward:.4f} "
+        f"(best at step {report.best_step}/{report.steps_run}, {report.seconds:.1f}s)"
+    )
 
     fp_meta, probes = encoder_fingerprint(encoder)
     seconds = time.perf_counter() - t0
@@ -95,13 +107,23 @@ def fit_textcrafter(
         "training": training.to_dict(),
         "training_report": report.to_dict(),
         "provenance": {
-            **calibration.provenance, "quick": quick, "fit_seconds": round(seconds, 1),
+            **calibration.provenance,
+            "quick": quick,
+            "fit_seconds": round(seconds, 1),
             "machine": f"{platform.machine()} {os.cpu_count()} CPUs, torch {torch.__version__}",
             "fitted_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         },
     }
     say(f"[fit] done in {seconds:.1f}s")
-    tc = TextCrafter(policy=policy, eps=eps, pii=calibration.pii, prior=calibration.prior, weights=weights,
-                     norm_scale=norm_scale, metadata=metadata, probes=probes)
+    tc = TextCrafter(
+        policy=policy,
+        eps=eps,
+        pii=calibration.pii,
+        prior=calibration.prior,
+        weights=weights,
+        norm_scale=norm_scale,
+        metadata=metadata,
+        probes=probes,
+    )
     tc.training_report = report
     return tc

@@ -66,7 +66,7 @@ class TextCrafter(Mechanism):
         eps: float,
         pii: PIIClassifier,
         prior: ClusterPrior,
-        weights: RewardWeights = RewardWeights(),
+        weights: RewardWeights | None = None,
         refine_steps: int = 0,
         norm_scale: float = 1.0,
         metadata: dict[str, Any] | None = None,
@@ -81,7 +81,7 @@ class TextCrafter(Mechanism):
         self.policy = policy.float().eval()
         self.pii = pii
         self.prior = prior
-        self.weights = weights
+        self.weights = weights or RewardWeights()
         self.refine_steps = int(refine_steps)
         self.norm_scale = check_positive(norm_scale, name="norm_scale")
         self.metadata: dict[str, Any] = dict(metadata or {})
@@ -114,8 +114,14 @@ class TextCrafter(Mechanism):
         if self.refine_steps:
             with self._torch_lock, plain_torch(grad=True):  # refinement trains a copy of the policy
                 f_adv = refine_batch(
-                    self.policy, torch.as_tensor(x, dtype=torch.float32), self._noise, eps=self.radius,
-                    pii=self.pii, prior=self.prior, weights=self.weights, steps=self.refine_steps,
+                    self.policy,
+                    torch.as_tensor(x, dtype=torch.float32),
+                    self._noise,
+                    eps=self.radius,
+                    pii=self.pii,
+                    prior=self.prior,
+                    weights=self.weights,
+                    steps=self.refine_steps,
                 )
             return f_adv.detach().numpy()
         return self.release_with_noise(x, self._noise.normal(x.shape))[0]
@@ -182,7 +188,7 @@ class TextCrafter(Mechanism):
                 raise ValueError(f"policy dimension {pcfg.dim} != recorded dimension {dim}")
             weights = RewardWeights(**config["reward_weights"])
             policy = TextCrafterPolicy(pcfg).float()  # float32 whatever the caller's default dtype
-            state = {k[len("policy."):]: v for k, v in tensors.items() if k.startswith("policy.")}
+            state = {k[len("policy.") :]: v for k, v in tensors.items() if k.startswith("policy.")}
             policy.load_state_dict(state, strict=True)
             pii = PIIClassifier.from_tensors(tensors, config.get("pii_classifier"))
             prior = ClusterPrior.from_tensors(tensors)
@@ -204,9 +210,19 @@ class TextCrafter(Mechanism):
                 verify_fingerprint(enc, probes_np)
         reserved = {"eps", "norm_scale", "dim", "policy", "reward_weights", "pii_classifier"}
         meta = {k: v for k, v in config.items() if k not in reserved}
-        tc = cls(policy=policy, eps=eps, pii=pii, prior=prior, weights=weights, metadata=meta,
-                 norm_scale=float(config.get("norm_scale", 1.0)),
-                 probes=probes_np, seed=seed, secure_mode=secure_mode, refine_steps=refine_steps)
+        tc = cls(
+            policy=policy,
+            eps=eps,
+            pii=pii,
+            prior=prior,
+            weights=weights,
+            metadata=meta,
+            norm_scale=float(config.get("norm_scale", 1.0)),
+            probes=probes_np,
+            seed=seed,
+            secure_mode=secure_mode,
+            refine_steps=refine_steps,
+        )
         tc.path = Path(path)
         return tc
 

@@ -29,8 +29,18 @@ __all__ = [
 #: Presidio entity types that count as PII when relabelling plain sentences. Dates and
 #: nationalities/religious/political groups are left out: nearly every encyclopedia sentence has one.
 DEFAULT_PII_ENTITIES: tuple[str, ...] = (
-    "PERSON", "EMAIL_ADDRESS", "PHONE_NUMBER", "CREDIT_CARD", "IBAN_CODE", "IP_ADDRESS",
-    "US_SSN", "US_PASSPORT", "US_DRIVER_LICENSE", "US_BANK_NUMBER", "MEDICAL_LICENSE", "LOCATION",
+    "PERSON",
+    "EMAIL_ADDRESS",
+    "PHONE_NUMBER",
+    "CREDIT_CARD",
+    "IBAN_CODE",
+    "IP_ADDRESS",
+    "US_SSN",
+    "US_PASSPORT",
+    "US_DRIVER_LICENSE",
+    "US_BANK_NUMBER",
+    "MEDICAL_LICENSE",
+    "LOCATION",
 )
 
 _TEMPLATES: tuple[str, ...] = (
@@ -69,11 +79,21 @@ def synthetic_pii_sentences(n: int, *, seed: int = 0, locale: str = "en_US") -> 
         template = rng.choice(_TEMPLATES)
         out.append(
             template.format(
-                name=fake.name(), phone=fake.phone_number(), email=fake.email(),
-                address=fake.address().replace("\n", ", "), card=fake.credit_card_number(),
-                dob=fake.date_of_birth().isoformat(), date=fake.date(), iban=fake.iban(), ssn=fake.ssn(),
-                ip=fake.ipv4(), company=fake.company(), account=fake.bban(), expiry=fake.credit_card_expire(),
-                passport=fake.passport_number(), city=fake.city(),
+                name=fake.name(),
+                phone=fake.phone_number(),
+                email=fake.email(),
+                address=fake.address().replace("\n", ", "),
+                card=fake.credit_card_number(),
+                dob=fake.date_of_birth().isoformat(),
+                date=fake.date(),
+                iban=fake.iban(),
+                ssn=fake.ssn(),
+                ip=fake.ipv4(),
+                company=fake.company(),
+                account=fake.bban(),
+                expiry=fake.credit_card_expire(),
+                passport=fake.passport_number(),
+                city=fake.city(),
             )
         )
     return out
@@ -103,7 +123,10 @@ class PresidioDetector:
         logging.getLogger("tldextract").setLevel(logging.CRITICAL)
         try:
             provider = NlpEngineProvider(
-                nlp_configuration={"nlp_engine_name": "spacy", "models": [{"lang_code": "en", "model_name": model_name}]}
+                nlp_configuration={
+                    "nlp_engine_name": "spacy",
+                    "models": [{"lang_code": "en", "model_name": model_name}],
+                }
             )
             self._analyzer = AnalyzerEngine(nlp_engine=provider.create_engine(), supported_languages=["en"])
         except OSError as exc:
@@ -195,7 +218,7 @@ class PIIClassifier:
             "f1": float(f1_score(y_te, pred)),
             "auc": float(roc_auc_score(y_te, proba)),
             "pii_fraction": float(labels.mean()),
-            "n": int(len(labels)),
+            "n": len(labels),
         }
         final = LogisticRegression(C=C, max_iter=2000).fit(embeddings, labels)
         return cls(

@@ -24,7 +24,9 @@ class ClusterPrior:
     safe: torch.Tensor
 
     @classmethod
-    def fit(cls, embeddings: np.ndarray, pii_prob: np.ndarray, *, k: int = 16, seed: int = 0, niter: int = 25) -> ClusterPrior:
+    def fit(
+        cls, embeddings: np.ndarray, pii_prob: np.ndarray, *, k: int = 16, seed: int = 0, niter: int = 25
+    ) -> ClusterPrior:
         """Cluster ``embeddings`` and mark clusters whose mean ``pii_prob`` is at most the median as safe."""
         import faiss
 

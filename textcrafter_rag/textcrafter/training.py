@@ -118,7 +118,7 @@ def train_policy(
     torch.manual_seed(config.seed)
     x = torch.as_tensor(np.asarray(embeddings, dtype=np.float32))
     n = x.shape[0]
-    n_val = max(1, int(round(config.val_fraction * n)))
+    n_val = max(1, round(config.val_fraction * n))
     if n - n_val < 2:
         raise ValueError(f"need more calibration embeddings than {n} to train")
     perm = torch.randperm(n, generator=gen)
@@ -149,8 +149,15 @@ def train_policy(
         opt.step()
         if step % config.eval_every == 0 or step == config.steps:
             val = _validate(policy, x_val, z_val, **kw)
-            history.append({"step": step, "train_reward": float(r_det.mean()), "val_reward": val,
-                            "baseline": baseline, "mean_sigma": float(policy.sigma().detach().mean())})
+            history.append(
+                {
+                    "step": step,
+                    "train_reward": float(r_det.mean()),
+                    "val_reward": val,
+                    "baseline": baseline,
+                    "mean_sigma": float(policy.sigma().detach().mean()),
+                }
+            )
             bar.set_postfix(val_reward=f"{val:.4f}", best=f"{max(best, val):.4f}")
             if val > best + config.min_improvement:
                 best, best_step, stale = val, step, 0
@@ -163,6 +170,11 @@ def train_policy(
     policy.load_state_dict(best_state)
     policy.eval()
     return TrainingReport(
-        steps_run=step, best_step=best_step, initial_val_reward=initial, best_val_reward=best,
-        seconds=time.perf_counter() - t0, stopped_early=step < config.steps, history=history,
+        steps_run=step,
+        best_step=best_step,
+        initial_val_reward=initial,
+        best_val_reward=best,
+        seconds=time.perf_counter() - t0,
+        stopped_early=step < config.steps,
+        history=history,
     )
