@@ -31,6 +31,8 @@ SCRIPTS = [
     "ray_throughput",
     "table1",
     "audit_example",
+    "autofit",
+    "queries",
 ]
 META_KEYS = {
     "benchmark",

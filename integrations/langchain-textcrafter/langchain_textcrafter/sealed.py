@@ -33,6 +33,16 @@ __all__ = ["STORE_ID_FIELD", "SealedVectorStore"]
 STORE_ID_FIELD = "_id"
 
 
+def _store_id_field(store: VectorStore) -> str:
+    """The metadata field holding a hit's id when ``Document.id`` is empty.
+
+    ``langchain_milvus`` returns the primary key under its ``_primary_field`` ("pk" by default);
+    ``langchain_qdrant`` under ``_id``. Reading the store's own field lets a moved record be caught there too.
+    """
+    primary = getattr(store, "_primary_field", None)
+    return primary if isinstance(primary, str) and primary else STORE_ID_FIELD
+
+
 def _filter_keys(flt: Any) -> list[str]:
     """Field names in a dict-style filter (``{"author": ..., "$and": [{...}]}``); other filters: none."""
     if not isinstance(flt, Mapping):
@@ -72,7 +82,8 @@ class SealedVectorStore(VectorStore):
         textcrafter_rag.sealing.InvalidKeyError: The key is not 32 bytes or their base64 string.
 
     Every hit is opened with the id the store returns (``Document.id``, else the ``_id`` metadata
-    field that ``langchain_qdrant`` fills with the point id), checked against the plain ``_tc_id``
+    field that ``langchain_qdrant`` fills with the point id, or the primary-key field of
+    ``langchain_milvus``, "pk" by default), checked against the plain ``_tc_id``
     field, so a record's values copied to another point do not open; ``_tc_id`` alone is used
     for stores that return no id at all.
     A value that does not open (wrong key or context, edited, moved to another record) raises
@@ -94,6 +105,7 @@ class SealedVectorStore(VectorStore):
         self._records = RecordSealer(key, sealed_metadata=sealed_metadata, context=context)
         self._store = store
         self._shim: SealedTextEmbeddings = install_sealed_embeddings(store)
+        self._id_field = _store_id_field(store)
 
     @property
     def store(self) -> VectorStore:
@@ -192,7 +204,7 @@ class SealedVectorStore(VectorStore):
     # -- reading ---------------------------------------------------------------------------------
 
     def _open(self, doc: Document) -> Document:
-        store_id = doc.id if doc.id is not None else doc.metadata.get(STORE_ID_FIELD)
+        store_id = doc.id if doc.id is not None else doc.metadata.get(self._id_field)
         rec = self._records.open(doc.page_content, doc.metadata, store_id=store_id)
         return Document(id=rec.record_id, page_content=rec.text, metadata=rec.metadata)
 

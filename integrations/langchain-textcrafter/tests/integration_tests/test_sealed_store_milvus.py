@@ -1,0 +1,224 @@
+"""Sealed documents end to end on Milvus Lite (``langchain_milvus``; the engine serves gRPC from this process).
+
+The same 30 records as ``test_sealed_vector_store.py`` go through ``ProtectedEmbeddings`` and
+``SealedVectorStore`` into Milvus Lite (a ``*.db`` directory). Milvus returns a hit's id in the
+``pk`` metadata field (``Document.id`` is empty); the wrapper opens each hit with it. Milvus writes
+rows to uncompressed Arrow WAL files while open and SNAPPY Parquet segments when released, so the
+data directory is scanned both while open and after release, and the Parquet files are also decoded
+and their strings scanned: no text, 3-word fragment or sealed value may be found, while the same
+scans over an unsealed store find every text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from langchain_textcrafter import ProtectedEmbeddings, SealedVectorStore, SealError
+from textcrafter_rag.sealing import generate_key
+from textcrafter_rag.testing import scan_for_plaintext
+from textcrafter_rag.testing.pii_records import SEALED_FIELDS
+
+from ._sealed_engine_servers import (
+    RECORDS,
+    SECRETS,
+    assert_opened,
+    documents,
+    listening_ports,
+    milvus_port,
+    parquet_strings,
+    release_milvus,
+)
+
+pytest.importorskip("milvus_lite", reason="the Milvus tests need milvus-lite (the test extra)")
+pytest.importorskip("pyarrow", reason="the Milvus tests decode Parquet with pyarrow")
+Milvus = pytest.importorskip("langchain_milvus", reason="the Milvus tests need langchain-milvus").Milvus
+
+COLLECTION = "sealed_docs"
+
+
+def _milvus(uri: str, embeddings: Any, collection: str = COLLECTION) -> Any:
+    """Exact (FLAT, L2) search, reads see all writes, the wrapper's ids as primary keys, any metadata field."""
+    return Milvus(
+        embedding_function=embeddings,
+        collection_name=collection,
+        connection_args={"uri": uri},
+        index_params={"index_type": "FLAT", "metric_type": "L2"},
+        consistency_level="Strong",
+        auto_id=False,
+        enable_dynamic_field=True,
+    )
+
+
+def _release(uri: str, port: int | None) -> None:
+    """Stop the in-process server for ``uri`` and check it no longer listens."""
+    release_milvus(uri)
+    assert milvus_port(uri) is None and port is not None and port not in listening_ports()
+
+
+def _close_sync(store: Any) -> None:
+    store.client.close()
+    if store._async_milvus_client is not None:  # made in __init__, bound to no running loop here
+        with contextlib.suppress(RuntimeError):
+            asyncio.run(store._async_milvus_client.close())
+
+
+@dataclass
+class Running:
+    store: SealedVectorStore
+    ids: list[str]
+    key: str
+
+
+@pytest.fixture(scope="module")
+def embeddings() -> ProtectedEmbeddings:
+    return ProtectedEmbeddings()  # bundled MiniLM, the shipped policy (eps 1.0)
+
+
+@pytest.fixture(scope="module")
+def running(tmp_path_factory: pytest.TempPathFactory, embeddings: Any) -> Iterator[Running]:
+    """One Milvus Lite database for the read-only tests: the 30 records added through the sealed wrapper."""
+    uri = str(tmp_path_factory.mktemp("milvus-read") / "milvus.db")
+    inner, key = _milvus(uri, embeddings), generate_key()
+    port = milvus_port(uri)
+    try:
+        store = SealedVectorStore(inner, key=key, sealed_metadata=SEALED_FIELDS)
+        yield Running(store, store.add_documents(documents()), key)
+    finally:
+        _close_sync(inner)
+        _release(uri, port)
+
+
+@pytest.fixture(scope="module")
+def query_vectors(minilm: Any) -> dict[str, Any]:
+    """Clean MiniLM vectors of every text and question: exactly what ``embed_query`` returns."""
+    return {"text": minilm.encode([r.text for r in RECORDS]), "question": minilm.encode([r.question for r in RECORDS])}
+
+
+def test_each_text_retrieves_its_own_decrypted_document(running: Running, query_vectors: dict[str, Any]) -> None:
+    for i, vector in enumerate(query_vectors["text"]):
+        hits = running.store.similarity_search_by_vector(vector.tolist(), k=3)
+        assert all(h.metadata["pk"] == h.id for h in hits)  # opened with Milvus's own id field
+        ranked = [assert_opened(h, running.ids) for h in hits]  # every hit opened
+        assert ranked[0] == i
+
+
+def test_paraphrased_questions_find_their_document(running: Running, query_vectors: dict[str, Any]) -> None:
+    found = 0
+    for i, vector in enumerate(query_vectors["question"]):
+        hits = running.store.similarity_search_by_vector(vector.tolist(), k=3)
+        found += i in [assert_opened(h, running.ids) for h in hits]
+    assert found >= 27, found  # measured >= 28 of 30 by L2 (pii_records)
+
+
+@pytest.mark.filterwarnings("ignore:Relevance scores must be between")  # L2 relevance on non-unit vectors
+def test_scores_retriever_and_mmr(running: Running) -> None:
+    store, record, ids = running.store, RECORDS[4], running.ids
+    scored = store.similarity_search_with_score(record.text, k=2)
+    assert assert_opened(scored[0][0], ids) == 4 and scored[0][1] < scored[1][1]
+    assert assert_opened(store.similarity_search_with_relevance_scores(record.text, k=2)[0][0], ids) == 4
+    retrieved = [assert_opened(d, ids) for d in store.as_retriever(search_kwargs={"k": 2}).invoke(record.text)]
+    assert retrieved[0] == 4 and len(retrieved) == 2
+    mmr = store.as_retriever(search_type="mmr", search_kwargs={"k": 3, "fetch_k": 10}).invoke(record.text)
+    assert len(mmr) == 3 and assert_opened(mmr[0], ids) == 4
+    with pytest.raises(NotImplementedError):  # langchain-milvus has no get_by_ids
+        store.get_by_ids([ids[0]])
+
+
+def test_plain_fields_filter_and_sealed_fields_are_refused(running: Running) -> None:
+    hits = running.store.similarity_search(RECORDS[0].question, k=5, expr='category == "moves"')
+    assert len(hits) == 5 and all(
+        assert_opened(h, running.ids) >= 0 and h.metadata["category"] == "moves" for h in hits
+    )
+    with pytest.raises(ValueError, match="cannot filter on sealed"):
+        running.store.similarity_search("x", k=5, filter={"author": RECORDS[0].metadata["author"]})
+
+
+def test_a_wrong_key_or_context_or_a_moved_record_raises(tmp_path: Path, embeddings: Any) -> None:
+    uri, key = str(tmp_path / "milvus.db"), generate_key()
+    inner = _milvus(uri, embeddings)
+    port = milvus_port(uri)
+    try:
+        store = SealedVectorStore(inner, key=key, sealed_metadata=SEALED_FIELDS)
+        ids = store.add_documents(documents(RECORDS[:3]))
+        assert store.similarity_search(RECORDS[0].text, k=1)[0].page_content == RECORDS[0].text
+        for other in (
+            SealedVectorStore(inner, key=generate_key(), sealed_metadata=SEALED_FIELDS),
+            SealedVectorStore(inner, key=key, sealed_metadata=SEALED_FIELDS, context="tenant-b"),
+        ):
+            with pytest.raises(SealError):
+                other.similarity_search(RECORDS[0].text, k=1)
+        row = inner.client.query(COLLECTION, filter=f'pk == "{ids[0]}"', output_fields=["*"])[0]
+        inner.client.upsert(COLLECTION, [{**row, "pk": ids[1]}])  # record 0's values onto record 1's key
+        with pytest.raises(SealError, match="moved"):
+            store.similarity_search(RECORDS[0].text, k=3)
+    finally:
+        _close_sync(inner)
+        _release(uri, port)
+
+
+async def test_delete_and_async_then_no_plaintext_on_disk(tmp_path: Path, embeddings: Any) -> None:
+    """Writes, a delete and async calls, then the raw files (open and released) and decoded Parquet are scanned."""
+    uri, key = str(tmp_path / "milvus.db"), generate_key()
+    inner = _milvus(uri, embeddings)  # built in this test's loop: its async client binds to it
+    ainner = _milvus(uri, embeddings, "sealed_async")
+    port = milvus_port(uri)
+    try:
+        store = SealedVectorStore(inner, key=key, sealed_metadata=SEALED_FIELDS)
+        ids = store.add_documents(documents())
+        assert store.delete([ids[1]]) is True
+        assert RECORDS[1].text not in [h.page_content for h in store.similarity_search(RECORDS[1].text, k=29)]
+        token = inner.client.query(COLLECTION, filter=f'pk == "{ids[0]}"', output_fields=["text"])[0]["text"]
+
+        astore = SealedVectorStore(ainner, key=key, sealed_metadata=SEALED_FIELDS)
+        docs = documents(RECORDS[:6])
+        docs[0].id = "00000000-0000-4000-8000-000000000001"  # a Document.id is the record id
+        aids = await astore.aadd_documents(docs)
+        assert aids[0] == docs[0].id and len(set(aids)) == 6
+        hits = await astore.asimilarity_search(RECORDS[0].text, k=2)
+        assert (hits[0].id, hits[0].page_content) == (docs[0].id, RECORDS[0].text)
+        assert hits[0].metadata["email"] == RECORDS[0].metadata["email"]
+        scored = await astore.asimilarity_search_with_score(RECORDS[2].text, k=1)
+        assert scored[0][0].page_content == RECORDS[2].text
+        assert (await astore.as_retriever(search_kwargs={"k": 1}).ainvoke(RECORDS[3].text))[0].id == aids[3]
+        assert await astore.adelete([aids[3]]) is True
+        after = [h.id for h in await astore.asimilarity_search(RECORDS[3].text, k=6)]
+        assert len(after) == 5 and aids[3] not in after
+
+        assert any(token.encode() in f.read_bytes() for f in Path(uri).rglob("*.arrow"))  # rows are in the WAL
+        open_hits = scan_for_plaintext([uri], SECRETS)
+        assert open_hits == [], "\n".join(map(str, open_hits[:10]))
+    finally:
+        for s in (inner, ainner):
+            s.client.close()
+            await s.aclient.close()
+        _release(uri, port)
+
+    decoded = parquet_strings(Path(uri))
+    assert token in decoded  # the released segments hold the (sealed) rows
+    (tmp_path / "decoded.txt").write_text("\n".join(decoded), encoding="utf-8")
+    hits = scan_for_plaintext([uri, tmp_path / "decoded.txt"], SECRETS)
+    assert hits == [], "\n".join(map(str, hits[:10]))
+
+
+def test_the_scan_finds_every_text_in_an_unsealed_store(tmp_path: Path, embeddings: Any) -> None:
+    """Negative control: the same documents unsealed: found in the open WAL and in the decoded segments."""
+    uri = str(tmp_path / "milvus.db")
+    inner = _milvus(uri, embeddings)
+    port = milvus_port(uri)
+    try:
+        inner.add_documents(documents(), ids=[f"doc-{i}" for i in range(len(RECORDS))])
+        open_hits = scan_for_plaintext([uri], SECRETS)
+    finally:
+        _close_sync(inner)
+        _release(uri, port)
+    (tmp_path / "decoded.txt").write_text("\n".join(parquet_strings(Path(uri))), encoding="utf-8")
+    for hits in (open_hits, scan_for_plaintext([tmp_path / "decoded.txt"], SECRETS)):
+        assert {h.text_index for h in hits if h.kind == "text"} == set(range(len(SECRETS)))
+        assert len({(h.text_index, h.needle) for h in hits if h.kind == "fragment"}) > 20 * len(RECORDS)

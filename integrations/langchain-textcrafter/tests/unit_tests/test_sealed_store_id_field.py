@@ -1,0 +1,54 @@
+"""Stores that return a hit's id in a metadata field of their own (``langchain_milvus``: ``pk``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from _langchain_textcrafter_fakes import FakeAsymmetricEmbeddings
+from langchain_core.documents import Document
+from langchain_core.vectorstores import InMemoryVectorStore
+
+from langchain_textcrafter import SealedVectorStore, SealError
+from textcrafter_rag.sealing import generate_key
+
+TEXTS = ["Jane Doe moved to Leeds.", "Bob Smith paid by card 4111."]
+
+
+class PrimaryKeyStore(InMemoryVectorStore):
+    """Like ``langchain_milvus.Milvus``: ``Document.id`` empty, the id under ``metadata[self._primary_field]``."""
+
+    def __init__(self, embedding: Any, primary_field: str = "pk") -> None:
+        super().__init__(embedding)
+        self._primary_field = primary_field
+
+    def similarity_search(self, query: str, k: int = 4, **kwargs: Any) -> list[Document]:
+        hits = super().similarity_search(query, k=k, **kwargs)
+        return [Document(page_content=d.page_content, metadata={**d.metadata, self._primary_field: d.id}) for d in hits]
+
+
+@pytest.mark.parametrize("primary_field", ["pk", "doc_key"])
+def test_hits_open_with_the_primary_key_field_and_moved_records_raise(primary_field: str) -> None:
+    inner = PrimaryKeyStore(FakeAsymmetricEmbeddings(), primary_field)
+    store = SealedVectorStore(inner, key=generate_key(), sealed_metadata=("author",))
+    store.add_texts(TEXTS, [{"author": "Jane Doe"}, {"author": "Bob Smith"}], ids=["a", "b"])
+    hit = store.similarity_search(TEXTS[1], k=1)[0]
+    assert (hit.id, hit.page_content, hit.metadata["author"], hit.metadata[primary_field]) == (
+        "b",
+        TEXTS[1],
+        "Bob Smith",
+        "b",
+    )
+    inner.store["b"] = {**inner.store["a"], "id": "b", "vector": inner.store["b"]["vector"]}  # a's values on b
+    with pytest.raises(SealError, match="moved"):
+        store.similarity_search(TEXTS[1], k=1)
+
+
+def test_a_non_string_primary_field_attribute_falls_back_to_the_qdrant_field() -> None:
+    inner = PrimaryKeyStore(FakeAsymmetricEmbeddings())
+    inner._primary_field = None  # type: ignore[assignment]
+    store = SealedVectorStore(inner, key=generate_key())
+    store.add_texts(TEXTS, ids=["a", "b"])
+    inner.store["b"] = {**inner.store["a"], "id": "b", "vector": inner.store["b"]["vector"]}
+    hit = store.similarity_search(TEXTS[1], k=1)[0]  # no id field known: the stored _tc_id alone is used
+    assert (hit.id, hit.page_content) == ("a", TEXTS[0])
