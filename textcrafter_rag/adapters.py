@@ -70,7 +70,8 @@ def build_protector(
             (e.g. a LangChain model's ``embed_query``); default, both through ``base`` itself.
 
     Raises:
-        textcrafter_rag.MissingPolicyError: No policy was given and none ships for the encoder.
+        textcrafter_rag.MissingPolicyError: No policy ships or is cached for the encoder and
+            ``TEXTCRAFTER_AUTO_FIT=0`` forbids fitting one.
         textcrafter_rag.FingerprintMismatch: The policy was fitted for another encoder.
     """
     options = options or AdapterOptions()

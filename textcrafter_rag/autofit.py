@@ -82,8 +82,12 @@ class AutoFitConfig:
 
     @property
     def texts_encoded(self) -> int:
-        """How many texts a fit sends through the base encoder (calibration plus fingerprint probes)."""
-        return self.calibration.n_calibration + len(PROBE_SENTENCES)
+        """At most how many texts a fit sends through the base encoder.
+
+        The calibration corpus, plus the fingerprint's probe sentences three times (the cache key,
+        the fitted policy's fingerprint, the check when it is loaded) and one to learn the dimension.
+        """
+        return self.calibration.n_calibration + 3 * len(PROBE_SENTENCES) + 1
 
 
 def policy_home() -> Path:
@@ -170,7 +174,7 @@ def auto_policy(
             return found
         say(
             f"no policy for encoder {encoder.model_id!r} ({encoder.dimension}-d) yet: fitting one now, once. "
-            f"This sends {cfg.texts_encoded} texts through the base encoder (for an API encoder that is a "
+            f"This sends up to {cfg.texts_encoded} texts through the base encoder (for an API encoder that is a "
             f"billed cost) and caches the policy at {path} (set {HOME_ENV} to move it, {AUTO_FIT_ENV}=0 to refuse)."
         )
         corpus = tuple(bbc_sentences(max_words=_MAX_WORDS))

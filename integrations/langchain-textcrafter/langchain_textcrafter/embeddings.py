@@ -58,17 +58,13 @@ class ProtectedEmbeddings(Embeddings):
         base: The base model: a LangChain ``Embeddings``, a sentence-transformers model, a
             :class:`textcrafter_rag.Encoder` or a callable ``list[str] -> array``. ``None`` uses the
             bundled offline all-MiniLM-L6-v2.
-        policy: A saved policy directory, a :class:`textcrafter_rag.Mechanism`, or ``None`` for the
-            policy shipped for the encoder (see :func:`textcrafter_rag.resolve_policy`); the default is
-            the core's ``DEFAULT_POLICY``.
-        protect_queries: Also protect query vectors. Off by default: queries are not stored, and
-            protecting both sides costs retrieval quality.
-        secure_mode: Draw noise from the OS CSPRNG (for policies loaded from a path).
-        seed: Reproducible noise, for experiments only (warns).
-        chunk_size: Rows protected per step.
+        policy, protect_queries, secure_mode, seed, chunk_size: The protection options, the same for
+            every adapter (:class:`textcrafter_rag.adapters.AdapterOptions`). ``policy="auto"`` (the
+            default) uses the policy shipped or cached for the encoder, or fits one on first use.
 
     Raises:
-        textcrafter_rag.MissingPolicyError: No policy was given and none ships for the encoder.
+        textcrafter_rag.MissingPolicyError: No policy ships or is cached for the encoder and
+            ``TEXTCRAFTER_AUTO_FIT=0`` forbids fitting one.
         textcrafter_rag.FingerprintMismatch: The policy was fitted for another encoder.
     """
 
