@@ -30,6 +30,11 @@ from ._sealed_engine_servers import (
     SECRETS,
     ChromaServer,
     assert_opened,
+    check_each_text_finds_itself,
+    check_paraphrases_find_their_record,
+    check_plain_filter_and_sealed_refusal,
+    check_scores_retriever_and_mmr,
+    clean_query_vectors,
     documents,
     no_chroma_default_embedding,
 )
@@ -84,44 +89,26 @@ def running(tmp_path_factory: pytest.TempPathFactory, embeddings: Any) -> Iterat
 
 @pytest.fixture(scope="module")
 def query_vectors(minilm: Any) -> dict[str, Any]:
-    """Clean MiniLM vectors of every text and question: exactly what ``embed_query`` returns."""
-    return {"text": minilm.encode([r.text for r in RECORDS]), "question": minilm.encode([r.question for r in RECORDS])}
+    return clean_query_vectors(minilm)
 
 
 def test_each_text_retrieves_its_own_decrypted_document(running: Running, query_vectors: dict[str, Any]) -> None:
-    for i, vector in enumerate(query_vectors["text"]):
-        hits = running.store.similarity_search_by_vector(vector.tolist(), k=3)
-        ranked = [assert_opened(h, running.ids) for h in hits]  # every hit opened
-        assert ranked[0] == i
+    check_each_text_finds_itself(running.store, running.ids, query_vectors["text"])
 
 
 def test_paraphrased_questions_find_their_document(running: Running, query_vectors: dict[str, Any]) -> None:
-    found = 0
-    for i, vector in enumerate(query_vectors["question"]):
-        found += i in [assert_opened(h, running.ids) for h in running.store.similarity_search_by_vector(vector, k=3)]
-    assert found >= 27, found  # measured >= 28 of 30 by L2 (pii_records)
+    check_paraphrases_find_their_record(running.store, running.ids, query_vectors["question"])
 
 
 @pytest.mark.filterwarnings("ignore:Relevance scores must be between")  # L2 relevance on non-unit vectors
 def test_scores_retriever_mmr_and_get_by_ids(running: Running) -> None:
-    store, record, ids = running.store, RECORDS[4], running.ids
-    scored = store.similarity_search_with_score(record.text, k=2)
-    assert assert_opened(scored[0][0], ids) == 4 and scored[0][1] < scored[1][1]
-    assert assert_opened(store.similarity_search_with_relevance_scores(record.text, k=2)[0][0], ids) == 4
-    retrieved = [assert_opened(d, ids) for d in store.as_retriever(search_kwargs={"k": 2}).invoke(record.text)]
-    assert retrieved[0] == 4 and len(retrieved) == 2
-    mmr = store.as_retriever(search_type="mmr", search_kwargs={"k": 3, "fetch_k": 10}).invoke(record.text)
-    assert len(mmr) == 3 and assert_opened(mmr[0], ids) == 4
-    assert sorted(assert_opened(d, ids) for d in store.get_by_ids([ids[7], ids[2]])) == [2, 7]
+    check_scores_retriever_and_mmr(running.store, running.ids)
+    ids = running.ids
+    assert sorted(assert_opened(d, ids) for d in running.store.get_by_ids([ids[7], ids[2]])) == [2, 7]
 
 
 def test_plain_fields_filter_and_sealed_fields_are_refused(running: Running) -> None:
-    hits = running.store.similarity_search(RECORDS[0].question, k=5, filter={"category": "moves"})
-    assert len(hits) == 5 and all(
-        assert_opened(h, running.ids) >= 0 and h.metadata["category"] == "moves" for h in hits
-    )
-    with pytest.raises(ValueError, match="cannot filter on sealed"):
-        running.store.similarity_search("x", k=5, filter={"author": RECORDS[0].metadata["author"]})
+    check_plain_filter_and_sealed_refusal(running.store, running.ids, filter={"category": "moves"})
 
 
 def test_a_wrong_key_or_context_raises(running: Running) -> None:

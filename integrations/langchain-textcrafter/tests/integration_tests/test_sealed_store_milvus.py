@@ -28,7 +28,11 @@ from textcrafter_rag.testing.pii_records import SEALED_FIELDS
 from ._sealed_engine_servers import (
     RECORDS,
     SECRETS,
-    assert_opened,
+    check_each_text_finds_itself,
+    check_paraphrases_find_their_record,
+    check_plain_filter_and_sealed_refusal,
+    check_scores_retriever_and_mmr,
+    clean_query_vectors,
     documents,
     listening_ports,
     milvus_port,
@@ -97,47 +101,27 @@ def running(tmp_path_factory: pytest.TempPathFactory, embeddings: Any) -> Iterat
 
 @pytest.fixture(scope="module")
 def query_vectors(minilm: Any) -> dict[str, Any]:
-    """Clean MiniLM vectors of every text and question: exactly what ``embed_query`` returns."""
-    return {"text": minilm.encode([r.text for r in RECORDS]), "question": minilm.encode([r.question for r in RECORDS])}
+    return clean_query_vectors(minilm)
 
 
 def test_each_text_retrieves_its_own_decrypted_document(running: Running, query_vectors: dict[str, Any]) -> None:
-    for i, vector in enumerate(query_vectors["text"]):
-        hits = running.store.similarity_search_by_vector(vector.tolist(), k=3)
-        assert all(h.metadata["pk"] == h.id for h in hits)  # opened with Milvus's own id field
-        ranked = [assert_opened(h, running.ids) for h in hits]  # every hit opened
-        assert ranked[0] == i
+    hits = check_each_text_finds_itself(running.store, running.ids, query_vectors["text"])
+    assert all(h.metadata["pk"] == h.id for hit_list in hits for h in hit_list)  # opened with Milvus's own id field
 
 
 def test_paraphrased_questions_find_their_document(running: Running, query_vectors: dict[str, Any]) -> None:
-    found = 0
-    for i, vector in enumerate(query_vectors["question"]):
-        hits = running.store.similarity_search_by_vector(vector.tolist(), k=3)
-        found += i in [assert_opened(h, running.ids) for h in hits]
-    assert found >= 27, found  # measured >= 28 of 30 by L2 (pii_records)
+    check_paraphrases_find_their_record(running.store, running.ids, query_vectors["question"])
 
 
 @pytest.mark.filterwarnings("ignore:Relevance scores must be between")  # L2 relevance on non-unit vectors
 def test_scores_retriever_and_mmr(running: Running) -> None:
-    store, record, ids = running.store, RECORDS[4], running.ids
-    scored = store.similarity_search_with_score(record.text, k=2)
-    assert assert_opened(scored[0][0], ids) == 4 and scored[0][1] < scored[1][1]
-    assert assert_opened(store.similarity_search_with_relevance_scores(record.text, k=2)[0][0], ids) == 4
-    retrieved = [assert_opened(d, ids) for d in store.as_retriever(search_kwargs={"k": 2}).invoke(record.text)]
-    assert retrieved[0] == 4 and len(retrieved) == 2
-    mmr = store.as_retriever(search_type="mmr", search_kwargs={"k": 3, "fetch_k": 10}).invoke(record.text)
-    assert len(mmr) == 3 and assert_opened(mmr[0], ids) == 4
+    check_scores_retriever_and_mmr(running.store, running.ids)
     with pytest.raises(NotImplementedError):  # langchain-milvus has no get_by_ids
-        store.get_by_ids([ids[0]])
+        running.store.get_by_ids([running.ids[0]])
 
 
 def test_plain_fields_filter_and_sealed_fields_are_refused(running: Running) -> None:
-    hits = running.store.similarity_search(RECORDS[0].question, k=5, expr='category == "moves"')
-    assert len(hits) == 5 and all(
-        assert_opened(h, running.ids) >= 0 and h.metadata["category"] == "moves" for h in hits
-    )
-    with pytest.raises(ValueError, match="cannot filter on sealed"):
-        running.store.similarity_search("x", k=5, filter={"author": RECORDS[0].metadata["author"]})
+    check_plain_filter_and_sealed_refusal(running.store, running.ids, expr='category == "moves"')
 
 
 def test_a_wrong_key_or_context_or_a_moved_record_raises(tmp_path: Path, embeddings: Any) -> None:
