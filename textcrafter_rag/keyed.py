@@ -39,6 +39,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections import OrderedDict
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -47,7 +48,16 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from .sealing import SecretKey
 from .validation import check_vectors
 
-__all__ = ["ALGORITHM", "MAX_DIM", "KeyedRotation", "Whitening", "clear_rotation_cache", "haar_from_subkey"]
+__all__ = [
+    "ALGORITHM",
+    "MAX_DIM",
+    "KeyArg",
+    "KeyedRotation",
+    "TenantKey",
+    "Whitening",
+    "clear_rotation_cache",
+    "haar_from_subkey",
+]
 
 #: Name of the construction above; stored beside keyed data so a future change is detected.
 ALGORITHM = "haar-qr-aes256ctr-v1"
@@ -58,6 +68,9 @@ _CHUNK_WORDS = 1 << 20  # uniforms drawn per AES call (8 MiB), so memory stays ~
 _CACHE: OrderedDict[tuple[bytes, int], tuple[np.ndarray, np.ndarray]] = OrderedDict()
 _CACHE_LOCK = threading.Lock()
 _BUILD_LOCKS: dict[tuple[bytes, int], threading.Lock] = {}
+
+#: What a ``key=`` argument accepts: the ``textcrafter keygen`` string, its 32 bytes, or a :class:`SecretKey`.
+KeyArg = bytes | str | SecretKey
 
 
 def _check_dim(dim: Any) -> int:
@@ -229,6 +242,37 @@ class KeyedRotation:
 
     def __deepcopy__(self, memo: dict[int, Any]) -> KeyedRotation:
         return self
+
+
+@dataclass(frozen=True, eq=False)
+class TenantKey:
+    """A secret key and the tenant it serves: the two keyed-protection options as one value.
+
+    Entry points that take many options already (:func:`~textcrafter_rag.streaming.protect_file`,
+    :func:`~textcrafter_rag.streaming.rekey_file`) take this instead of ``key=`` and ``tenant=``.
+
+    Attributes:
+        key: The secret (anything :class:`SecretKey` accepts; stored as a :class:`SecretKey`,
+            left out of the repr). Instances compare by identity, never by key.
+        tenant: The tenant id (not secret); ``""`` is the single-tenant default.
+    """
+
+    key: SecretKey = field(repr=False)
+    tenant: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", SecretKey(self.key))
+        if not isinstance(self.tenant, str):
+            raise TypeError(f"tenant must be a str, got {type(self.tenant).__name__}")
+
+    @classmethod
+    def of(cls, key: KeyArg | TenantKey, *, tenant: str = "") -> TenantKey:
+        """``key`` itself if it is a :class:`TenantKey`, else ``TenantKey(key, tenant)``."""
+        return key if isinstance(key, TenantKey) else cls(key, tenant)  # type: ignore[arg-type]
+
+    def rotation(self, dim: int) -> KeyedRotation:
+        """The :class:`KeyedRotation` of this key and tenant for ``dim``-dimensional vectors."""
+        return KeyedRotation(self.key, tenant=self.tenant, dim=dim)
 
 
 class Whitening:

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from .encoders import Encoder, as_encoder, encoder_from_name
+from .keyed import KeyArg, KeyedRotation, TenantKey
 from .mechanisms import Mechanism
 from .specs import DEFAULT_POLICY, PolicyArg, resolve_policy
 from .validation import check_text, check_texts, check_vectors
@@ -34,6 +35,18 @@ class Protector:
         chunk_size: Rows protected per step; bounds peak memory on huge batches.
         secure_mode: Draw noise from the OS CSPRNG.
         seed: Reproducible noise for experiments (warns).
+        key: A secret from ``textcrafter keygen`` (the string, its 32 bytes or a
+            :class:`~textcrafter_rag.sealing.SecretKey`), or ``None`` for no key. With a key, every
+            released vector -- documents after the mechanism, queries whether protected or not -- is
+            rotated by the tenant's secret orthogonal matrix
+            (:class:`~textcrafter_rag.keyed.KeyedRotation`), so inner products and distances between
+            documents and queries are unchanged while a store host without the key no longer sees
+            vectors in the encoder's basis. Never stored in a repr, error or log.
+        tenant: The tenant (or collection) id mixed into the key: each tenant gets its own rotation
+            from one secret. Documents and queries must use the same key and tenant.
+
+    Raises:
+        InvalidKeyError: ``key`` is malformed (the message never contains it).
     """
 
     def __init__(
@@ -46,21 +59,50 @@ class Protector:
         chunk_size: int = 4096,
         secure_mode: bool = False,
         seed: int | None = None,
+        key: KeyArg | None = None,
+        tenant: str = "",
     ) -> None:
         if chunk_size < 1:
             raise ValueError("chunk_size must be >= 1")
+        self._key = TenantKey(key, tenant) if key is not None else None  # checks the key before any model loads
+        self._rotation: KeyedRotation | None = None
         self.encoder: Encoder | None = as_encoder(base) if base is not None else None
         self.query_encoder: Encoder | None = as_encoder(query_base) if query_base is not None else self.encoder
         self.mechanism: Mechanism = resolve_policy(policy, encoder=self.encoder, secure_mode=secure_mode, seed=seed)
         self.protect_queries = bool(protect_queries)
         self.chunk_size = int(chunk_size)
+        if self._key is not None and self.mechanism.dim is not None:  # (an encoder's dimension may need a call)
+            self._rotation = self._key.rotation(self.mechanism.dim)  # built (or cached) now, not on first use
 
     @property
     def dimension(self) -> int | None:
         """The protected dimension, when known."""
         if self.mechanism.dim is not None:
             return self.mechanism.dim
-        return self.encoder.dimension if self.encoder is not None else None
+        if self.encoder is not None:
+            return self.encoder.dimension
+        return self._rotation.dim if self._rotation is not None else None
+
+    @property
+    def keyed(self) -> bool:
+        """Whether releases are rotated under a secret key."""
+        return self._key is not None
+
+    @property
+    def rotation(self) -> KeyedRotation | None:
+        """The tenant's :class:`~textcrafter_rag.keyed.KeyedRotation`, or ``None``.
+
+        ``None`` without a key, and before the first call when the policy does not fix the dimension
+        (the first vectors then fix it).
+        """
+        return self._rotation
+
+    def _rotate(self, x: np.ndarray) -> np.ndarray:
+        if self._key is None:
+            return x
+        if self._rotation is None:
+            self._rotation = self._key.rotation(int(x.shape[1]))
+        return self._rotation.apply(x)
 
     def protect(self, vectors: Any) -> np.ndarray:
         """Protect precomputed vectors ``(n, D)``; returns a new float32 array.
@@ -70,12 +112,24 @@ class Protector:
         """
         x = check_vectors(vectors, dim=self.dimension)  # validated once, here, for every chunk
         if x.shape[0] <= self.chunk_size:
-            return self.mechanism._release(x)
+            return self._rotate(self.mechanism._release(x))
         out = np.empty_like(x)
         for start in range(0, x.shape[0], self.chunk_size):
             stop = start + self.chunk_size
-            out[start:stop] = self.mechanism._release(np.ascontiguousarray(x[start:stop]))
+            out[start:stop] = self._rotate(self.mechanism._release(np.ascontiguousarray(x[start:stop])))
         return out
+
+    def protect_query_vectors(self, vectors: Any) -> np.ndarray:
+        """What to search a store with, from precomputed query vectors ``(n, D)``.
+
+        Protected like documents if ``protect_queries``; otherwise returned clean, or only rotated
+        under the key (without the same rotation they would not match the stored documents).
+        """
+        if self.protect_queries:
+            return self.protect(vectors)
+        if self._key is None:
+            return np.asarray(vectors)
+        return self._rotate(check_vectors(vectors, dim=self.dimension, name="query vectors"))
 
     def _require_encoder(self, *, query: bool = False) -> Encoder:
         enc = self.query_encoder if query else self.encoder
@@ -97,7 +151,7 @@ class Protector:
         """Embed a query; protected only if ``protect_queries``. Returns a 1-D array."""
         text = check_text(text, name="query")
         vec = self._require_encoder(query=True).encode([text])
-        return (self.protect(vec) if self.protect_queries else vec)[0]
+        return self.protect_query_vectors(vec)[0]
 
     async def aembed_documents(self, texts: Sequence[str]) -> np.ndarray:
         """Async :meth:`embed_documents`: awaits the base's native async method, then protects."""
@@ -111,11 +165,15 @@ class Protector:
         """Async :meth:`embed_query`."""
         text = check_text(text, name="query")
         vec = await self._require_encoder(query=True).aencode([text])
-        return (await asyncio.to_thread(self.protect, vec) if self.protect_queries else vec)[0]
+        if not (self.protect_queries or self.keyed):
+            return vec[0]
+        return (await asyncio.to_thread(self.protect_query_vectors, vec))[0]
 
     def __repr__(self) -> str:
+        keyed = f", key=<redacted>, tenant={self._key.tenant!r}" if self._key is not None else ""
         return (
-            f"Protector(encoder={self.encoder!r}, mechanism={self.mechanism!r}, protect_queries={self.protect_queries})"
+            f"Protector(encoder={self.encoder!r}, mechanism={self.mechanism!r}, "
+            f"protect_queries={self.protect_queries}{keyed})"
         )
 
 
@@ -125,6 +183,7 @@ def protector_for(
     encoder: str | None = None,
     secure_mode: bool = False,
     chunk_size: int = 4096,
+    key: KeyArg | TenantKey | None = None,
 ) -> Protector:
     """A :class:`Protector` from names, as the CLI and Ray actors get them.
 
@@ -137,8 +196,15 @@ def protector_for(
             the dimension check with a clear error).
         secure_mode: Draw noise from the OS CSPRNG.
         chunk_size: Rows protected per step.
+        key: A secret key (tenant ``""``) or a :class:`~textcrafter_rag.keyed.TenantKey`, or ``None``.
     """
+    keying = TenantKey.of(key) if key is not None else None
     base = encoder_from_name(encoder) if encoder is not None else None
     return Protector(
-        base=base, policy=DEFAULT_POLICY if policy is None else policy, secure_mode=secure_mode, chunk_size=chunk_size
+        base=base,
+        policy=DEFAULT_POLICY if policy is None else policy,
+        secure_mode=secure_mode,
+        chunk_size=chunk_size,
+        key=keying.key if keying is not None else None,
+        tenant=keying.tenant if keying is not None else "",
     )

@@ -11,6 +11,14 @@ actor, so the policy is loaded once per worker, and calls it on every batch::
                         batch_size=4096, concurrency=8)
     ds.write_parquet("s3://bucket/protected/")
 
+Keyed protection: give each actor a way to *read* the key, ``key_file=`` (a secret mounted on
+every worker) or ``key_env=`` (a variable set there by a secret manager), never the key itself.
+Ray pickles ``fn_constructor_kwargs`` into its cluster metadata, so a key passed as an argument
+would be stored there; a :class:`~textcrafter_rag.sealing.SecretKey` refuses to be pickled::
+
+    ds.map_batches(Protect, fn_constructor_kwargs={"key_file": "/run/secrets/textcrafter.key",
+                   "tenant": "acme"}, batch_size=4096, concurrency=8)
+
 The class itself does not import Ray: it is a plain callable over one batch (see
 :func:`~textcrafter_rag.batches.protect_batch`), so it is tested without a cluster too.
 """
@@ -21,7 +29,9 @@ import os
 from typing import Any
 
 from .batches import protect_batch
+from .keyed import TenantKey
 from .protector import protector_for
+from .sealing import load_key
 
 __all__ = ["Protect"]
 
@@ -39,9 +49,16 @@ class Protect:
         encoder: ``"bundled"`` or a sentence-transformers model name, for ``text_column``.
         secure_mode: Draw noise from the OS CSPRNG.
         threads: torch threads per actor (default 1: Ray runs one actor per CPU it schedules).
+        key_file: A file on every worker holding the ``textcrafter keygen`` key: releases are
+            rotated under it (see :class:`~textcrafter_rag.protector.Protector`).
+        key_env: Instead of ``key_file``, the name of an environment variable holding the key on
+            every worker.
+        tenant: The tenant id mixed into the key.
 
     Raises:
-        ValueError: ``text_column`` without ``encoder``.
+        ValueError: ``text_column`` without ``encoder``; both ``key_file`` and ``key_env``; the
+            variable is unset.
+        FileNotFoundError, InvalidKeyError: The key cannot be read (the message never contains it).
         MissingPolicyError, FingerprintMismatch, ArtifactError: The policy cannot be loaded
             (raised when an actor starts, before it protects any batch).
 
@@ -59,14 +76,19 @@ class Protect:
         encoder: str | None = None,
         secure_mode: bool = False,
         threads: int | None = 1,
+        key_file: str | os.PathLike[str] | None = None,
+        key_env: str | None = None,
+        tenant: str = "",
     ) -> None:
         if text_column is not None and encoder is None:
             raise ValueError("text_column needs encoder= ('bundled' or a sentence-transformers model name) to embed it")
+        keyed = key_file is not None or key_env is not None
+        key = TenantKey(load_key(key_file, env=key_env), tenant) if keyed else None  # before any model loads
         if threads is not None:
             import torch
 
             torch.set_num_threads(int(threads))
-        self.protector = protector_for(policy=policy, encoder=encoder, secure_mode=secure_mode)
+        self.protector = protector_for(policy=policy, encoder=encoder, secure_mode=secure_mode, key=key)
         self.column = column
         self.output_column = output_column
         self.text_column = text_column

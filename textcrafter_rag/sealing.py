@@ -20,6 +20,7 @@ import base64
 import binascii
 import json
 import os
+from pathlib import Path
 from typing import Any
 
 from cryptography.exceptions import InvalidTag
@@ -29,13 +30,23 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from .errors import TextcrafterError
 
-__all__ = ["SecretKey", "Sealer", "SealError", "InvalidKeyError", "generate_key", "SEALED_PREFIX", "KEY_BYTES"]
+__all__ = [
+    "SecretKey",
+    "Sealer",
+    "SealError",
+    "InvalidKeyError",
+    "generate_key",
+    "load_key",
+    "SEALED_PREFIX",
+    "KEY_BYTES",
+]
 
 KEY_BYTES = 32
 NONCE_BYTES = 12
 #: Every sealed value starts with this (versioned) prefix.
 SEALED_PREFIX = "tcsealed:v1:"
 _INFO = b"textcrafter-rag/v1/"
+_TO_STANDARD_B64 = str.maketrans("-_", "+/")
 
 
 class SealError(TextcrafterError, ValueError):
@@ -71,7 +82,9 @@ class SecretKey:
         elif isinstance(key, str):
             text = key.strip()
             try:
-                raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+                # validate=True: characters outside the alphabet are an error, not silently skipped
+                padded = text.translate(_TO_STANDARD_B64) + "=" * (-len(text) % 4)
+                raw = base64.b64decode(padded, validate=True)
             except (binascii.Error, ValueError):
                 raise InvalidKeyError("the key is not valid URL-safe base64 (use `textcrafter keygen`)") from None
         else:
@@ -90,6 +103,43 @@ class SecretKey:
 
     def __reduce__(self) -> Any:
         raise TypeError("a SecretKey is not picklable: pass the key to each process explicitly")
+
+    def __copy__(self) -> SecretKey:
+        return self  # immutable; lets objects holding a key (pydantic models, dataclasses) be copied
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> SecretKey:
+        return self
+
+
+def load_key(path: str | os.PathLike[str] | None = None, *, env: str | None = None) -> SecretKey:
+    """Read a key from a file holding what ``textcrafter keygen`` printed, or from an environment variable.
+
+    Why a path or a variable name rather than the key itself: command lines, job specs and Ray task
+    arguments are logged or stored; a mounted secret file or a variable set by a secret manager is not.
+
+    Args:
+        path: A file whose content (surrounding whitespace ignored) is the key.
+        env: The name of an environment variable holding the key (e.g. ``"TEXTCRAFTER_KEY"``).
+
+    Raises:
+        ValueError: Neither or both of ``path`` and ``env`` given, or the variable is unset.
+        FileNotFoundError: The file does not exist.
+        InvalidKeyError: The content is not a key (the message never contains it).
+    """
+    if (path is None) == (env is None):
+        raise ValueError("give exactly one of a key file path or an environment variable name")
+    if env is not None:
+        value = os.environ.get(env)
+        if not value:
+            raise ValueError(f"the environment variable {env} holding the key is not set")
+        return SecretKey(value)
+    file = Path(path)  # type: ignore[arg-type]
+    if not file.is_file():
+        raise FileNotFoundError(f"key file {file} does not exist or is not a file")
+    try:
+        return SecretKey(file.read_text(encoding="ascii"))
+    except UnicodeDecodeError:
+        raise InvalidKeyError(f"key file {file} does not hold a key (use `textcrafter keygen`)") from None
 
 
 class Sealer:

@@ -8,12 +8,22 @@ argument of :class:`~textcrafter_rag.protector.Protector` and both adapters into
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 from .autofit import AUTO, auto_policy
 from .encoders import Encoder
 from .errors import FingerprintMismatch
-from .mechanisms import GaussianNoise, LDPGaussian, Mechanism, NoDefense, Purkayastha, Shuffle
+from .mechanisms import (
+    GaussianNoise,
+    LDPGaussian,
+    Mechanism,
+    NoDefense,
+    NullspaceNoise,
+    Purkayastha,
+    Shuffle,
+    SpectralNoise,
+)
 from .textcrafter import TextCrafter
 
 __all__ = ["from_spec", "resolve_policy", "PolicyArg", "DEFAULT_POLICY"]
@@ -32,6 +42,13 @@ _CLASSES: dict[str, type[Mechanism]] = {
     "ldp": LDPGaussian,
     "purkayastha": Purkayastha,
 }
+#: Mechanisms fitted for an encoder and saved to a directory: ``NAME:DIR[,STRENGTH=X]``.
+_FITTED: dict[str, tuple[type[SpectralNoise] | type[NullspaceNoise], str]] = {
+    "spectral": (SpectralNoise, "budget"),
+    "nullspace": (NullspaceNoise, "s"),
+}
+#: ``DIR`` followed by ``,key=value`` options (a directory may itself contain commas).
+_PATH_AND_OPTIONS = re.compile(r"^(?P<path>.*?)(?P<opts>(?:,\s*[A-Za-z_]\w*\s*=[^,]*)*)$", re.DOTALL)
 
 
 def _parse_params(text: str, spec: str) -> dict[str, Any]:
@@ -47,12 +64,28 @@ def _parse_params(text: str, spec: str) -> dict[str, Any]:
     return params
 
 
+def _load_fitted(name: str, rest: str, spec: str, *, encoder: Any, rng: dict[str, Any]) -> Mechanism:
+    cls, strength = _FITTED[name]
+    match = _PATH_AND_OPTIONS.match(rest)
+    path = match.group("path").strip() if match else ""
+    if not path or "=" in path:
+        raise ValueError(
+            f"defense spec {spec!r} needs the directory of a fitted mechanism: '{name}:DIR[,{strength}=X]'"
+        )
+    params = _parse_params(match.group("opts"), spec)
+    unknown = sorted(set(params) - {strength})
+    if unknown:
+        raise ValueError(f"unknown parameter(s) {', '.join(unknown)} in defense spec {spec!r}; {name} takes {strength}")
+    return cls.load(path, encoder=encoder, **{strength: params.get(strength)}, **rng)
+
+
 def from_spec(spec: str, *, seed: int | None = None, secure_mode: bool = False, encoder: Any = None) -> Mechanism:
     """Build a mechanism from its spec string.
 
     Specs: ``none``, ``shuffle``, ``gaussian:s=S``, ``ldp:eps=E[,delta=D]``, ``purkayastha:eps=E``,
     ``textcrafter:POLICY_DIR``, or ``textcrafter`` / ``textcrafter:eps=2.5`` for a policy shipped for the
-    bundled MiniLM.
+    bundled MiniLM; ``spectral:DIR[,budget=B]`` and ``nullspace:DIR[,s=S]`` for a saved fitted
+    mechanism, at its saved strength unless one is given (``encoder`` checks its fingerprint).
 
     Raises:
         ValueError: Unknown mechanism or malformed parameters.
@@ -69,8 +102,10 @@ def from_spec(spec: str, *, seed: int | None = None, secure_mode: bool = False, 
             eps = _parse_params(rest, spec).pop("epsilon", None) if rest else None
             return TextCrafter.load_shipped(eps=eps, **rng)
         return resolve_policy(rest, encoder=encoder, **rng)
+    if name in _FITTED:
+        return _load_fitted(name, rest, spec, encoder=encoder, rng=rng)
     if name not in _CLASSES:
-        known = ", ".join(["none", *_CLASSES, "textcrafter"])
+        known = ", ".join(["none", *_CLASSES, "textcrafter", *_FITTED])
         raise ValueError(f"unknown defense {name!r}; choose from {known}")
     try:
         return _CLASSES[name](**_parse_params(rest, spec), **rng)

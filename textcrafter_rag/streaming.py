@@ -3,7 +3,9 @@
 :func:`protect_file` reads an input file ``chunk_size`` rows at a time, protects each chunk with a
 :class:`~textcrafter_rag.protector.Protector` and writes it out before reading the next, so peak
 memory depends on the chunk size, not on the file size (``benchmarks/streaming_memory.py``
-measures it). ``textcrafter protect`` is a thin wrapper around it.
+measures it). ``textcrafter protect`` is a thin wrapper around it. :func:`rekey_file`
+(``textcrafter rekey``) streams stored keyed releases through the same loop to move them to
+another key or tenant without re-embedding.
 
 The files are read and written by :mod:`textcrafter_rag.vectorfiles` (the same layer
 ``textcrafter audit`` reads stores with): ``.npy`` memory-mapped, ``.parquet`` page-wise with
@@ -21,6 +23,7 @@ row (0-based) or line (1-based), never the values.
 
 from __future__ import annotations
 
+import hmac
 import os
 import re
 import time
@@ -28,10 +31,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from tqdm.auto import tqdm
 
 from .errors import VectorFileError
+from .keyed import KeyArg, TenantKey
 from .protector import protector_for
+from .validation import check_vectors
 from .vectorfiles import (
     AtomicWriter,
     Chunk,
@@ -43,7 +49,7 @@ from .vectorfiles import (
     raising,
 )
 
-__all__ = ["SUPPORTED_CONVERSIONS", "StreamError", "StreamReport", "protect_file"]
+__all__ = ["SUPPORTED_CONVERSIONS", "StreamError", "StreamReport", "protect_file", "rekey_file"]
 
 #: (input suffix, output suffix) pairs :func:`protect_file` accepts.
 SUPPORTED_CONVERSIONS: frozenset[tuple[str, str]] = frozenset(
@@ -119,6 +125,7 @@ def protect_file(
     policy: str | os.PathLike[str] | None = None,
     encoder: str | None = None,
     secure_mode: bool = False,
+    key: KeyArg | TenantKey | None = None,
     column: str = "embedding",
     output_column: str | None = None,
     text_column: str | None = "text",
@@ -137,6 +144,9 @@ def protect_file(
         encoder: For text inputs: ``"bundled"`` (the default when texts must be embedded) or a
             sentence-transformers model name or path.
         secure_mode: Draw noise from the OS CSPRNG.
+        key: Rotate every release under this secret (tenant ``""``) or
+            :class:`~textcrafter_rag.keyed.TenantKey` (see :class:`~textcrafter_rag.protector.Protector`);
+            for the default protector only (a ready ``protector`` carries its own key).
         column: The embedding column (parquet) or field (jsonl).
         output_column: Where protected vectors go; default ``column``. If it differs, the clean
             embedding column is dropped from the output.
@@ -147,10 +157,12 @@ def protect_file(
     Raises:
         FileNotFoundError: The input file or the output folder does not exist (a
             :class:`~textcrafter_rag.vectorfiles.VectorFileNotFoundError`).
-        ValueError: ``chunk_size < 1``.
+        ValueError: ``chunk_size < 1``; both ``protector`` and ``key``.
         StreamError: An unsupported format or conversion, a missing column, an invalid row; the
             message names the chunk and row or line. Nothing is left at ``output`` then.
     """
+    if protector is not None and key is not None:
+        raise ValueError("pass key= to the Protector (Protector(key=..., tenant=...)), not to protect_file as well")
     options = ReadOptions(column=column, text_column=text_column, chunk_size=chunk_size)  # checks chunk_size
     src, dst = Path(input), Path(output)
     out_fmt = _check_paths(src, dst)
@@ -160,7 +172,9 @@ def protect_file(
             raise StreamError(f"{src} has no rows to protect")
         if protector is None:
             name = encoder if encoder is not None else ("bundled" if reader.embeds else None)
-            protector = protector_for(policy=policy, encoder=name, secure_mode=secure_mode, chunk_size=chunk_size)
+            protector = protector_for(
+                policy=policy, encoder=name, secure_mode=secure_mode, chunk_size=chunk_size, key=key
+            )
         elif reader.embeds and protector.encoder is None:
             raise StreamError(f"{src} holds texts to embed but the protector has no encoder")
         dim = protector.dimension
@@ -214,6 +228,74 @@ def protect_file(
         embedded=reader.embeds,
         seconds=seconds,
         mechanism=repr(protector.mechanism),
+    )
+
+
+class _Rekey:
+    """The protector-shaped step :func:`rekey_file` streams a file through: ``y -> y Q_old Q_new^T``."""
+
+    encoder = None
+
+    def __init__(self, old: TenantKey, new: TenantKey) -> None:
+        self._old, self._new = old, new
+        self._matrix: np.ndarray | None = None
+        self.dimension: int | None = None  # fixed by the first chunk
+        self.mechanism = self
+
+    def protect(self, vectors: Any) -> np.ndarray:
+        y = check_vectors(vectors, dim=self.dimension, name="stored vectors", allow_zero_rows=True)
+        if self._matrix is None:
+            dim = int(y.shape[1])
+            self._matrix = self._old.rotation(dim).rekey_matrix(self._new.rotation(dim))
+            self.dimension = dim
+        return y @ self._matrix
+
+    def __repr__(self) -> str:
+        return f"rekey(tenant {self._old.tenant!r} -> {self._new.tenant!r}, key=<redacted>)"
+
+
+def rekey_file(
+    input: str | os.PathLike[str],
+    output: str | os.PathLike[str],
+    *,
+    key: KeyArg | TenantKey,
+    new_key: KeyArg | TenantKey,
+    column: str = "embedding",
+    chunk_size: int = 4096,
+    progress: bool = True,
+) -> StreamReport:
+    """Move a stored matrix from one key (or tenant) to another, chunk by chunk, without re-embedding.
+
+    Each chunk ``Y`` (released under ``key``) becomes ``Y Q_old Q_new^T``, as if it had been released
+    under ``new_key``: the un-keyed vectors are never formed, the noise already in the releases is
+    kept (no new noise is drawn), and one float32 rounding is added. Files, formats, pass-through
+    columns and the atomic output are those of :func:`protect_file`.
+
+    Args:
+        input: The stored vectors (``.npy``, ``.parquet`` or ``.jsonl``).
+        output: Where the re-keyed vectors go (see :data:`SUPPORTED_CONVERSIONS`).
+        key: The key (tenant ``""``) or :class:`~textcrafter_rag.keyed.TenantKey` they are stored under.
+        new_key: The key or :class:`~textcrafter_rag.keyed.TenantKey` to move them to.
+        column: The embedding column (parquet) or field (jsonl), rewritten in place.
+        chunk_size: Rows per step; bounds peak memory.
+        progress: Show a progress bar.
+
+    Raises:
+        ValueError: ``key`` and ``new_key`` give the same rotation (nothing to move).
+        InvalidKeyError: A key is malformed (the message never contains it).
+        FileNotFoundError, StreamError: As :func:`protect_file`.
+    """
+    old, new = TenantKey.of(key), TenantKey.of(new_key)
+    if hmac.compare_digest(old.key.subkey("rotate", context=old.tenant), new.key.subkey("rotate", context=new.tenant)):
+        raise ValueError("the old and new key and tenant are the same: there is nothing to move")
+    return protect_file(
+        input,
+        output,
+        protector=_Rekey(old, new),
+        column=column,
+        text_column=None,
+        chunk_size=chunk_size,
+        progress=progress,
     )
 
 

@@ -20,6 +20,7 @@ reaches the framework's hooks.
 from __future__ import annotations
 
 import asyncio
+import base64
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -33,7 +34,8 @@ import pytest
 from ..autofit import AUTO, AUTO_FIT_ENV, HOME_ENV
 from ..encoders import bundled_minilm
 from ..errors import FingerprintMismatch, MissingPolicyError
-from ..mechanisms import GaussianNoise, Mechanism
+from ..keyed import KeyedRotation
+from ..mechanisms import GaussianNoise, Mechanism, NoDefense
 from ..randomness import SeedWarning
 from ..specs import DEFAULT_POLICY
 from .known import KnownVectors
@@ -65,6 +67,25 @@ def _rows(vectors: Any) -> set[bytes]:
 
 def _is_one_of(vector: Any, rows: np.ndarray) -> bool:
     return bool(rows.size) and bool(np.isclose(rows, _f32(vector), atol=1e-6).all(axis=1).any())
+
+
+#: A fixed test key (never a real one) and every form it could leak in.
+_KEY = bytes(range(7, 39))
+
+
+def _assert_no_key(key: bytes, *texts: str) -> None:
+    forms = (key.hex(), base64.urlsafe_b64encode(key).decode(), base64.b64encode(key).decode(), repr(key)[2:-1])
+    for text in texts:
+        assert not any(form in text for form in forms), "the key leaked into a repr, dump or error"
+
+
+def _serialisations(embeddings: Any) -> list[str]:
+    """Every text form of an adapter a framework or a user may log or store."""
+    out = [repr(embeddings), str(embeddings), repr(vars(embeddings)) if hasattr(embeddings, "__dict__") else ""]
+    for name in ("model_dump_json", "to_json", "to_payload", "model_dump", "to_dict"):
+        if callable(getattr(embeddings, name, None)):
+            out.append(str(getattr(embeddings, name)()))
+    return out
 
 
 def _assert_python_floats(vectors: Sequence[Sequence[float]]) -> None:
@@ -283,3 +304,31 @@ class ProtectedEmbeddingsContract(ABC):
         released, raw = recording.all_outputs(), self._raw(known)
         for vector in seen:
             assert _is_one_of(vector, released) and not _is_one_of(vector, raw)
+
+    def test_a_key_rotates_documents_and_queries_and_never_leaks(self, known: KnownVectors) -> None:
+        keyed = self.make_embeddings(base=self.make_base(known), policy=NoDefense(), key=_KEY, tenant="acme")
+        plain = self.make_embeddings(base=self.make_base(known), policy=NoDefense())
+        docs, q = _f32(self.embed_documents(keyed, list(self.TEXTS))), _f32(self.embed_query(keyed, self.QUERY))
+        clean_docs, clean_q = (
+            _f32(self.embed_documents(plain, list(self.TEXTS))),
+            _f32(self.embed_query(plain, self.QUERY)),
+        )
+        rotation = KeyedRotation(_KEY, tenant="acme", dim=known.dim)
+        np.testing.assert_allclose(docs, rotation.apply(clean_docs), atol=1e-6)  # the core's rotation, nothing else
+        np.testing.assert_allclose(q, rotation.apply(clean_q[None])[0], atol=1e-6)  # clean queries rotated too
+        np.testing.assert_allclose(docs @ q, clean_docs @ clean_q, atol=1e-5)  # retrieval unchanged
+        assert not np.isclose(docs, clean_docs, atol=1e-3).all(axis=1).any()
+
+        async def run() -> tuple[list[list[float]], list[float]]:
+            return await self.aembed_documents(keyed, list(self.TEXTS)), await self.aembed_query(keyed, self.QUERY)
+
+        adocs, aq = asyncio.run(run())
+        np.testing.assert_allclose(_f32(adocs), docs, atol=1e-6)
+        np.testing.assert_allclose(_f32(aq), q, atol=1e-6)
+        _assert_no_key(_KEY, *_serialisations(keyed), repr(keyed.protector))
+        with pytest.raises(ValueError) as bad_text:
+            self.embed_documents(keyed, ["fine", "   "])
+        with pytest.raises(ValueError) as bad_key:
+            self.make_embeddings(base=self.make_base(known), policy=NoDefense(), key=_KEY[:-1])
+        _assert_no_key(_KEY, str(bad_text.value))
+        _assert_no_key(_KEY[:-1], str(bad_key.value), repr(bad_key.value))

@@ -8,11 +8,13 @@ The method's parts, from the inside out:
 * :mod:`.rollout` — one sample-release-score step, and Algorithm 1's per-batch refinement;
 * :mod:`.mechanism` — :class:`TextCrafter`, the mechanism (protect, save, load); inference
   imports nothing from training;
-* :mod:`.calibration`, :mod:`.training`, :mod:`.fitting` — fitting a policy for any encoder.
+* :mod:`.calibration`, :mod:`.training`, :mod:`.fitting` — fitting a policy for any encoder;
+* :mod:`.aware` — opt-in retrieval and adversary reward terms for training (off by default).
 """
 
 from __future__ import annotations
 
+from .aware import AwareRewardConfig
 from .calibration import Calibration, CalibrationConfig, calibrate
 from .fitting import fit_textcrafter
 from .mechanism import TextCrafter
@@ -29,5 +31,6 @@ __all__ = [
     "PolicyConfig",
     "TextCrafterPolicy",
     "RewardWeights",
+    "AwareRewardConfig",
     "TrainingConfig",
 ]

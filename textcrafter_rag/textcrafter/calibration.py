@@ -62,13 +62,23 @@ class CalibrationConfig:
 
 @dataclass
 class Calibration:
-    """The encoder, PII classifier, cluster prior and calibration embeddings for one encoder."""
+    """The encoder, PII classifier, cluster prior and calibration embeddings for one encoder.
+
+    ``texts`` are the calibration sentences, row-aligned with ``embeddings``: the adversary term of
+    an aware reward (:class:`~.aware.AwareRewardConfig`) needs them as its bag-of-words targets.
+    They live in memory only; no saved policy stores them.
+    """
 
     encoder: Encoder
     pii: PIIClassifier
     prior: ClusterPrior
     embeddings: np.ndarray
     provenance: dict[str, Any] = field(default_factory=dict)
+    texts: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.texts is not None and len(self.texts) != len(self.embeddings):
+            raise ValueError(f"{len(self.texts)} calibration texts for {len(self.embeddings)} embeddings")
 
 
 def calibrate(
@@ -137,6 +147,7 @@ def calibrate(
         pii=pii,
         prior=prior,
         embeddings=embeddings,
+        texts=tuple(pii_corpus.texts) + tuple(extra),
         provenance={
             "corpus": source,
             "n_pii": n_pii,

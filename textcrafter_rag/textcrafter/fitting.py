@@ -13,6 +13,7 @@ import torch
 from ..encoders import encoder_fingerprint
 from ..numerics import row_norms
 from ..validation import check_positive
+from .aware import AwareObjective, AwareRewardConfig
 from .calibration import Calibration, CalibrationConfig, calibrate
 from .mechanism import TextCrafter
 from .policy import PolicyConfig, TextCrafterPolicy
@@ -43,6 +44,7 @@ def fit_textcrafter(
     seed: int = 0,
     progress: bool = True,
     log: Any = print,
+    reward: AwareRewardConfig | None = None,
 ) -> TextCrafter:
     """Fit the PII classifier, the cluster prior and the policy for an encoder.
 
@@ -61,6 +63,10 @@ def fit_textcrafter(
         seed: Seed for everything random in fitting.
         progress: Show progress bars.
         log: Called with progress lines (``print`` by default; ``None`` for silence).
+        reward: Retrieval and adversary terms added to the paper's reward (:mod:`.aware`); off by
+            default. The adversary term needs ``Calibration.texts`` (:func:`calibrate` records them).
+            The result is still a :class:`TextCrafter` (same inference); its config records the terms
+            under ``"reward"`` and its :meth:`~TextCrafter.spec` reads ``textcrafter-aware:...`` until saved.
 
     Returns:
         The fitted :class:`TextCrafter`; ``.save(DIR)`` stores it, ``.training_report`` tells how
@@ -85,6 +91,10 @@ def fit_textcrafter(
             f"of norm {eps * norm_scale:.4g}"
         )
     policy = TextCrafterPolicy(PolicyConfig(dim=encoder.dimension, **(policy_config or {}))).float()
+    aware = None
+    if reward is not None and reward.enabled:
+        x = torch.as_tensor(np.asarray(calibration.embeddings, dtype=np.float32))
+        aware = AwareObjective(reward, x, calibration.texts, seed=training.seed)
     report = train_policy(
         policy,
         calibration.embeddings,
@@ -94,6 +104,7 @@ def fit_textcrafter(
         weights=weights,
         config=training,
         progress=progress,
+        aware=aware,
     )
     say(
         f"[fit] policy: validation reward {report.initial_val_reward:.4f} -> {report.best_val_reward:.4f} "
@@ -106,6 +117,7 @@ def fit_textcrafter(
         "encoder": fp_meta,
         "training": training.to_dict(),
         "training_report": report.to_dict(),
+        **({"reward": reward.to_dict()} if aware is not None else {}),
         "provenance": {
             **calibration.provenance,
             "quick": quick,

@@ -126,11 +126,31 @@ class TextCrafter(Mechanism):
             return f_adv.detach().numpy()
         return self.release_with_noise(x, self._noise.normal(x.shape))[0]
 
+    @property
+    def aware_reward(self) -> dict[str, Any] | None:
+        """The retrieval/adversary terms it was trained with (``config["reward"]``), or ``None`` (paper reward)."""
+        reward = self.metadata.get("reward")
+        return dict(reward) if isinstance(reward, dict) else None
+
+    @property
+    def label(self) -> str:
+        """``textcrafter-aware`` for a policy trained with the aware reward, else ``textcrafter``."""
+        return "textcrafter-aware" if self.aware_reward else "textcrafter"
+
     def params(self) -> dict[str, Any]:
-        return {"eps": self.eps}
+        p: dict[str, Any] = {"eps": self.eps}
+        reward = self.aware_reward
+        if reward:
+            p.update(retrieval=reward.get("retrieval_weight"), adversary=reward.get("adversary_weight"))
+        return p
 
     def spec(self) -> str:
-        return f"textcrafter:{self.path}" if self.path else "textcrafter"
+        """``textcrafter:DIR`` once saved or loaded; before that ``textcrafter`` or ``textcrafter-aware:...``."""
+        if self.path:
+            return f"textcrafter:{self.path}"
+        if self.aware_reward:
+            return "textcrafter-aware:" + ",".join(f"{k}={v}" for k, v in self.params().items())
+        return "textcrafter"
 
     @property
     def radius(self) -> float:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import random
+import string
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +20,7 @@ import torch
 
 __all__ = [
     "synthetic_pii_sentences",
+    "synthetic_pii_records",
     "PresidioDetector",
     "PIIClassifier",
     "PIICorpus",
@@ -69,33 +71,42 @@ _TEMPLATES: tuple[str, ...] = (
 
 def synthetic_pii_sentences(n: int, *, seed: int = 0, locale: str = "en_US") -> list[str]:
     """``n`` synthetic sentences containing personal data (names, emails, phones, cards, ...)."""
+    return [text for text, _ in synthetic_pii_records(n, seed=seed, locale=locale)]
+
+
+def synthetic_pii_records(n: int, *, seed: int = 0, locale: str = "en_US") -> list[tuple[str, tuple[str, ...]]]:
+    """The sentences of :func:`synthetic_pii_sentences` with the kinds of personal data each holds.
+
+    Returns:
+        ``(sentence, kinds)`` pairs; ``kinds`` are the template's field names, sorted (``("email", "name")``).
+    """
     from faker import Faker
 
     fake = Faker(locale)
     fake.seed_instance(seed)
     rng = random.Random(seed)
-    out: list[str] = []
+    out: list[tuple[str, tuple[str, ...]]] = []
     for _ in range(n):
         template = rng.choice(_TEMPLATES)
-        out.append(
-            template.format(
-                name=fake.name(),
-                phone=fake.phone_number(),
-                email=fake.email(),
-                address=fake.address().replace("\n", ", "),
-                card=fake.credit_card_number(),
-                dob=fake.date_of_birth().isoformat(),
-                date=fake.date(),
-                iban=fake.iban(),
-                ssn=fake.ssn(),
-                ip=fake.ipv4(),
-                company=fake.company(),
-                account=fake.bban(),
-                expiry=fake.credit_card_expire(),
-                passport=fake.passport_number(),
-                city=fake.city(),
-            )
+        kinds = tuple(sorted({f for _, f, _, _ in string.Formatter().parse(template) if f}))
+        text = template.format(
+            name=fake.name(),
+            phone=fake.phone_number(),
+            email=fake.email(),
+            address=fake.address().replace("\n", ", "),
+            card=fake.credit_card_number(),
+            dob=fake.date_of_birth().isoformat(),
+            date=fake.date(),
+            iban=fake.iban(),
+            ssn=fake.ssn(),
+            ip=fake.ipv4(),
+            company=fake.company(),
+            account=fake.bban(),
+            expiry=fake.credit_card_expire(),
+            passport=fake.passport_number(),
+            city=fake.city(),
         )
+        out.append((text, kinds))
     return out
 
 

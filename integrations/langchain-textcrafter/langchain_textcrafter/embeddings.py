@@ -9,6 +9,7 @@ from langchain_core.embeddings import Embeddings
 
 from textcrafter_rag import Encoder, Mechanism, Protector
 from textcrafter_rag.adapters import AdapterOptions, build_protector, per_text_encoder
+from textcrafter_rag.keyed import KeyArg
 from textcrafter_rag.specs import DEFAULT_POLICY, PolicyArg
 
 __all__ = ["ProtectedEmbeddings", "RawVectorCacheWarning"]
@@ -61,6 +62,10 @@ class ProtectedEmbeddings(Embeddings):
         policy, protect_queries, secure_mode, seed, chunk_size: The protection options, the same for
             every adapter (:class:`textcrafter_rag.adapters.AdapterOptions`). ``policy="auto"`` (the
             default) uses the policy shipped or cached for the encoder, or fits one on first use.
+        key, tenant: A secret from ``textcrafter keygen`` and a tenant id: documents and queries
+            are rotated by the tenant's secret orthogonal matrix (retrieval unchanged; see
+            :class:`textcrafter_rag.Protector`). Only the protector holds the key; it appears in no
+            repr, serialisation or error.
 
     Raises:
         textcrafter_rag.MissingPolicyError: No policy ships or is cached for the encoder and
@@ -77,10 +82,18 @@ class ProtectedEmbeddings(Embeddings):
         secure_mode: bool = False,
         seed: int | None = None,
         chunk_size: int = 4096,
+        key: KeyArg | None = None,
+        tenant: str = "",
     ) -> None:
         _warn_if_raw_cache(base)
         options = AdapterOptions(
-            policy=policy, protect_queries=protect_queries, secure_mode=secure_mode, seed=seed, chunk_size=chunk_size
+            policy=policy,
+            protect_queries=protect_queries,
+            secure_mode=secure_mode,
+            seed=seed,
+            chunk_size=chunk_size,
+            key=key,
+            tenant=tenant,
         )
         built = build_protector(base, options=options, paths=_paths)
         self.base = built.base

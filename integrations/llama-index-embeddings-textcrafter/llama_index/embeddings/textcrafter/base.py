@@ -24,6 +24,7 @@ from llama_index.core.instrumentation import DISPATCHER_SPAN_DECORATED_ATTR
 
 from textcrafter_rag import Encoder, Protector
 from textcrafter_rag.adapters import AdapterOptions, build_protector, per_text_encoder
+from textcrafter_rag.keyed import KeyArg
 from textcrafter_rag.specs import DEFAULT_POLICY, PolicyArg
 
 __all__ = ["BypassedCacheWarning", "ProtectedEmbedding", "span_free_encoders"]
@@ -103,6 +104,10 @@ class ProtectedEmbedding(BaseEmbedding):
         policy, protect_queries, secure_mode, seed, chunk_size: The protection options, the same for
             every adapter (:class:`textcrafter_rag.adapters.AdapterOptions`). ``policy="auto"`` (the
             default) uses the policy shipped or cached for the encoder, or fits one on first use.
+        key, tenant: A secret from ``textcrafter keygen`` and a tenant id: documents and queries
+            are rotated by the tenant's secret orthogonal matrix (retrieval unchanged; see
+            :class:`textcrafter_rag.Protector`). Only the protector holds the key; it appears in no
+            repr, serialisation or error.
         **kwargs: ``BaseEmbedding`` fields (``embed_batch_size``, ``embeddings_cache``, ...). For a
             LlamaIndex base, ``embed_batch_size``, ``num_workers`` and ``rate_limiter`` default to
             the base's.
@@ -125,10 +130,18 @@ class ProtectedEmbedding(BaseEmbedding):
         secure_mode: bool = False,
         seed: int | None = None,
         chunk_size: int = 4096,
+        key: KeyArg | None = None,
+        tenant: str = "",
         **kwargs: Any,
     ) -> None:
         options = AdapterOptions(
-            policy=policy, protect_queries=protect_queries, secure_mode=secure_mode, seed=seed, chunk_size=chunk_size
+            policy=policy,
+            protect_queries=protect_queries,
+            secure_mode=secure_mode,
+            seed=seed,
+            chunk_size=chunk_size,
+            key=key,
+            tenant=tenant,
         )
         built = build_protector(base, options=options, paths=_paths)
         if isinstance(built.base, BaseEmbedding):
