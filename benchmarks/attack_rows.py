@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from textcrafter_rag.attacks import AttackConfig, TrainConfig, evaluate_attacks
+from textcrafter_rag.attacks import AttackConfig, Inverter, TrainConfig, evaluate_attacks
 from textcrafter_rag.attacks.config import DEFAULT_ADAPT_CONFIG
 from textcrafter_rag.mechanisms import Mechanism
 
@@ -21,6 +21,7 @@ from .options import quiet_seed_warnings
 __all__ = [
     "FLOOR_KEYS",
     "PRIVACY_KEYS",
+    "SMOKE_TRAIN",
     "AttackRun",
     "fixed_adapt_config",
     "floor_row",
@@ -29,6 +30,10 @@ __all__ = [
     "run_attack",
     "timed_adapt_config",
 ]
+
+#: Two optimiser steps and no time budget (a time budget makes the step count depend on the machine's
+#: load): the smoke sizes check the plumbing, not the attack.
+SMOKE_TRAIN = TrainConfig(max_steps=2, time_budget_min=None, epochs=1.0, bf16=False)
 
 PRIVACY_KEYS = (
     "bleu",
@@ -61,6 +66,7 @@ class AttackRun:
         test_texts: The victim texts whose protected vectors are attacked.
         attack: The attacker's settings (budget, beam, which attacks, seed, cache).
         progress: Show progress bars.
+        inverter: A clean inverter to start from (``None``: the one ``attack`` trains or loads from its cache).
     """
 
     encoder: Any
@@ -68,6 +74,7 @@ class AttackRun:
     test_texts: Sequence[str]
     attack: AttackConfig = field(default_factory=AttackConfig)
     progress: bool = True
+    inverter: Inverter | None = None
 
     @property
     def seed(self) -> int:
@@ -84,6 +91,7 @@ def run_attack(defense: Mechanism, mode: str, *, run: AttackRun) -> dict[str, An
             train_texts=run.train_texts,
             test_texts=run.test_texts,
             attack=replace(run.attack, mode=mode),
+            inverter=run.inverter,
             progress=run.progress,
         )
 

@@ -28,13 +28,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from textcrafter_rag.attacks import AttackConfig, TrainConfig
+from textcrafter_rag.attacks import AttackConfig
 from textcrafter_rag.data import wikitext_sentences
 from textcrafter_rag.encoders import bundled_minilm
 from textcrafter_rag.mechanisms import GaussianNoise, Mechanism, NoDefense
 from textcrafter_rag.textcrafter import TextCrafter
 
-from .attack_rows import AttackRun, fixed_adapt_config, privacy_fields, run_attack
+from .attack_rows import SMOKE_TRAIN, AttackRun, fixed_adapt_config, privacy_fields, run_attack
 from .caches import cache_dir, cache_key
 from .options import base_parser, quiet_seed_warnings, resolve_data_or_none, resolve_size, set_threads
 from .reporting import RESULTS_DIR, clean_json, fmt, make_meta, md_table, result_name, setup_matplotlib, write_results
@@ -47,7 +47,6 @@ SIZES: dict[str, dict[str, Any]] = {
     "full": {"n_test": 300, "n_train": None, "n_pairs": 30_000},
 }
 #: Two optimiser steps: the smoke size checks the plumbing, not the attack.
-_SMOKE_TRAIN = TrainConfig(max_steps=2, time_budget_min=None, epochs=1.0, bf16=False)
 
 
 def _defenses(dim: int) -> dict[str, Mechanism]:
@@ -240,8 +239,8 @@ def _plan(args: argparse.Namespace, *, size: str, data_dir: Path, encoder: Any) 
     if size == "smoke":
         attack = replace(
             attack,
-            train_config=_SMOKE_TRAIN,
-            adapt_config=_SMOKE_TRAIN,
+            train_config=SMOKE_TRAIN,
+            adapt_config=SMOKE_TRAIN,
             keyword=False,
             pii=False,
             beam=1,
