@@ -50,10 +50,12 @@ def _matrix(rows: Sequence[dict[str, Any]], cols: list[str], key: str, *, ndcg: 
         first = next(r for r in rows if r["protection"] == p)
         line: dict[str, Any] = {"protection": p, **{c: _cell(at.get((p, c)), key) for c in cols}}
         if ndcg:
-            line["ndcg"], line["ndcg_q"] = fmt(first.get("ndcg10")), fmt(first.get("ndcg10_key_only_queries"))
+            line["ndcg"], line["ndcg_q"] = fmt(first.get("ndcg10_key_only_queries")), fmt(first.get("ndcg10"))
         table.append(line)
     extra = ["ndcg", "ndcg_q"] if ndcg else []
-    heads = ["protection", *cols] + (["NDCG@10", "NDCG@10 (key-only queries)"] if ndcg else [])
+    heads = ["protection", *cols] + (
+        ["NDCG@10 (queries keyed, no noise)", "NDCG@10 (queries released too)"] if ndcg else []
+    )
     return md_table(table, ["protection", *cols, *extra], headers=heads)
 
 
@@ -74,7 +76,8 @@ def summary_lines(rows: Sequence[dict[str, Any]], cols: list[str]) -> list[str]:
     floor = next((r.get("content_f1") for r in rows if r.get("family") == "floor"), None)
     if not isinstance(none, (int, float)) or not isinstance(floor, (int, float)):
         return ["- Not enough finished cells for a summary yet (none and floor rows are needed)."]
-    ndcg = {r["protection"]: r.get("ndcg10") for r in rows if r.get("ndcg10") is not None}
+    # the product's default: documents released, queries keyed but never noised (protect_queries=False)
+    ndcg = {r["protection"]: r.get("ndcg10_key_only_queries") for r in rows if r.get("ndcg10") is not None}
     out = [
         f"Rule: a protection *holds* against an attacker when content-F1 <= floor + {1 - HOLD_FRACTION:.0%} of "
         f"(none - floor) = {floor + (1 - HOLD_FRACTION) * max(none - floor, 0.0):.2f} here "
@@ -149,8 +152,9 @@ def render_markdown(rows: Sequence[dict[str, Any]], meta: dict[str, Any]) -> str
         f"{dom['same_domain_public']}; other domain = {dom['other_domain_public']}. Known pairs: "
         f"{dom['known_pairs']}. Attacker: {ac['inverter']}; query access = the inverter fine-tuned on "
         f"{ac['adapt_pairs']:,} (text, release) pairs. Retrieval: {ret['dataset']}, {ret['n_docs']} documents, "
-        f"{ret['n_queries']} queries, {ret['index']}, documents and queries transformed alike (the key-only "
-        "column: documents released, queries only keyed). IronCore: "
+        f"{ret['n_queries']} queries, {ret['index']}; documents released, queries keyed "
+        "but not noised (the product's default, `protect_queries=False`), and beside it queries released like the "
+        "documents. IronCore: "
         f"{meta.get('ironcore')}. Pending cells: {meta.get('pending', 0)}.",
         "",
         "## Content-F1 of the reconstructions (lower is better; none and floor rows from the same run)",
