@@ -9,7 +9,7 @@ whether NDCG falls or rises as ``t`` grows. Adding a mechanism is a few lines::
         name="spectral",
         strength="budget",
         bracket=(1e-3, 10.0),
-        build=lambda t, seed, ctx: SpectralNoise.fit(ctx.calibration_embeddings(), budget=t, seed=seed),
+        build=lambda t, seed, ctx: _spectral_base(ctx).with_strength(t, seed=seed),  # fitted once, cached
         about="water-filling noise covariance from the calibration spectrum",
     ))
 

@@ -80,7 +80,10 @@ def verdicts(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     notes.append(f"{corpus} point off target")
         pii = _at(rows, mech, "pii")
         v["pii"], v["rel_pii"] = (pii or {}).get("pii_entity_recovery"), (pii or {}).get("pii_vs_gaussian")
-        v["aim"] = "not measured" if not cfs else ("met" if max(cfs) <= AIM_CONTENT_F1 else "not met")
+        if len(cfs) < len(TEXT_CORPORA) + 1:  # "met" needs every corpus: a missing one could be the leaky one
+            v["aim"] = "not met" if any(cf > AIM_CONTENT_F1 for cf in cfs) else "not measured"
+        else:
+            v["aim"] = "met" if max(cfs) <= AIM_CONTENT_F1 else "not met"
         if mech == "gaussian":
             v["switch"] = "reference"
         else:

@@ -21,13 +21,12 @@ import numpy as np
 from textcrafter_rag.attacks.cache import defense_key
 from textcrafter_rag.data import RetrievalSet
 from textcrafter_rag.mechanisms import Mechanism
-from textcrafter_rag.metrics import retrieval_metrics
 
 from .caches import cache_key
 from .frontier_candidates import Candidate, FrontierContext
 from .grid import perturbation_norm
 from .reporting import clean_json
-from .retrieval import IndexConfig, build_index, search
+from .retrieval import ndcg10_flat
 
 __all__ = ["FrontierPoint", "RetrievalProbe", "SearchConfig", "bisect_strength", "find_point"]
 
@@ -48,9 +47,7 @@ class RetrievalProbe:
 
     def ndcg(self, docs: np.ndarray) -> float:
         """NDCG@10 (percent) of ``docs`` (released document vectors) in an exact inner-product index."""
-        index = build_index("flat", docs, config=IndexConfig())
-        ranked = search(index, self.queries, self.rs.doc_ids, self.rs.query_ids, 10)
-        return float(retrieval_metrics(ranked, self.rs.qrels, ks=(10,))["ndcg@10"])
+        return ndcg10_flat(docs, self.queries, self.rs)
 
     def clean_ndcg(self) -> float:
         """NDCG@10 without a defense."""

@@ -127,6 +127,12 @@ def search(index: Any, queries: np.ndarray, doc_ids: list[str], query_ids: list[
     return {q: [doc_ids[j] for j in row if j >= 0] for q, row in zip(query_ids, idx)}
 
 
+def ndcg10_flat(docs: np.ndarray, queries: np.ndarray, rs: RetrievalSet) -> float:
+    """NDCG@10 (percent) of ``queries`` against ``docs`` (rows of ``rs``) in an exact inner-product index."""
+    ranked = search(build_index("flat", docs, config=IndexConfig()), queries, rs.doc_ids, rs.query_ids, 10)
+    return float(retrieval_metrics(ranked, rs.qrels, ks=(10,))["ndcg@10"])
+
+
 def score_diagnostics(docs: np.ndarray, docs_p: np.ndarray, queries: np.ndarray) -> dict[str, float]:
     """How the perturbation interacts with retrieval.
 

@@ -11,7 +11,9 @@ Columns, what the attacker has besides the clean inverter (trained on WikiText-2
   (``align_rotation`` / ``align_permutation``), from the store's domain or from another one;
 * the store + ``k`` known (text, stored vector) pairs: Procrustes (rotations) or coordinate
   matching (permutations) on the pairs;
-* query access: the adaptive inverter fine-tuned on the protected releases of its own texts.
+* query access: the adaptive inverter fine-tuned on the protected releases of its own texts; for
+  keyed rows also the stronger composite (an attacker who can have texts protected holds pairs):
+  estimate the key from ``KEY_PAIRS`` of its own (text, release) pairs, un-key, then adapt.
 
 Victim store: sentences of one half of the SciFact abstracts; the attacked vectors are the first
 sentences (<= 32 WordPieces). Same-domain public text: sentences of the other half; other domain:
@@ -30,29 +32,17 @@ import argparse
 import json
 import random
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import faiss
 import numpy as np
 
-from textcrafter_rag.attacks import AttackConfig, Inverter, clean_inverter, evaluate_attacks
-from textcrafter_rag.attacks.keys import (
-    align_permutation,
-    align_rotation,
-    permutation_from_pairs,
-    procrustes_from_pairs,
-    recovery_report,
-    unkey,
-)
+from textcrafter_rag.attacks import AttackConfig, clean_inverter
 from textcrafter_rag.data import load_classification, load_scifact, split_sentences, wikitext_sentences
 from textcrafter_rag.encoders import bundled_minilm
-from textcrafter_rag.mechanisms import NoDefense
-from textcrafter_rag.metrics import retrieval_metrics
-from textcrafter_rag.numerics import row_cosines, row_norms
 
-from .attack_rows import SMOKE_TRAIN, AttackRun, fixed_adapt_config, privacy_fields
+from .attack_rows import SMOKE_TRAIN, AttackRun, fixed_adapt_config
 from .caches import cache_dir, cache_key, embed_cached
 from .options import (
     add_rerender_option,
@@ -62,8 +52,9 @@ from .options import (
     resolve_size,
     set_threads,
 )
-from .reporting import clean_json, load_results, make_meta, write_markdown, write_results
-from .retrieval import subsample
+from .reporting import load_results, make_meta, write_markdown, write_results
+from .retrieval import ndcg10_flat, subsample
+from .threat_cells import KEY_PAIRS, Setting, attack_rows, columns
 from .threat_releases import Release, build_releases, ironcore_status
 from .threat_report import render_markdown
 
@@ -74,44 +65,6 @@ SIZES: dict[str, dict[str, Any]] = {
     "full": {"victims": 300, "store": 2400, "public": 20000, "ks": (10, 50, 400, 2000), "pairs": 30000, "docs": 0},
 }
 SIZES["quick"]["queries"], SIZES["full"]["queries"] = 100, 0
-ATTACK_FIELDS = ("content_f1", "bleu", "token_f1", "rouge_l", "exact_match", "cosine", "n_test", "n_pairs")
-
-
-@dataclass(frozen=True)
-class Column:
-    """One attacker: ``store`` (zero pairs, public text of ``domain``), ``pairs`` (``k`` known) or ``query``."""
-
-    kind: str
-    k: int = 0
-    domain: str = ""
-
-    @property
-    def label(self) -> str:
-        if self.kind == "store":
-            return f"store only ({self.domain} domain)"
-        return f"store + {self.k} pairs" if self.kind == "pairs" else "query access (adaptive)"
-
-
-@dataclass
-class Setting:
-    """Everything the cells share: victims, the clean store, public texts, the attacker, the cache."""
-
-    victims: list[str]
-    store_clean: np.ndarray
-    public: dict[str, np.ndarray]
-    run: AttackRun
-    cache: Path
-    ident: str
-    inverter: Inverter
-
-
-def columns(ks: tuple[int, ...]) -> list[Column]:
-    """The matrix's columns in table order."""
-    return (
-        [Column("store", domain="same"), Column("store", domain="other")]
-        + [Column("pairs", k=k) for k in ks]
-        + [Column("query")]
-    )
 
 
 def _sentences(abstracts: list[str], *, first: bool) -> list[str]:
@@ -149,14 +102,6 @@ def store_texts(
     return victims, store, same[: size["public"]]
 
 
-def _ndcg(docs: np.ndarray, queries: np.ndarray, rs: Any) -> float:
-    index = faiss.IndexFlatIP(docs.shape[1])
-    index.add(np.ascontiguousarray(docs, dtype=np.float32))
-    _, top = index.search(np.ascontiguousarray(queries, dtype=np.float32), 10)
-    ranked = {q: [rs.doc_ids[j] for j in row] for q, row in zip(rs.query_ids, top)}
-    return float(retrieval_metrics(ranked, rs.qrels, ks=(10,))["ndcg@10"])
-
-
 def retrieval_cell(
     rel: Release, docs: np.ndarray, queries: np.ndarray, rs: Any, *, cache: Path, ident: str
 ) -> dict[str, Any]:
@@ -167,107 +112,11 @@ def retrieval_cell(
     rel = rel.with_whitening(docs)  # the owner whitens with its own corpus
     released = rel.protect(docs)
     out = {
-        "ndcg10": _ndcg(released, rel.protect(queries), rs),
-        "ndcg10_key_only_queries": _ndcg(released, rel.query(queries), rs),
+        "ndcg10": ndcg10_flat(released, rel.protect(queries), rs),
+        "ndcg10_key_only_queries": ndcg10_flat(released, rel.query(queries), rs),
     }
     path.write_text(json.dumps(out), encoding="utf-8")
     return out
-
-
-def estimate_key(rel: Release, col: Column, stored: np.ndarray, st: Setting) -> tuple[Any, str]:
-    """The attacker's estimate of the secret transform and the method's name."""
-    if col.kind == "store":
-        public = rel.attacker_pre(st.public[col.domain])
-        if rel.family == "permutation":
-            return align_permutation(stored, public), "align_permutation"
-        init = "ica" if rel.whitening is not None else "eigen"
-        return align_rotation(stored, public, init=init, seed=st.run.seed), f"align_rotation(init={init})"
-    n_v = len(st.victims)
-    known = slice(n_v, n_v + col.k)  # store entries the attacker knows (never the victims)
-    clean = rel.attacker_pre(st.store_clean[known])
-    if rel.family == "permutation":
-        return permutation_from_pairs(clean, stored[known]), "permutation_from_pairs"
-    return procrustes_from_pairs(clean, stored[known]), "procrustes_from_pairs"
-
-
-def _attack(defense: Any, mode: str, victims: np.ndarray, st: Setting) -> dict[str, Any]:
-    """The attacks package on ``victims`` (row ``i`` belongs to ``st.victims[i]``): the scalar fields kept."""
-    attack = replace(st.run.attack, mode=mode)
-    with quiet_seed_warnings():
-        res = evaluate_attacks(
-            defense,
-            encoder=st.run.encoder,
-            train_texts=st.run.train_texts,
-            test_texts=list(st.victims),
-            attack=attack,
-            inverter=st.inverter,  # loaded once, not per cell
-            victim_vectors=victims,
-            progress=st.run.progress,
-        )
-    keep = set(ATTACK_FIELDS) | {"adapt_minutes", "attack_minutes"}
-    out = {k: v for k, v in privacy_fields(res).items() if k in keep or k.startswith("floor_")}
-    return {**out, "inverter": res.get("attacker")}  # "attacker" is the column in the rows
-
-
-def _cell_path(rel: Release, col: Column, st: Setting) -> Path:
-    # Without a key every store column is the same attack (the inverter on the store): one cache entry.
-    which = col.label if rel.keyed or col.kind == "query" else "store"
-    return st.cache / f"cell-{cache_key(st.ident, rel.spec(), which)}.json"
-
-
-def compute_cell(rel: Release, col: Column, stored: np.ndarray, st: Setting) -> dict[str, Any]:
-    """One cell: recover the key (keyed rows), un-key, invert; or the adaptive attacker on the releases."""
-    n_v = len(st.victims)
-    clean_victims = st.store_clean[:n_v]
-    if col.kind == "query":
-        return {"method": "adapt_inverter on the releases", **_attack(rel, "adaptive", stored[:n_v], st)}
-    out: dict[str, Any] = {}
-    est = stored[:n_v]
-    method = "none (no key)"
-    if rel.keyed:
-        t0 = time.perf_counter()
-        t_hat, method = estimate_key(rel, col, stored, st)
-        out["key_attack_s"] = time.perf_counter() - t0
-        est = rel.attacker_post(unkey(est, t_hat))
-        if rel.family == "permutation":  # DCPE scales by a secret s: match the public text's norms
-            est = est * float(np.median(row_norms(st.public["same"])) / max(np.median(row_norms(est)), 1e-12))
-        rec = recovery_report(rel.true_transform(), t_hat, rel.attacker_pre(st.store_clean))
-        out.update({f"key_{k}": v for k, v in rec.as_dict().items()})
-    out["unkeyed_cosine"] = float(np.mean(row_cosines(est, clean_victims)))
-    return {"method": method, **out, **_attack(NoDefense(), "non-adaptive", est.astype(np.float32), st)}
-
-
-def attack_rows(releases: list[Release], cols: list[Column], st: Setting, *, budget_s: float) -> list[dict[str, Any]]:
-    """Every cell, cached; cells not started within ``budget_s`` are ``pending`` (the next run does them)."""
-    t_start = time.perf_counter()
-    stored: dict[str, np.ndarray] = {}
-    rows = []
-    order = [(r, c) for c in cols if c.kind != "query" for r in releases] + [
-        (r, c) for r in releases for c in cols if c.kind == "query"
-    ]
-    for rel, col in order:
-        row: dict[str, Any] = {"protection": rel.label, "family": rel.family, "attacker": col.label, "column": col.kind}
-        row.update(
-            {"k": col.k, "domain": col.domain or None, "defense": rel.spec() if rel.unavailable is None else rel.label}
-        )
-        path = _cell_path(rel, col, st) if rel.unavailable is None else None
-        if rel.unavailable is not None:
-            row["status"] = f"unavailable: {rel.unavailable}"
-        elif col.kind == "query" and rel.family == "none":
-            row["status"] = "n/a (nothing to adapt to)"
-        elif path is not None and path.is_file():
-            row.update(json.loads(path.read_text(encoding="utf-8")), status="done")
-        elif time.perf_counter() - t_start > budget_s:
-            row["status"] = "pending"
-        else:
-            if rel.label not in stored:
-                stored[rel.label] = rel.protect(st.store_clean)
-            print(f"[{NAME}] {rel.label} / {col.label}", flush=True)
-            res = compute_cell(rel, col, stored[rel.label], st)
-            path.write_text(json.dumps(clean_json(res)), encoding="utf-8")
-            row.update(res, status="done")
-        rows.append(row)
-    return rows
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -359,8 +208,14 @@ def main(argv: list[str] | None = None) -> int:
     cols = columns(tuple(cfg["ks"]))
     # the budget counts from the start (embedding and retrieval included)
     budget = float("inf") if args.max_minutes is None else 60.0 * args.max_minutes - (time.perf_counter() - t0)
-    store_releases = [r.with_whitening(store_clean) for r in releases]  # the owner whitens with its own store
-    rows = attack_rows(store_releases, cols, st, budget_s=budget)
+
+    def fresh(label: str) -> Release:  # the owner whitens with its own store
+        with quiet_seed_warnings():
+            again = build_releases(dim=dim, seed=args.seed, calibration=docs)
+        return next(r for r in again if r.label == label).with_whitening(store_clean)
+
+    store_releases = [r.with_whitening(store_clean) for r in releases]
+    rows = attack_rows(store_releases, cols, st, budget_s=budget, fresh=fresh)
     for r in rows:
         r.update(ndcg.get(r["protection"], {}))
     floor = next((r for r in rows if r.get("floor_content_f1") is not None), None)
@@ -400,6 +255,7 @@ def main(argv: list[str] | None = None) -> int:
             if size == "full"
             else "quick attacker (numbers not meaningful)",
             "adapt_pairs": attack.pairs_budget,
+            "key_pairs": min(KEY_PAIRS, attack.pairs_budget, len(train)),
             "n_victims": len(victims),
             "keyword_and_pii_probes": False,
         },

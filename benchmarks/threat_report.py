@@ -18,6 +18,8 @@ __all__ = ["HOLD_FRACTION", "render_markdown", "summary_lines"]
 HOLD_FRACTION = 0.9
 #: Content-F1 points within which "key + TextCrafter" counts as no worse than TextCrafter.
 NO_WORSE_POINTS = 1.0
+#: The plain query-access column (the inverter fine-tuned on the releases, no key estimate).
+ADAPTIVE = "query access (adaptive)"
 #: Key-recovery score (centred cosine, or share of coordinates) at which a key counts as recovered.
 KEY_RECOVERED = 0.9
 
@@ -54,7 +56,9 @@ def _matrix(rows: Sequence[dict[str, Any]], cols: list[str], key: str, *, ndcg: 
         table.append(line)
     extra = ["ndcg", "ndcg_q"] if ndcg else []
     heads = ["protection", *cols] + (
-        ["NDCG@10 (queries keyed, no noise)", "NDCG@10 (queries released too)"] if ndcg else []
+        ["NDCG@10 (queries keyed, no mechanism noise; DCPE adds its own)", "NDCG@10 (queries released too)"]
+        if ndcg
+        else []
     )
     return md_table(table, ["protection", *cols, *extra], headers=heads)
 
@@ -84,18 +88,19 @@ def summary_lines(rows: Sequence[dict[str, Any]], cols: list[str]) -> list[str]:
         f"(none {none:.2f}, floor {floor:.2f}).",
         "",
     ]
-    groups = [("the store only", [c for c in cols if c.startswith("store only")])]
+    store = [c for c in cols if not c.startswith("query")]
+    groups = [("the store only", [c for c in store if c.startswith("store only")])]
     groups += [
-        (f"the store + {c.split('+ ')[1]}", [c for c in cols[: cols.index(c) + 1] if c != cols[-1]])
-        for c in cols
-        if c.startswith("store +")
+        (f"the store + {c.split('+ ')[1]}", store[: store.index(c) + 1]) for c in store if c.startswith("store +")
     ]
-    groups += [("query access (adaptive inverter)", [cols[-1]])]
+    # query access: the better of its two attacks (adapt to the releases; un-key with own pairs, then adapt)
+    groups += [("query access (the better of its two attacks)", [c for c in cols if c.startswith("query")])]
     for threat, group in groups:
         done = []
         for p in _protections(rows):
             cells = [at.get((p, c)) for c in group]
-            if any(c is None or c.get("status") != "done" for c in cells):
+            cells = [c for c in cells if c is None or not str(c.get("status")).startswith("n/a")]
+            if not cells or any(c is None or c.get("status") != "done" for c in cells):
                 continue
             done.append((p, max(float(c["content_f1"]) for c in cells)))
         holding = [(p, cf1) for p, cf1 in done if _holds(cf1, none, floor)]
@@ -112,7 +117,7 @@ def summary_lines(rows: Sequence[dict[str, Any]], cols: list[str]) -> list[str]:
             worst = min(done, key=lambda pc: pc[1])
             out.append(f"- Against {threat}: nothing measured holds; lowest content-F1 {worst[1]:.2f} ({worst[0]}).")
     for p in _protections(rows):
-        keyed = [at.get((p, c)) for c in cols if not c.startswith("query")]
+        keyed = [at.get((p, c)) for c in cols if c != ADAPTIVE]
         keyed = [r for r in keyed if r and r.get("status") == "done" and _key_value(r) is not None]
         if keyed:
             broken = next((r["attacker"] for r in keyed if float(_key_value(r)) >= KEY_RECOVERED), None)
@@ -124,7 +129,8 @@ def summary_lines(rows: Sequence[dict[str, Any]], cols: list[str]) -> list[str]:
     tc = next((p for p in _protections(rows) if p.startswith("TextCrafter")), None)
     ktc = next((p for p in _protections(rows) if p.startswith("key + TextCrafter")), None)
     if tc and ktc:
-        pairs = [(at.get((tc, c)), at.get((ktc, c))) for c in cols]
+        # TextCrafter has no key: its adaptive cell answers every query-access attack
+        pairs = [(at.get((tc, ADAPTIVE if c.startswith("query") else c)), at.get((ktc, c))) for c in cols]
         both = [(a, b) for a, b in pairs if a and b and a.get("status") == b.get("status") == "done"]
         ok = sum(float(b["content_f1"]) <= float(a["content_f1"]) + NO_WORSE_POINTS for a, b in both)
         out.append(
@@ -144,15 +150,18 @@ def render_markdown(rows: Sequence[dict[str, Any]], meta: dict[str, Any]) -> str
     detail_cols += ["key_centered_cosine", "key_permutation_recovered", "key_relative_frobenius", "status"]
     details = [dict(r, status=str(r.get("status"))[:60]) for r in rows]
     keyed = [r for r in rows if r.get("family") in ("rotation", "permutation")]
-    key_rows = [dict(r, key_value=_key_value(r)) for r in keyed if r.get("column") in ("store", "pairs")]
+    key_cols = [c for c in cols if c != ADAPTIVE]  # the un-key column estimates the key too
+    key_rows = [dict(r, key_value=_key_value(r)) for r in keyed if r.get("column") in ("store", "pairs", "unkey")]
     lines = [
         "# Threat models: which protection survives which attacker",
         "",
         f"Victim store: {dom['victim_store']}. Public text the attacker embeds itself: same domain = "
         f"{dom['same_domain_public']}; other domain = {dom['other_domain_public']}. Known pairs: "
         f"{dom['known_pairs']}. Attacker: {ac['inverter']}; query access = the inverter fine-tuned on "
-        f"{ac['adapt_pairs']:,} (text, release) pairs. Retrieval: {ret['dataset']}, {ret['n_docs']} documents, "
-        f"{ret['n_queries']} queries, {ret['index']}; documents released, queries keyed "
+        f"{ac['adapt_pairs']:,} (text, release) pairs; for keyed rows also un-key with a key estimated from its own "
+        f"{ac.get('key_pairs', '?')} pairs first, then fine-tune on the un-keyed releases. "
+        f"Retrieval: {ret['dataset']}, {ret['n_docs']} documents, {ret['n_queries']} queries, "
+        f"{ret['index']}; documents released, queries keyed "
         "but not noised (the product's default, `protect_queries=False`), and beside it queries released like the "
         "documents. IronCore: "
         f"{meta.get('ironcore')}. Pending cells: {meta.get('pending', 0)}.",
@@ -166,9 +175,7 @@ def render_markdown(rows: Sequence[dict[str, Any]], meta: dict[str, Any]) -> str
         "",
         "## Key recovery (rotations: centred cosine of un-keyed vs clean vectors; permutations: share of coordinates)",
         "",
-        _matrix(key_rows, [c for c in cols if not c.startswith("query")], "key_value", ndcg=False)
-        if key_rows
-        else "(no keyed rows)",
+        _matrix(key_rows, key_cols, "key_value", ndcg=False) if key_rows else "(no keyed rows)",
         "",
         "## Every cell",
         "",

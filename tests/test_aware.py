@@ -27,6 +27,15 @@ DIM = 32
 WORDS = [f"tok{i:02d}" for i in range(30)]
 
 
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Training runs on one thread (reproducible sums); the caller's setting is restored afterwards."""
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
+
+
 def _planted(n: int = 400, *, seed: int = 0, noise: float = 0.05) -> tuple[torch.Tensor, list[str]]:
     """Texts of 3 distinct planted words; each embedding is the normalised sum of its words' vectors."""
     rng = np.random.default_rng(seed)
@@ -77,7 +86,6 @@ def test_content_vocabulary_orders_by_frequency_and_builds_multi_hot_targets() -
 
 
 def test_bag_of_words_adversary_learns_a_planted_vocabulary() -> None:
-    torch.set_num_threads(1)
     x, texts = _planted()
     cfg = AwareRewardConfig(adversary_weight=1.0, vocab_size=50, adversary_epochs=60, adversary_hidden=64)
     obj = AwareObjective(cfg, x, texts, seed=0)
@@ -127,7 +135,6 @@ def _aware_score(tc: TextCrafter, cfg: AwareRewardConfig, x: torch.Tensor, texts
 
 
 def test_aware_training_beats_the_paper_reward_on_its_own_objective() -> None:
-    torch.set_num_threads(1)
     x, texts = _planted(300)
     cfg = AwareRewardConfig(
         retrieval_weight=4.0, adversary_weight=1.0, vocab_size=50, adversary_hidden=0, adversary_every=20
@@ -202,7 +209,6 @@ def _toy_encoder():
 def test_fit_textcrafter_with_an_aware_reward_records_it_and_keeps_the_norm() -> None:
     from textcrafter_rag.textcrafter import Calibration, fit_textcrafter
 
-    torch.set_num_threads(1)
     x, texts = _planted(200)
     base = make_textcrafter(DIM)
     cal = Calibration(encoder=_toy_encoder(), pii=base.pii, prior=base.prior, embeddings=x.numpy(), texts=tuple(texts))

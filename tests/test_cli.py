@@ -195,7 +195,13 @@ def test_protect_with_a_key_file_then_rekey(tmp_path, capsys, monkeypatch) -> No
     assert main(["protect", "--input", str(tmp_path / "in.npy"), "--output", out, *old_key, *common]) == 0
     old, new = (KeyedRotation(k, tenant="acme", dim=384) for k in keys)
     np.testing.assert_allclose(np.linalg.norm(old.invert(np.load(out)) - x, axis=1), 1.0, rtol=1e-4)
-    assert main(["rekey", out, moved, *old_key, "--new-key-file", str(tmp_path / "new.key"), *common]) == 0
+    assert f"Key fingerprint {old.fingerprint}" in capsys.readouterr().out
+    new_key = ["--new-key-file", str(tmp_path / "new.key")]
+    wrong = ["--key-file", str(tmp_path / "new.key"), "--tenant", "acme", "--expect-fingerprint", old.fingerprint]
+    assert main(["rekey", out, moved, *wrong, "--new-key-file", str(tmp_path / "old.key"), *common]) == 2
+    assert "wrong key or tenant" in capsys.readouterr().err and not (tmp_path / "moved.npy").exists()
+    check = ["--expect-fingerprint", old.fingerprint]
+    assert main(["rekey", out, moved, *old_key, *new_key, *check, *common]) == 0
     np.testing.assert_allclose(np.load(moved), new.apply(old.invert(np.load(out))), atol=1e-5)
     monkeypatch.setenv("TC_TEST_KEY", keys[0])  # the same secret from a variable, another tenant
     assert main(["rekey", out, retenanted, "--key-env", "TC_TEST_KEY", "--tenant", "acme", "--new-tenant", "b"]) == 0

@@ -187,13 +187,15 @@ def test_verdicts_apply_the_issue_rules() -> None:
         _row("close", "scifact", 1.0),
         _row("close", "pii", 5.0, pii=5.0),
         _row("half", "wikitext", 9.0),
+        _row("partial", "scifact", 1.0),  # low where measured, but the other corpora may leak
     ]
     v = {x["mechanism"]: x for x in verdicts(rows)}
     assert v["gaussian"]["switch"] == "reference" and v["gaussian"]["aim"] == "not met"
     assert v["good"]["switch"] == "meets" and v["good"]["aim"] == "met"
     assert v["good"]["rel_wikitext"] == pytest.approx(0.3) and v["good"]["rel_pii"] == pytest.approx(1 / 3)
     assert v["close"]["switch"] == "fails" and v["close"]["aim"] == "not met"
-    assert v["half"]["switch"] == "not measured"
+    assert v["half"]["switch"] == "not measured" and v["half"]["aim"] == "not met"
+    assert v["partial"]["aim"] == "not measured" and v["partial"]["switch"] == "not measured"
     meta = {
         "encoder": "m",
         "dimension": 384,

@@ -9,6 +9,7 @@ shows in a repr, an error or a written file.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import pickle
 import subprocess
 import sys
@@ -126,6 +127,35 @@ def test_an_unknown_dimension_is_fixed_by_the_first_call() -> None:
     assert not Protector(policy=NoDefense()).keyed
 
 
+def test_a_tenant_needs_a_key_and_a_tenant_key_its_own_tenant() -> None:
+    with pytest.raises(ValueError, match="tenant= needs key="):
+        Protector(policy=NoDefense(), tenant="acme")  # would silently share one unkeyed space
+    with pytest.raises(ValueError, match="key_file= or key_env="):
+        Protect(tenant="acme")
+    tk = TenantKey(KEY, "acme")
+    via_tenant_key = Protector(policy=NoDefense(), key=tk)
+    via_options = Protector(policy=NoDefense(), key=KEY, tenant="acme")
+    x = _unit(3, 16, 4)
+    np.testing.assert_array_equal(via_tenant_key.protect(x), via_options.protect(x))
+    assert Protector(policy=NoDefense(), key=tk, tenant="acme").protect(x).tobytes() == via_options.protect(x).tobytes()
+    with pytest.raises(ValueError, match="contradicts"):
+        Protector(policy=NoDefense(), key=tk, tenant="globex")
+
+
+def test_query_vectors_are_checked_with_or_without_a_key() -> None:
+    for key in (None, KEY):
+        p = Protector(policy=NoDefense(), key=key)
+        with pytest.raises(ValueError, match=r"NaN|finite"):
+            p.protect_query_vectors(np.full((1, 8), np.nan))
+        assert p.protect_query_vectors(np.ones((2, 8), dtype=np.float64)).dtype == np.float32
+
+
+def test_adapter_options_hold_the_key_as_a_secret_key() -> None:
+    options = AdapterOptions(key=KEY_B64, tenant="acme")
+    assert isinstance(options.key, SecretKey)
+    _assert_no_key(KEY, repr(dataclasses.asdict(options)), repr(vars(options)))
+
+
 def test_texts_embedded_by_a_keyed_protector_are_rotated() -> None:
     encode = lambda texts: np.concatenate([_unit(1, 8, len(t)) for t in texts])  # any text, a probe's too
     p = Protector(base=encode, policy=NoDefense(), key=KEY)
@@ -180,6 +210,8 @@ def test_protect_file_with_a_key_rotates_the_shipped_release(tmp_path) -> None:
     np.testing.assert_allclose(np.linalg.norm(back - x, axis=1), 1.0, rtol=1e-4)  # the shipped eps=1 policy
     assert np.linalg.norm(y - x, axis=1).min() > 1.2  # the release itself is rotated away from the input
     _assert_no_key(KEY, repr(report), (tmp_path / "out.npy").read_bytes().decode("latin-1"))
+    assert report.key_fingerprint == KeyedRotation(KEY, tenant="acme", dim=8).fingerprint  # any dim: the same
+    assert report.key_fingerprint != TenantKey(KEY, "other").fingerprint
     with pytest.raises(ValueError, match="not to protect_file"):
         protect_file(
             tmp_path / "in.npy", tmp_path / "o.npy", protector=Protector(policy=NoDefense()), key=KEY, progress=False
@@ -207,6 +239,18 @@ def test_rekey_file_moves_a_store_without_re_embedding(tmp_path) -> None:
     )
     with pytest.raises(ValueError, match="nothing to move"):
         rekey_file(tmp_path / "in.npy", tmp_path / "s.npy", key=KEY_B64 + "\n", new_key=SecretKey(KEY))
+    assert report.key_fingerprint == new.fingerprint  # what the output is stored under now
+    with pytest.raises(ValueError, match="wrong key or tenant"):  # the store's fingerprint catches a wrong key
+        rekey_file(
+            tmp_path / "in.npy",
+            tmp_path / "w.npy",
+            key=TenantKey(OTHER_KEY, "acme"),
+            new_key=new,
+            expected_fingerprint=old.fingerprint,
+        )
+    assert not (tmp_path / "w.npy").exists()
+    ok = rekey_file(tmp_path / "in.npy", tmp_path / "r.npy", key=old, new_key=new, expected_fingerprint=old.fingerprint)
+    assert ok.rows == 11 and Protector(policy=NoDefense()).key_fingerprint is None
     (tmp_path / "texts.jsonl").write_text('{"text": "no vectors here"}\n')
     with pytest.raises(StreamError, match="embedding"):
         rekey_file(tmp_path / "texts.jsonl", tmp_path / "x.jsonl", key=old, new_key=new, progress=False)

@@ -123,6 +123,7 @@ def test_limits_and_bad_input(tmp_path) -> None:
         capped.protect(x[:, :5])
     secure = capped.with_strength(0.1, secure_mode=True)
     assert secure._noise.secure and not np.array_equal(secure.protect(x), secure.protect(x))
+    assert secure.with_strength(0.2)._noise.secure  # a new strength keeps the CSPRNG
     spectral_dir = fit_spectral_noise(x).save(tmp_path / "spectral")
     with pytest.raises(ArtifactError):  # another kind of artifact
         NullspaceNoise.load(spectral_dir)

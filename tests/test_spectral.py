@@ -159,6 +159,8 @@ def test_bad_input_and_artifacts(tmp_path, unit_vectors: np.ndarray) -> None:
         )
     secure = mech.with_strength(0.01, secure_mode=True)
     assert secure._noise.secure and not np.array_equal(secure.protect(unit_vectors), secure.protect(unit_vectors))
+    assert secure.with_strength(0.02)._noise.secure  # a new strength keeps the CSPRNG
+    assert not secure.with_strength(0.02, secure_mode=False)._noise.secure
     for spec in ["spectral", "spectral:budget=0.1", f"spectral:{tmp_path},eps=1", f"spectral:{tmp_path},budget=x"]:
         with pytest.raises(ValueError):
             from_spec(spec)

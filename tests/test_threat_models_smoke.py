@@ -32,7 +32,10 @@ def test_threat_models_smoke(tmp_path: Path, data_dir: Path) -> None:
     meta, rows = doc["meta"], doc["rows"]
     assert meta["benchmark"] == "threat_models" and meta["size"] == "smoke" and meta["pending"] == 0
     cols = meta["columns"]
-    assert cols[0].startswith("store only") and cols[-1] == "query access (adaptive)"
+    assert cols[0].startswith("store only") and cols[-2:] == [
+        "query access (adaptive)",
+        "query access (un-key, then adapt)",
+    ]
     assert any(c.startswith("store + 10 pairs") for c in cols)
     cells = [r for r in rows if r["family"] != "floor"]
     protections = list(dict.fromkeys(r["protection"] for r in cells))
@@ -51,6 +54,9 @@ def test_threat_models_smoke(tmp_path: Path, data_dir: Path) -> None:
             assert r["ndcg10"] is not None and r["ndcg10_key_only_queries"] is not None
         if status == "done" and r["family"] in ("rotation", "permutation") and r["column"] != "query":
             assert {"key_mean_cosine", "key_centered_cosine", "key_relative_frobenius", "unkeyed_cosine"} <= set(r)
+        if r["column"] == "unkey":  # the composite attacker runs exactly where there is a key to recover
+            keyed = r["family"] in ("rotation", "permutation")
+            assert (status == "done" and r["key_pairs"] == 64) if keyed else status.startswith(("n/a", "unavailable"))
     floor = [r for r in rows if r["family"] == "floor"]
     assert len(floor) == 1 and "content_f1" in floor[0]
     md = (tmp_path / "a" / "threat_models_smoke.md").read_text()

@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .encoders import Encoder, bundled_minilm
-from .keyed import KeyArg
+from .keyed import KeyArg, TenantKey
 from .protector import Protector
+from .sealing import SecretKey
 from .specs import DEFAULT_POLICY, PolicyArg
 
 __all__ = ["AdapterOptions", "EncoderPaths", "ProtectedBase", "build_protector", "per_text_encoder"]
@@ -49,6 +50,11 @@ class AdapterOptions:
     chunk_size: int = 4096
     key: KeyArg | None = field(default=None, repr=False, compare=False)
     tenant: str = ""
+
+    def __post_init__(self) -> None:
+        # held as a SecretKey (redacted repr, no pickling) so asdict()/vars() never expose the raw key
+        if self.key is not None and not isinstance(self.key, (SecretKey, TenantKey)):
+            object.__setattr__(self, "key", SecretKey(self.key))
 
 
 @dataclass(frozen=True)

@@ -60,9 +60,15 @@ def _cmd_protect(args: argparse.Namespace) -> int:
     )
     print(
         f"Protected {report.rows} vectors ({report.dim}-d) with {report.mechanism} -> {report.output} "
-        f"in {report.seconds:.1f}s ({report.vectors_per_s:.0f} vectors/s)"
+        f"in {report.seconds:.1f}s ({report.vectors_per_s:.0f} vectors/s)" + _stored_under(report.key_fingerprint)
     )
     return 0
+
+
+def _stored_under(fingerprint: str | None) -> str:
+    if fingerprint is None:
+        return ""
+    return f"\nKey fingerprint {fingerprint} (not secret): keep it with the store; rekey --expect-fingerprint checks it"
 
 
 def _cmd_rekey(args: argparse.Namespace) -> int:
@@ -72,7 +78,8 @@ def _cmd_rekey(args: argparse.Namespace) -> int:
     if new_path is None and new_env is None:  # the same secret, another tenant
         new_path, new_env = args.key_file, args.key_env
     new = _key(new_path, new_env, tenant if args.new_tenant is None else args.new_tenant)
-    assert old is not None and new is not None  # the old key's flags are required
+    if old is None or new is None:  # argparse requires one of the old key's flags; refuse plainly if not
+        raise ValueError("rekey needs the current key: --key-file or --key-env")
     report = rekey_file(
         args.input,
         args.output,
@@ -81,8 +88,12 @@ def _cmd_rekey(args: argparse.Namespace) -> int:
         column=args.column,
         chunk_size=args.chunk_size,
         progress=not args.no_progress,
+        expected_fingerprint=args.expect_fingerprint,
     )
-    print(f"Re-keyed {report.rows} vectors ({report.dim}-d) -> {report.output} in {report.seconds:.1f}s")
+    print(
+        f"Re-keyed {report.rows} vectors ({report.dim}-d) -> {report.output} in {report.seconds:.1f}s"
+        + _stored_under(report.key_fingerprint)
+    )
     return 0
 
 
@@ -115,6 +126,12 @@ def _add_rekey_command(sub: argparse._SubParsersAction) -> None:
     rekey.add_argument("output", help=".npy, .parquet or .jsonl file to write")
     _add_key_flags(rekey, required=True)
     _add_key_flags(rekey, new=True)
+    rekey.add_argument(
+        "--expect-fingerprint",
+        default=None,
+        help="the key fingerprint `protect` printed for this store: a wrong key or tenant is refused before "
+        "anything is read (without it, a wrong key silently garbles the output)",
+    )
     rekey.add_argument("--column", default="embedding", help="embedding column/field (default: embedding)")
     rekey.add_argument("--chunk-size", type=int, default=4096, help="rows per step (default 4096)")
     rekey.add_argument("--no-progress", action="store_true", help="hide the progress bar")

@@ -147,6 +147,11 @@ def clear_rotation_cache() -> None:
         _CACHE.clear()
 
 
+def _fingerprint(secret: SecretKey, tenant: str) -> str:
+    # A one-way, independent subkey: safe to store (config, logs, reports) to detect a wrong key early.
+    return secret.subkey("rotate-fingerprint", context=tenant)[:8].hex()
+
+
 class KeyedRotation:
     """The secret rotation ``x -> Q x`` of one tenant under one key, for ``D``-dimensional vectors.
 
@@ -174,8 +179,7 @@ class KeyedRotation:
         self._tenant = tenant
         secret = SecretKey(key)
         self._q64, self._q32 = _cached_matrices(secret.subkey("rotate", context=tenant), self._dim)
-        # A one-way, independent subkey: safe to store (config, logs) to detect a wrong key early.
-        self._fingerprint = secret.subkey("rotate-fingerprint", context=tenant)[:8].hex()
+        self._fingerprint = _fingerprint(secret, tenant)
 
     @property
     def dim(self) -> int:
@@ -267,8 +271,21 @@ class TenantKey:
 
     @classmethod
     def of(cls, key: KeyArg | TenantKey, *, tenant: str = "") -> TenantKey:
-        """``key`` itself if it is a :class:`TenantKey`, else ``TenantKey(key, tenant)``."""
-        return key if isinstance(key, TenantKey) else cls(key, tenant)  # type: ignore[arg-type]
+        """``key`` itself if it is a :class:`TenantKey`, else ``TenantKey(key, tenant)``.
+
+        Raises:
+            ValueError: ``key`` is a :class:`TenantKey` of another tenant than a non-empty ``tenant``.
+        """
+        if isinstance(key, TenantKey):
+            if tenant and tenant != key.tenant:
+                raise ValueError(f"tenant={tenant!r} contradicts the TenantKey's tenant {key.tenant!r}")
+            return key
+        return cls(key, tenant)  # type: ignore[arg-type]
+
+    @property
+    def fingerprint(self) -> str:
+        """The :attr:`KeyedRotation.fingerprint` of this key and tenant (any dimension): safe to store."""
+        return _fingerprint(self.key, self.tenant)
 
     def rotation(self, dim: int) -> KeyedRotation:
         """The :class:`KeyedRotation` of this key and tenant for ``dim``-dimensional vectors."""

@@ -35,8 +35,9 @@ class Protector:
         chunk_size: Rows protected per step; bounds peak memory on huge batches.
         secure_mode: Draw noise from the OS CSPRNG.
         seed: Reproducible noise for experiments (warns).
-        key: A secret from ``textcrafter keygen`` (the string, its 32 bytes or a
-            :class:`~textcrafter_rag.sealing.SecretKey`), or ``None`` for no key. With a key, every
+        key: A secret from ``textcrafter keygen`` (the string, its 32 bytes, a
+            :class:`~textcrafter_rag.sealing.SecretKey` or a :class:`~textcrafter_rag.keyed.TenantKey`),
+            or ``None`` for no key. With a key, every
             released vector -- documents after the mechanism, queries whether protected or not -- is
             rotated by the tenant's secret orthogonal matrix
             (:class:`~textcrafter_rag.keyed.KeyedRotation`), so inner products and distances between
@@ -47,6 +48,8 @@ class Protector:
 
     Raises:
         InvalidKeyError: ``key`` is malformed (the message never contains it).
+        ValueError: ``tenant`` without a key (it would isolate nothing), or a ``TenantKey`` with
+            another ``tenant``.
     """
 
     def __init__(
@@ -64,7 +67,7 @@ class Protector:
     ) -> None:
         if chunk_size < 1:
             raise ValueError("chunk_size must be >= 1")
-        self._key = TenantKey(key, tenant) if key is not None else None  # checks the key before any model loads
+        self._key = _tenant_key(key, tenant)  # checks the key before any model loads
         self._rotation: KeyedRotation | None = None
         self.encoder: Encoder | None = as_encoder(base) if base is not None else None
         self.query_encoder: Encoder | None = as_encoder(query_base) if query_base is not None else self.encoder
@@ -87,6 +90,11 @@ class Protector:
     def keyed(self) -> bool:
         """Whether releases are rotated under a secret key."""
         return self._key is not None
+
+    @property
+    def key_fingerprint(self) -> str | None:
+        """The fingerprint of the key and tenant (:attr:`TenantKey.fingerprint`; not secret), or ``None``."""
+        return self._key.fingerprint if self._key is not None else None
 
     @property
     def rotation(self) -> KeyedRotation | None:
@@ -120,15 +128,14 @@ class Protector:
         return out
 
     def protect_query_vectors(self, vectors: Any) -> np.ndarray:
-        """What to search a store with, from precomputed query vectors ``(n, D)``.
+        """What to search a store with, from precomputed query vectors ``(n, D)`` (float32).
 
         Protected like documents if ``protect_queries``; otherwise returned clean, or only rotated
-        under the key (without the same rotation they would not match the stored documents).
+        under the key (without the same rotation they would not match the stored documents). The
+        same checks either way: a key never changes which input is accepted.
         """
         if self.protect_queries:
             return self.protect(vectors)
-        if self._key is None:
-            return np.asarray(vectors)
         return self._rotate(check_vectors(vectors, dim=self.dimension, name="query vectors"))
 
     def _require_encoder(self, *, query: bool = False) -> Encoder:
@@ -148,7 +155,7 @@ class Protector:
         return self.protect(self._require_encoder().encode(texts))
 
     def embed_query(self, text: str) -> np.ndarray:
-        """Embed a query; protected only if ``protect_queries``. Returns a 1-D array."""
+        """Embed a query: noised only if ``protect_queries``, rotated whenever keyed. Returns a 1-D array."""
         text = check_text(text, name="query")
         vec = self._require_encoder(query=True).encode([text])
         return self.protect_query_vectors(vec)[0]
@@ -165,8 +172,6 @@ class Protector:
         """Async :meth:`embed_query`."""
         text = check_text(text, name="query")
         vec = await self._require_encoder(query=True).aencode([text])
-        if not (self.protect_queries or self.keyed):
-            return vec[0]
         return (await asyncio.to_thread(self.protect_query_vectors, vec))[0]
 
     def __repr__(self) -> str:
@@ -175,6 +180,14 @@ class Protector:
             f"Protector(encoder={self.encoder!r}, mechanism={self.mechanism!r}, "
             f"protect_queries={self.protect_queries}{keyed})"
         )
+
+
+def _tenant_key(key: KeyArg | TenantKey | None, tenant: str) -> TenantKey | None:
+    if key is None:
+        if tenant:
+            raise ValueError("tenant= needs key=: without a key every tenant would share one (unkeyed) space")
+        return None
+    return TenantKey.of(key, tenant=tenant)
 
 
 def protector_for(
@@ -198,13 +211,11 @@ def protector_for(
         chunk_size: Rows protected per step.
         key: A secret key (tenant ``""``) or a :class:`~textcrafter_rag.keyed.TenantKey`, or ``None``.
     """
-    keying = TenantKey.of(key) if key is not None else None
     base = encoder_from_name(encoder) if encoder is not None else None
     return Protector(
         base=base,
         policy=DEFAULT_POLICY if policy is None else policy,
         secure_mode=secure_mode,
         chunk_size=chunk_size,
-        key=keying.key if keying is not None else None,
-        tenant=keying.tenant if keying is not None else "",
+        key=key,
     )

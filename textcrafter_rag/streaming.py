@@ -86,6 +86,9 @@ class StreamReport:
         embedded: Whether texts were embedded (else precomputed vectors were protected).
         seconds: Wall time of the streaming loop (reading, embedding, protecting, writing).
         mechanism: ``repr`` of the protecting mechanism.
+        key_fingerprint: The fingerprint of the key and tenant the output is stored under
+            (:attr:`~textcrafter_rag.keyed.TenantKey.fingerprint`, not secret), or ``None`` without a
+            key. Keep it with the store: :func:`rekey_file` checks it before it moves anything.
     """
 
     input: Path
@@ -96,6 +99,7 @@ class StreamReport:
     embedded: bool
     seconds: float
     mechanism: str
+    key_fingerprint: str | None = None
 
     @property
     def vectors_per_s(self) -> float:
@@ -228,6 +232,7 @@ def protect_file(
         embedded=reader.embeds,
         seconds=seconds,
         mechanism=repr(protector.mechanism),
+        key_fingerprint=getattr(protector, "key_fingerprint", None),
     )
 
 
@@ -241,6 +246,7 @@ class _Rekey:
         self._matrix: np.ndarray | None = None
         self.dimension: int | None = None  # fixed by the first chunk
         self.mechanism = self
+        self.key_fingerprint = new.fingerprint  # what the output is stored under
 
     def protect(self, vectors: Any) -> np.ndarray:
         y = check_vectors(vectors, dim=self.dimension, name="stored vectors", allow_zero_rows=True)
@@ -263,6 +269,7 @@ def rekey_file(
     column: str = "embedding",
     chunk_size: int = 4096,
     progress: bool = True,
+    expected_fingerprint: str | None = None,
 ) -> StreamReport:
     """Move a stored matrix from one key (or tenant) to another, chunk by chunk, without re-embedding.
 
@@ -279,13 +286,23 @@ def rekey_file(
         column: The embedding column (parquet) or field (jsonl), rewritten in place.
         chunk_size: Rows per step; bounds peak memory.
         progress: Show a progress bar.
+        expected_fingerprint: The ``key_fingerprint`` the store was written with (its
+            :class:`StreamReport`'s). A rotation by the wrong key cannot be told from a right one
+            by looking at the vectors, and re-keying with it garbles the store silently; with this
+            set, a key that does not match is refused before anything is read.
 
     Raises:
-        ValueError: ``key`` and ``new_key`` give the same rotation (nothing to move).
+        ValueError: ``key`` and ``new_key`` give the same rotation (nothing to move), or ``key``
+            does not match ``expected_fingerprint``.
         InvalidKeyError: A key is malformed (the message never contains it).
         FileNotFoundError, StreamError: As :func:`protect_file`.
     """
     old, new = TenantKey.of(key), TenantKey.of(new_key)
+    if expected_fingerprint is not None and not hmac.compare_digest(old.fingerprint, expected_fingerprint.lower()):
+        raise ValueError(
+            f"the key and tenant given have fingerprint {old.fingerprint}, the store {expected_fingerprint}: "
+            "wrong key or tenant (nothing was read or written)"
+        )
     if hmac.compare_digest(old.key.subkey("rotate", context=old.tenant), new.key.subkey("rotate", context=new.tenant)):
         raise ValueError("the old and new key and tenant are the same: there is nothing to move")
     return protect_file(

@@ -43,7 +43,8 @@ class NullspaceConfig:
         s: The default strength: per-coordinate std of the isotropic noise (as in ``GaussianNoise``).
         renormalize: Rescale each release to its input's norm (keeps unit-norm stores unit-norm).
         max_directions: Stop once this many directions are removed.
-        max_iterations: Stop after this many classifier rounds.
+        max_iterations: Remove directions in at most this many rounds (one more classifier fit then
+            measures what is left).
         tolerance: Stop when held-out accuracy is at most chance (the majority share) plus this.
         test_fraction: Held-out share of the labelled embeddings (stratified).
         C: Inverse L2 regularisation of the logistic regressions (on embeddings rescaled to
@@ -125,8 +126,11 @@ class NullspaceNoise(Mechanism):
         x32 = check_vectors(x, dim=self.dim, allow_zero_rows=True)
         return x32 - (x32 @ self._q32) @ self._q32.T
 
-    def with_strength(self, s: float, *, seed: int | None = None, secure_mode: bool = False) -> NullspaceNoise:
-        """The same removed subspace with noise std ``s`` (larger = more noise); no refit, fresh noise source."""
+    def with_strength(self, s: float, *, seed: int | None = None, secure_mode: bool | None = None) -> NullspaceNoise:
+        """The same removed subspace with noise std ``s`` (larger = more noise); no refit, fresh noise source.
+
+        ``secure_mode=None`` keeps this mechanism's: a CSPRNG mechanism never turns into a seeded one.
+        """
         out = NullspaceNoise(
             basis=self.basis,
             s=s,
@@ -134,7 +138,7 @@ class NullspaceNoise(Mechanism):
             metadata=self.metadata,
             probes=self.probes,
             seed=seed,
-            secure_mode=secure_mode,
+            secure_mode=self.secure_mode if secure_mode is None else secure_mode,
         )
         out.path = self.path
         return out

@@ -172,8 +172,13 @@ class SpectralNoise(Mechanism):
         m = self.eigenvalues > 0
         return float(0.5 * np.sum(np.log1p(self.eigenvalues[m] / self.variances[m])))
 
-    def with_strength(self, budget: float, *, seed: int | None = None, secure_mode: bool = False) -> SpectralNoise:
-        """The same fitted spectrum at another budget (larger = more noise); no refit, fresh noise source."""
+    def with_strength(
+        self, budget: float, *, seed: int | None = None, secure_mode: bool | None = None
+    ) -> SpectralNoise:
+        """The same fitted spectrum at another budget (larger = more noise); no refit, fresh noise source.
+
+        ``secure_mode=None`` keeps this mechanism's: a CSPRNG mechanism never turns into a seeded one.
+        """
         out = SpectralNoise(
             eigenvalues=self.eigenvalues,
             eigenvectors=self.eigenvectors,
@@ -182,7 +187,7 @@ class SpectralNoise(Mechanism):
             metadata=self.metadata,
             probes=self.probes,
             seed=seed,
-            secure_mode=secure_mode,
+            secure_mode=self.secure_mode if secure_mode is None else secure_mode,
         )
         out.path = self.path
         return out

@@ -118,7 +118,7 @@ class ProtectedEmbeddings(Embeddings):
         return (await self.protector.aembed_documents(texts)).tolist()
 
     def embed_query(self, text: str) -> list[float]:
-        """Embed a query with the base's query path; protected only if ``protect_queries``."""
+        """Embed a query with the base's query path: noised only if ``protect_queries``, rotated whenever keyed."""
         return self.protector.embed_query(text).tolist()
 
     async def aembed_query(self, text: str) -> list[float]:

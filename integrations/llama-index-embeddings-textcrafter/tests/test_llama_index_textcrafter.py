@@ -107,6 +107,14 @@ def test_base_cache_never_receives_raw_vectors(recording) -> None:
     assert len(cached) == len(DOCS) and all(_is_one_of(v, _f32(out)) and not _is_one_of(v, raw) for v in cached)
 
 
+def test_a_keyed_embedding_refuses_a_text_keyed_cache(recording) -> None:
+    # LlamaIndex keys embeddings_cache by text alone: tenants (and keys) sharing one would get each other's vectors
+    with pytest.raises(ValueError, match="embeddings_cache cannot be used with key="):
+        ProtectedEmbedding(
+            base=FakeBase(model_name="fake"), policy=recording, key=bytes(32), embeddings_cache=SimpleKVStore()
+        )
+
+
 def test_payload_has_no_vectors_or_parameters(fake_base) -> None:
     payload = ProtectedEmbedding(base=fake_base, policy=GaussianNoise(s=0.05)).to_payload()
     assert payload["mechanism"] == "gaussian" and payload["protect_queries"] is False

@@ -108,7 +108,8 @@ class ProtectedEmbedding(BaseEmbedding):
             are rotated by the tenant's secret orthogonal matrix (retrieval unchanged; see
             :class:`textcrafter_rag.Protector`). Only the protector holds the key; it appears in no
             repr, serialisation or error.
-        **kwargs: ``BaseEmbedding`` fields (``embed_batch_size``, ``embeddings_cache``, ...). For a
+        **kwargs: ``BaseEmbedding`` fields (``embed_batch_size``, ``embeddings_cache`` -- refused with
+            ``key``, since LlamaIndex keys it by text alone --, ...). For a
             LlamaIndex base, ``embed_batch_size``, ``num_workers`` and ``rate_limiter`` default to
             the base's.
 
@@ -143,12 +144,20 @@ class ProtectedEmbedding(BaseEmbedding):
             key=key,
             tenant=tenant,
         )
+        if key is not None and kwargs.get("embeddings_cache") is not None:
+            # LlamaIndex keys its cache by the text alone: one cache would hand one tenant's (or key's)
+            # rotated vectors to another, and a document's protected vector to a query of the same text
+            raise ValueError("embeddings_cache cannot be used with key=: its entries are keyed by text only")
         built = build_protector(base, options=options, paths=_paths)
         if isinstance(built.base, BaseEmbedding):
             if built.base.embeddings_cache is not None:
+                hint = (
+                    ""
+                    if key is not None
+                    else "; set embeddings_cache on the ProtectedEmbedding to cache protected vectors"
+                )
                 warnings.warn(
-                    "the base model's embeddings_cache is bypassed so raw vectors are never cached; "
-                    "set embeddings_cache on the ProtectedEmbedding to cache protected vectors",
+                    f"the base model's embeddings_cache is bypassed so raw vectors are never cached{hint}",
                     BypassedCacheWarning,
                     stacklevel=2,
                 )
@@ -193,7 +202,7 @@ class ProtectedEmbedding(BaseEmbedding):
     async def _aget_text_embeddings(self, texts: list[str]) -> list[Embedding]:
         return (await self._protector.aembed_documents(texts)).tolist()
 
-    # Queries: the base's query path; protected only if protect_queries.
+    # Queries: the base's query path; noised only if protect_queries, rotated whenever keyed.
     def _get_query_embedding(self, query: str) -> Embedding:
         return self._protector.embed_query(query).tolist()
 
