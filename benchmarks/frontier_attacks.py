@@ -36,7 +36,7 @@ from torch import nn
 from textcrafter_rag.attacks import AttackConfig, Inverter, TrainConfig, adapt_inverter, clean_inverter
 from textcrafter_rag.attacks.cache import defense_key
 from textcrafter_rag.attacks.floor import random_sentences
-from textcrafter_rag.data import split_sentences, wikitext_sentences
+from textcrafter_rag.data import wikitext_sentences
 from textcrafter_rag.embedding import texts_hash
 from textcrafter_rag.mechanisms import Mechanism, NoDefense
 
@@ -50,6 +50,7 @@ from .pii_sentences import (
     victim_pii_sentences,
 )
 from .reporting import clean_json
+from .retrieval import abstract_sentences
 
 __all__ = ["CORPORA", "AttackPlan", "AttackSizes", "scifact_sentences"]
 
@@ -61,8 +62,7 @@ def scifact_sentences(docs: list[str], *, n: int, fits: Any, seed: int) -> list[
     rng = random.Random(seed + 2)
     out: list[str] = []
     for i in rng.sample(range(len(docs)), len(docs)):
-        body = docs[i].split(". ", 1)[-1]  # drop the title
-        sents = [s for s in split_sentences(body) if 5 <= len(s.split()) <= 40 and fits(s)]
+        sents = [s for s in abstract_sentences(docs[i]) if fits(s)]
         if sents:
             out.append(rng.choice(sents))
             if len(out) == n:

@@ -148,6 +148,12 @@ def score_diagnostics(docs: np.ndarray, docs_p: np.ndarray, queries: np.ndarray)
     return {"cosine_to_clean": float(row_cosines(d64, p64).mean()), "score_noise_corr": float(corr.mean())}
 
 
+def abstract_sentences(doc: str, *, min_words: int = 5, max_words: int = 40) -> list[str]:
+    """The sentences of a SciFact document's abstract (its title, up to the first ". ", dropped) of
+    ``min_words``..``max_words`` words: what the privacy benchmarks attack as "SciFact sentences"."""
+    return [s for s in split_sentences(doc.split(". ", 1)[-1]) if min_words <= len(s.split()) <= max_words]
+
+
 def privacy_texts(docs: list[str], *, n: int, tokenizer: Any, max_tokens: int, seed: int) -> list[str]:
     """First sentence of ``n`` random abstracts (title dropped), truncated to ``max_tokens`` WordPieces."""
     rng = random.Random(seed + 1)

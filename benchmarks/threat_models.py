@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from textcrafter_rag.attacks import AttackConfig, clean_inverter
-from textcrafter_rag.data import load_classification, load_scifact, split_sentences, wikitext_sentences
+from textcrafter_rag.data import load_classification, load_scifact, wikitext_sentences
 from textcrafter_rag.encoders import bundled_minilm
 
 from .attack_rows import SMOKE_TRAIN, AttackRun, fixed_adapt_config
@@ -53,7 +53,7 @@ from .options import (
     set_threads,
 )
 from .reporting import load_results, make_meta, write_markdown, write_results
-from .retrieval import ndcg10_flat, subsample
+from .retrieval import abstract_sentences, ndcg10_flat, subsample
 from .threat_cells import KEY_PAIRS, Setting, attack_rows, columns
 from .threat_releases import Release, build_releases, ironcore_status
 from .threat_report import render_markdown
@@ -70,7 +70,7 @@ SIZES["quick"]["queries"], SIZES["full"]["queries"] = 100, 0
 def _sentences(abstracts: list[str], *, first: bool) -> list[str]:
     out = []
     for doc in abstracts:
-        sents = [s for s in split_sentences(doc.split(". ", 1)[-1]) if 5 <= len(s.split()) <= 40]
+        sents = abstract_sentences(doc)
         out += sents[:1] if first else sents[1:]
     return out
 

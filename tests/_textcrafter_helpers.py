@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 
@@ -53,3 +54,16 @@ def train_tiny_inverter(encoder):
             batch_size=4, lr=3e-3, warmup_steps=5, epochs=200, time_budget_min=None, bf16=False, seed=0, threads=1
         ),
     )
+
+
+def trigram_encoder(dim: int):
+    """A deterministic stand-in encoder: hashed character trigrams, unit-normalised, ``dim``-d."""
+
+    def encode(texts: list[str]) -> np.ndarray:
+        out = np.zeros((len(texts), dim))
+        for i, t in enumerate(texts):
+            for j in range(len(t) - 2):
+                out[i, sum(map(ord, t[j : j + 3])) % dim] += 1.0
+        return out / np.linalg.norm(out, axis=1, keepdims=True)
+
+    return encode

@@ -26,19 +26,11 @@ from textcrafter_rag.randomness import SeedWarning
 from textcrafter_rag.ray_data import Protect
 from textcrafter_rag.sealing import InvalidKeyError, load_key
 from textcrafter_rag.streaming import StreamError, protect_file, rekey_file
+from textcrafter_rag.testing.secrets import assert_no_key
 
 KEY = bytes(range(100, 132))
 OTHER_KEY = bytes(range(1, 33))
 KEY_B64 = base64.urlsafe_b64encode(KEY).decode()
-
-
-def _forms(key: bytes) -> tuple[str, ...]:
-    return (key.hex(), base64.urlsafe_b64encode(key).decode(), base64.b64encode(key).decode(), repr(key)[2:-1])
-
-
-def _assert_no_key(key: bytes, *texts: str) -> None:
-    for text in texts:
-        assert not any(form in text for form in _forms(key)), text
 
 
 def _unit(n: int, dim: int, seed: int) -> np.ndarray:
@@ -153,7 +145,7 @@ def test_query_vectors_are_checked_with_or_without_a_key() -> None:
 def test_adapter_options_hold_the_key_as_a_secret_key() -> None:
     options = AdapterOptions(key=KEY_B64, tenant="acme")
     assert isinstance(options.key, SecretKey)
-    _assert_no_key(KEY, repr(dataclasses.asdict(options)), repr(vars(options)))
+    assert_no_key(KEY, repr(dataclasses.asdict(options)), repr(vars(options)))
 
 
 def test_texts_embedded_by_a_keyed_protector_are_rotated() -> None:
@@ -175,13 +167,13 @@ def test_the_key_never_shows(tmp_path) -> None:
         with pytest.raises(InvalidKeyError) as info:
             Protector(policy=NoDefense(), key=bad)
         errors.append(str(info.value))
-        _assert_no_key(KEY, str(info.value))
+        assert_no_key(KEY, str(info.value))
     with pytest.raises(ValueError) as bad_input:
         p.protect(np.full((1, 8), np.nan, dtype=np.float32))
     (tmp_path / "k").write_text(KEY.hex())  # a hex key is not the keygen format
     with pytest.raises(InvalidKeyError) as bad_file:
         load_key(tmp_path / "k")
-    _assert_no_key(KEY, *texts, *errors, str(bad_input.value), str(bad_file.value))
+    assert_no_key(KEY, *texts, *errors, str(bad_input.value), str(bad_file.value))
     with pytest.raises(TypeError):
         pickle.dumps(TenantKey(KEY))  # how Ray would fail if handed the key object
 
@@ -209,7 +201,7 @@ def test_protect_file_with_a_key_rotates_the_shipped_release(tmp_path) -> None:
     back = KeyedRotation(KEY, tenant="acme", dim=384).invert(y)
     np.testing.assert_allclose(np.linalg.norm(back - x, axis=1), 1.0, rtol=1e-4)  # the shipped eps=1 policy
     assert np.linalg.norm(y - x, axis=1).min() > 1.2  # the release itself is rotated away from the input
-    _assert_no_key(KEY, repr(report), (tmp_path / "out.npy").read_bytes().decode("latin-1"))
+    assert_no_key(KEY, repr(report), (tmp_path / "out.npy").read_bytes().decode("latin-1"))
     assert report.key_fingerprint == KeyedRotation(KEY, tenant="acme", dim=8).fingerprint  # any dim: the same
     assert report.key_fingerprint != TenantKey(KEY, "other").fingerprint
     with pytest.raises(ValueError, match="not to protect_file"):
@@ -230,8 +222,8 @@ def test_rekey_file_moves_a_store_without_re_embedding(tmp_path) -> None:
     moved = np.asarray(out.column("embedding").to_pylist(), dtype=np.float32)
     fresh = Protector(policy=NoDefense(), key=OTHER_KEY, tenant="acme-2").protect(x)
     np.testing.assert_allclose(moved, fresh, atol=1e-5)
-    _assert_no_key(KEY, repr(report))
-    _assert_no_key(OTHER_KEY, repr(report))
+    assert_no_key(KEY, repr(report))
+    assert_no_key(OTHER_KEY, repr(report))
     np.save(tmp_path / "in.npy", stored)  # the same secret, another tenant
     rekey_file(tmp_path / "in.npy", tmp_path / "t.npy", key=old, new_key=TenantKey(KEY, "b"), progress=False)
     np.testing.assert_allclose(
@@ -267,6 +259,6 @@ def test_ray_protect_reads_the_key_on_the_worker(tmp_path, monkeypatch) -> None:
         actor = Protect(threads=None, tenant="acme", **kwargs)
         out = np.asarray(actor({"embedding": x})["embedding"], dtype=np.float32)
         np.testing.assert_allclose(np.linalg.norm(rotation.invert(out) - x, axis=1), 1.0, rtol=1e-4)
-        _assert_no_key(KEY, repr(actor.protector), repr(vars(actor)))
+        assert_no_key(KEY, repr(actor.protector), repr(vars(actor)))
     with pytest.raises(ValueError, match="exactly one"):
         Protect(threads=None, key_file=str(tmp_path / "k"), key_env="TC_TEST_KEY")

@@ -6,6 +6,7 @@ import json
 
 import numpy as np
 import pytest
+from _textcrafter_helpers import trigram_encoder
 from sklearn.linear_model import LogisticRegression
 
 from textcrafter_rag import from_spec
@@ -147,23 +148,14 @@ def test_entity_kind_corpus_labels() -> None:
         entity_kind_corpus(plain[:10], n_pii=40)
 
 
-def _toy_encoder(texts: list[str]) -> np.ndarray:
-    """A deterministic stand-in encoder: hashed character trigrams, unit-normalised, 32-d."""
-    out = np.zeros((len(texts), 32))
-    for i, t in enumerate(texts):
-        for j in range(len(t) - 2):
-            out[i, sum(map(ord, t[j : j + 3])) % 32] += 1.0
-    return out / np.linalg.norm(out, axis=1, keepdims=True)
-
-
 def test_fit_for_an_encoder(tmp_path) -> None:
     corpus = tuple(f"The council met on day {i} to discuss the budget and the roads." for i in range(200))
     mech = fit_nullspace_for_encoder(
-        _toy_encoder,
+        trigram_encoder(32),
         config=NullspaceConfig(max_iterations=3),
         calibration=CalibrationConfig(corpus=corpus, n_pii=120),
         progress=False,
     )
     assert mech.dim == 32 and mech.removed >= 1
     assert mech.metadata["provenance"]["label_names"][0] == "plain"
-    assert NullspaceNoise.load(mech.save(tmp_path / "fitted"), encoder=_toy_encoder).removed == mech.removed
+    assert NullspaceNoise.load(mech.save(tmp_path / "fitted"), encoder=trigram_encoder(32)).removed == mech.removed

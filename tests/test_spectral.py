@@ -6,6 +6,7 @@ import itertools
 
 import numpy as np
 import pytest
+from _textcrafter_helpers import trigram_encoder
 from scipy.optimize import minimize
 
 from textcrafter_rag import from_spec
@@ -172,26 +173,17 @@ def test_bad_input_and_artifacts(tmp_path, unit_vectors: np.ndarray) -> None:
         SpectralNoise.load(path)
 
 
-def _toy_encoder(texts: list[str]) -> np.ndarray:
-    """A deterministic stand-in encoder: hashed character trigrams, unit-normalised, 24-d."""
-    out = np.zeros((len(texts), 24))
-    for i, t in enumerate(texts):
-        for j in range(len(t) - 2):
-            out[i, sum(map(ord, t[j : j + 3])) % 24] += 1.0
-    return out / np.linalg.norm(out, axis=1, keepdims=True)
-
-
 def test_fit_for_an_encoder_records_its_fingerprint(tmp_path) -> None:
     corpus = tuple(f"Plain sentence number {i} about the weather and markets." for i in range(60))
     mech = fit_spectral_for_encoder(
-        _toy_encoder, calibration=CalibrationConfig(corpus=corpus, n_calibration=50), progress=False
+        trigram_encoder(24), calibration=CalibrationConfig(corpus=corpus, n_calibration=50), progress=False
     )
     assert mech.dim == 24 and mech.metadata["provenance"]["n_calibration"] == 50
     path = mech.save(tmp_path / "fitted")
-    assert SpectralNoise.load(path, encoder=_toy_encoder).dim == 24
+    assert SpectralNoise.load(path, encoder=trigram_encoder(24)).dim == 24
 
     def other(texts: list[str]) -> np.ndarray:
-        return np.roll(_toy_encoder(texts), 5, axis=1)  # same dimension, another embedding space
+        return np.roll(trigram_encoder(24)(texts), 5, axis=1)  # same dimension, another embedding space
 
     with pytest.raises(FingerprintMismatch):
         SpectralNoise.load(path, encoder=other)

@@ -20,7 +20,6 @@ reaches the framework's hooks.
 from __future__ import annotations
 
 import asyncio
-import base64
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -40,6 +39,7 @@ from ..randomness import SeedWarning
 from ..specs import DEFAULT_POLICY
 from .known import KnownVectors
 from .recording import RecordingMechanism
+from .secrets import assert_no_key
 
 __all__ = ["ProtectedEmbeddingsContract"]
 
@@ -71,12 +71,6 @@ def _is_one_of(vector: Any, rows: np.ndarray) -> bool:
 
 #: A fixed test key (never a real one) and every form it could leak in.
 _KEY = bytes(range(7, 39))
-
-
-def _assert_no_key(key: bytes, *texts: str) -> None:
-    forms = (key.hex(), base64.urlsafe_b64encode(key).decode(), base64.b64encode(key).decode(), repr(key)[2:-1])
-    for text in texts:
-        assert not any(form in text for form in forms), "the key leaked into a repr, dump or error"
 
 
 def _serialisations(embeddings: Any) -> list[str]:
@@ -325,10 +319,10 @@ class ProtectedEmbeddingsContract(ABC):
         adocs, aq = asyncio.run(run())
         np.testing.assert_allclose(_f32(adocs), docs, atol=1e-6)
         np.testing.assert_allclose(_f32(aq), q, atol=1e-6)
-        _assert_no_key(_KEY, *_serialisations(keyed), repr(keyed.protector))
+        assert_no_key(_KEY, *_serialisations(keyed), repr(keyed.protector))
         with pytest.raises(ValueError) as bad_text:
             self.embed_documents(keyed, ["fine", "   "])
         with pytest.raises(ValueError) as bad_key:
             self.make_embeddings(base=self.make_base(known), policy=NoDefense(), key=_KEY[:-1])
-        _assert_no_key(_KEY, str(bad_text.value))
-        _assert_no_key(_KEY[:-1], str(bad_key.value), repr(bad_key.value))
+        assert_no_key(_KEY, str(bad_text.value))
+        assert_no_key(_KEY[:-1], str(bad_key.value), repr(bad_key.value))
