@@ -83,7 +83,11 @@ class TrainingConfig:
 
 @dataclass
 class TrainingReport:
-    """What happened during training."""
+    """What happened during training.
+
+    With an aware reward whose adversary is retrained, ``initial_val_reward`` and ``best_val_reward``
+    are both scored against the last adversary, so the two compare like with like.
+    """
 
     steps_run: int
     best_step: int
@@ -174,7 +178,7 @@ def train_policy(
     opt = torch.optim.Adam(policy.parameters(), lr=config.lr)
     baseline = 0.0
     best = initial = _validate(policy, **val)
-    best_state = copy.deepcopy(policy.state_dict())
+    best_state = initial_state = copy.deepcopy(policy.state_dict())
     best_step, stale, step = 0, 0, 0
     history: list[dict[str, float]] = []
     policy.train()
@@ -197,6 +201,8 @@ def train_policy(
             scored = copy.deepcopy(policy)
             scored.load_state_dict(best_state)
             best = _validate(scored, **val)  # the kept state, against the new adversary
+            scored.load_state_dict(initial_state)
+            initial = _validate(scored, **val)  # and the start, so the report compares like with like
             stale = 0  # a new attacker: give the policy time to respond before stopping
         if step % config.eval_every == 0 or step == config.steps:
             v_r = _validate(policy, **val)
