@@ -147,7 +147,12 @@ _FIT_CALIBRATION = _AUTO.calibration
 
 
 def _fitted(ctx: FrontierContext, name: str, fit: Callable[[], Any], load: Callable[[Path], Any]) -> Any:
-    """``fit()`` once per benchmark cache and encoder, saved under the cache and loaded afterwards."""
+    """``fit()`` once per benchmark cache and encoder, saved under the cache and loaded afterwards.
+
+    The key holds the name, not the fit settings: bump the name's ``-vN`` whenever a fit setting or
+    the fitting code changes (a new key also re-measures every row of that mechanism, whose cache
+    keys hold the fitted artifact's path).
+    """
     folder = ctx.policies.cache / "frontier-fits" / cache_key(name, ctx.encoder.model_id, ctx.policies.seed)
     if (folder / "config.json").is_file():
         return load(folder)
