@@ -194,6 +194,8 @@ def main(argv: list[str] | None = None) -> int:
         rerender(args.from_json, args.out_dir)
         print(f"[frontier] re-rendered {args.from_json} into {args.out_dir}")
         return 0
+    if args.best not in ("auto", "none", *CANDIDATES):
+        raise SystemExit(f"--best must be 'auto', 'none' or a candidate ({', '.join(CANDIDATES)}), got {args.best!r}")
     size = resolve_size(args)
     data_dir = resolve_data_or_none(args.data_dir)
     if data_dir is None:

@@ -91,6 +91,8 @@ def estimate_key(rel: Release, col: Column, stored: np.ndarray, st: Setting) -> 
         init = "ica" if rel.whitening is not None else "eigen"
         return align_rotation(stored, public, init=init, seed=st.run.seed), f"align_rotation(init={init})"
     n_v = len(st.victims)
+    if n_v + col.k > len(st.store_clean):
+        raise ValueError(f"a store of {len(st.store_clean)} has no {col.k} known pairs besides {n_v} victims")
     known = slice(n_v, n_v + col.k)  # store entries the attacker knows (never the victims)
     clean = rel.attacker_pre(st.store_clean[known])
     if rel.family == "permutation":

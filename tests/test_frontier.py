@@ -7,6 +7,7 @@ import re
 import numpy as np
 import pytest
 
+from benchmarks import frontier
 from benchmarks.frontier_attacks import with_vocabulary
 from benchmarks.frontier_candidates import CANDIDATES, Candidate
 from benchmarks.frontier_report import render_markdown, verdicts
@@ -231,3 +232,8 @@ def test_with_vocabulary_adds_the_pieces_of_the_attackers_texts(tmp_path) -> Non
     assert inv.generate(x) == before and with_vocabulary(ext, ["Zoe"], encoder=encoder) is ext
     ext.save(tmp_path / "inv")
     assert list(Inverter.load(tmp_path / "inv").vocab_ids) == list(ext.vocab_ids)
+
+
+def test_an_unknown_best_candidate_is_refused_before_any_work() -> None:
+    with pytest.raises(SystemExit, match="--best must be"):
+        frontier.main(["--smoke", "--best", "textcrafter-awre", "--data-dir", "/nonexistent"])
