@@ -136,10 +136,10 @@ def unkey_with_own_pairs(rel: Release, st: Setting) -> tuple[UnkeyedView, dict[s
     else:
         t_hat, method = procrustes_from_pairs(rel.attacker_pre(clean), released), "procrustes_from_pairs"
     out: dict[str, Any] = {"key_attack_s": time.perf_counter() - t0, "key_pairs": n}
-    est = rel.attacker_post(unkey(released, t_hat))
-    scale = float(np.median(row_norms(clean)) / max(np.median(row_norms(est)), 1e-12))  # DCPE's secret scale
-    if rel.family != "permutation":
-        scale = 1.0
+    scale = 1.0
+    if rel.family == "permutation":  # DCPE also scales by a secret s: match its own clean vectors' norms
+        est = rel.attacker_post(unkey(released, t_hat))
+        scale = float(np.median(row_norms(clean)) / max(np.median(row_norms(est)), 1e-12))
     rec = recovery_report(rel.true_transform(), t_hat, rel.attacker_pre(st.store_clean))
     out.update({f"key_{k}": v for k, v in rec.as_dict().items()})
     view = UnkeyedView(rel, t_hat, scale=scale, tag=cache_key(method, n, texts))
