@@ -55,8 +55,12 @@ def test_threat_models_smoke(tmp_path: Path, data_dir: Path) -> None:
         if status == "done" and r["family"] in ("rotation", "permutation") and r["column"] != "query":
             assert {"key_mean_cosine", "key_centered_cosine", "key_relative_frobenius", "unkeyed_cosine"} <= set(r)
         if r["column"] == "unkey":  # the composite attacker runs exactly where there is a key to recover
-            keyed = r["family"] in ("rotation", "permutation")
-            assert (status == "done" and r["key_pairs"] == 64) if keyed else status.startswith(("n/a", "unavailable"))
+            if r["family"] not in ("rotation", "permutation"):
+                assert status.startswith("n/a"), r
+            elif status == "done":
+                assert r["key_pairs"] == 64, r
+            else:  # only the optional AGPL extra may be missing (CI installs without it)
+                assert status.startswith("unavailable") and r["protection"].startswith("IronCore"), r
     floor = [r for r in rows if r["family"] == "floor"]
     assert len(floor) == 1 and "content_f1" in floor[0]
     md = (tmp_path / "a" / "threat_models_smoke.md").read_text()
