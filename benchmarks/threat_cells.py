@@ -94,10 +94,14 @@ def estimate_key(rel: Release, col: Column, stored: np.ndarray, st: Setting) -> 
     if n_v + col.k > len(st.store_clean):
         raise ValueError(f"a store of {len(st.store_clean)} has no {col.k} known pairs besides {n_v} victims")
     known = slice(n_v, n_v + col.k)  # store entries the attacker knows (never the victims)
-    clean = rel.attacker_pre(st.store_clean[known])
+    return _key_from_pairs(rel, st.store_clean[known], stored[known])
+
+
+def _key_from_pairs(rel: Release, clean: np.ndarray, released: np.ndarray) -> tuple[Any, str]:
+    """The key from (clean embedding, release) pairs: coordinate matching or orthogonal Procrustes."""
     if rel.family == "permutation":
-        return permutation_from_pairs(clean, stored[known]), "permutation_from_pairs"
-    return procrustes_from_pairs(clean, stored[known]), "procrustes_from_pairs"
+        return permutation_from_pairs(rel.attacker_pre(clean), released), "permutation_from_pairs"
+    return procrustes_from_pairs(rel.attacker_pre(clean), released), "procrustes_from_pairs"
 
 
 class UnkeyedView:
@@ -131,10 +135,7 @@ def unkey_with_own_pairs(rel: Release, st: Setting) -> tuple[UnkeyedView, dict[s
     clean = embed_cached(st.run.encoder, texts, cache=st.cache, desc="Embedding the attacker's texts", progress=False)
     released = rel.protect(clean)
     t0 = time.perf_counter()
-    if rel.family == "permutation":
-        t_hat, method = permutation_from_pairs(rel.attacker_pre(clean), released), "permutation_from_pairs"
-    else:
-        t_hat, method = procrustes_from_pairs(rel.attacker_pre(clean), released), "procrustes_from_pairs"
+    t_hat, method = _key_from_pairs(rel, clean, released)
     out: dict[str, Any] = {"key_attack_s": time.perf_counter() - t0, "key_pairs": n}
     scale = 1.0
     if rel.family == "permutation":  # DCPE also scales by a secret s: match its own clean vectors' norms
