@@ -12,6 +12,10 @@ Usage::
     python -m benchmarks.attack_strength              # full run (~45 min on 2 CPU cores)
     python -m benchmarks.attack_strength --quick      # smoke run (< 3 min), writes *_quick.*
     python -m benchmarks.attack_strength --resume-minutes 15 --tag resumed35   # train the cached inverter longer
+    python -m benchmarks.attack_strength --train-minutes 65 --threads 2 --extra-texts wikitext-valid bbc --tag parity
+
+Training checkpoints itself every 5 minutes beside its cache entry; a run that is killed goes on from
+its last checkpoint when the same command is run again (the time budget counts training time only).
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from textcrafter_rag.attacks import (
     rerank,
     train_corrector,
 )
-from textcrafter_rag.data import wikitext_sentences
+from textcrafter_rag.data import bbc_sentences, wikitext_sentences
 from textcrafter_rag.embedding import cached_embeddings
 from textcrafter_rag.encoders import bundled_minilm
 from textcrafter_rag.metrics import text_privacy_metrics
@@ -46,6 +50,13 @@ from .reporting import RESULTS_DIR
 
 NAME = "attack_strength"
 METRICS = ("bleu", "token_f1", "content_f1", "rouge_l", "exact_match", "cosine")
+
+
+#: Public text an attacker may add to its training set (WikiText-2 valid, BBC News), by name.
+EXTRA_TEXTS = {
+    "wikitext-valid": lambda data_dir: wikitext_sentences("valid", data_dir=data_dir),
+    "bbc": lambda data_dir: bbc_sentences(),
+}
 
 
 def machine() -> str:
@@ -82,6 +93,13 @@ def main(argv: list[str] | None = None) -> int:
         default=0.0,
         help="continue training the cached inverter this many more minutes (new cosine cycle)",
     )
+    ap.add_argument(
+        "--extra-texts",
+        nargs="*",
+        default=[],
+        choices=sorted(EXTRA_TEXTS),
+        help="public text the attacker trains on besides WikiText-2 train (never the test sentences)",
+    )
     ap.add_argument("--tag", default="", help="suffix of the result file names")
     args = ap.parse_args(argv)
     if args.quick:
@@ -106,6 +124,15 @@ def main(argv: list[str] | None = None) -> int:
         t for t, n in zip(test_all, Inverter.token_lengths(test_all, tok)) if n <= cfg.max_len and t not in train_set
     ]
     test = random.Random(args.seed).sample(test_all, min(args.n_test, len(test_all)))
+    if args.extra_texts:  # the same test sentences as without extra text: the extras lose any they share
+        held_out = set(test_all)
+        for name in args.extra_texts:
+            extra = [t for t in EXTRA_TEXTS[name](args.data_dir) if t not in held_out and t not in train_set]
+            extra = [t for t, n in zip(extra, Inverter.token_lengths(extra, tok)) if n <= cfg.max_len]
+            extra = extra[:500] if args.quick else extra
+            train_set.update(extra)
+            train += extra
+            print(f"+ {len(extra)} {name} sentences")
     assert not set(test) & train_set
     print(f"train {len(train)} sentences, test {len(test)} (of {len(test_all)} eligible)")
 
@@ -211,11 +238,11 @@ def main(argv: list[str] | None = None) -> int:
         "",
         f"Encoder `{base['encoder']}` ({base['dim']}-d); inverter {base['inverter']}, trained "
         f"{base['train_minutes']} min ({base['train_steps']} steps, {base['epochs']} epochs) on {base['n_train']} "
-        f"WikiText-2 train sentences; {base['n_test']} held-out WikiText-2 test sentences (<= 32 WordPieces, none "
-        f"in training). Machine: {base['machine']}, shared with other jobs (5-min load average "
-        f"{rows[-1]['load_avg_5min_start_end'][0]} at start, {rows[-1]['load_avg_5min_start_end'][1]} at end), "
-        f"so the time budgets bought fewer steps than on 2 dedicated cores. Seed {args.seed}. Total wall time "
-        f"{rows[-1]['total_minutes']} min.",
+        f"sentences ({' + '.join(['WikiText-2 train', *args.extra_texts])}); {base['n_test']} held-out WikiText-2 "
+        f"test sentences (<= 32 WordPieces, none in training). Machine: {base['machine']}; 5-min load average "
+        f"{rows[-1]['load_avg_5min_start_end'][0]} at start, {rows[-1]['load_avg_5min_start_end'][1]} at end "
+        "(above the core count, other jobs shared the machine and the time budgets bought fewer steps). "
+        f"Seed {args.seed}. Total wall time {rows[-1]['total_minutes']} min.",
         "",
         "| attack | BLEU | token-F1 | content-F1 | ROUGE-L | exact | cosine |",
         "|---|---:|---:|---:|---:|---:|---:|",

@@ -319,7 +319,9 @@ def main(argv: list[str] | None = None) -> int:
         pairs=attack.pairs_budget,
         best=best,
         attack_config={
-            "inverter": str(args.inverter) if args.inverter else "textcrafter_rag.attacks defaults (cached)",
+            "inverter": f"{args.inverter.name} (weights sha256 {plan.inverter_id[:16]})"
+            if args.inverter
+            else "textcrafter_rag.attacks defaults (cached)",
             "beam": attack.beam,
             "rerank": attack.rerank,
             "keyword": attack.keyword,

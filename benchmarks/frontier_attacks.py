@@ -33,6 +33,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from textcrafter_rag.artifacts import CONFIG_NAME
 from textcrafter_rag.attacks import AttackConfig, Inverter, TrainConfig, adapt_inverter, clean_inverter
 from textcrafter_rag.attacks.cache import defense_key
 from textcrafter_rag.attacks.floor import random_sentences
@@ -253,8 +254,15 @@ class AttackPlan:
             texts_hash(train),
             repr(replace(self.attack, cache_dir=None)),
             repr(self.pii_tuning) if corpus == "pii" else "",
-            str(self.inverter),
+            self.inverter_id,
         )
+
+    @cached_property
+    def inverter_id(self) -> str:
+        """Identity of ``--inverter`` in row keys: its weights' SHA-256 (from its verified config), not its path."""
+        if self.inverter is None:
+            return "None"
+        return str(json.loads((self.inverter / CONFIG_NAME).read_text(encoding="utf-8"))["weights_sha256"])
 
     def cached_row(self, mechanism: Mechanism, mode: str, corpus: str) -> tuple[Path, dict[str, Any] | None]:
         """The row's cache file and the cached row (``None`` when not measured yet)."""

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import re
+import shutil
 
 import numpy as np
 import pytest
 
 from benchmarks import frontier
-from benchmarks.frontier_attacks import with_vocabulary
+from benchmarks.frontier_attacks import AttackPlan, AttackSizes, with_vocabulary
 from benchmarks.frontier_candidates import CANDIDATES, Candidate
 from benchmarks.frontier_report import render_markdown, verdicts
 from benchmarks.frontier_search import SearchConfig, bisect_strength
@@ -22,7 +23,7 @@ from benchmarks.pii_sentences import (
     entity_tokens,
     victim_pii_sentences,
 )
-from textcrafter_rag.attacks import Inverter, InverterConfig, pii_probe
+from textcrafter_rag.attacks import AttackConfig, Inverter, InverterConfig, pii_probe
 from textcrafter_rag.encoders import bundled_minilm
 from textcrafter_rag.numerics import row_norms, unit_rows
 from textcrafter_rag.textcrafter import pii as policy_pii
@@ -232,6 +233,23 @@ def test_with_vocabulary_adds_the_pieces_of_the_attackers_texts(tmp_path) -> Non
     assert inv.generate(x) == before and with_vocabulary(ext, ["Zoe"], encoder=encoder) is ext
     ext.save(tmp_path / "inv")
     assert list(Inverter.load(tmp_path / "inv").vocab_ids) == list(ext.vocab_ids)
+
+
+def test_rows_of_a_given_inverter_are_keyed_by_its_weights_not_its_path(tmp_path) -> None:
+    encoder = bundled_minilm()
+    cfg = InverterConfig(n_layers=1, n_prefix=2, max_vocab=60)
+    texts = ["the cat sat on the mat", "a dog ran in the park"] * 5
+    Inverter.create(texts, config=cfg, encoder=encoder, seed=0).save(tmp_path / "a")
+    shutil.copytree(tmp_path / "a", tmp_path / "moved")
+    Inverter.create(texts, config=cfg, encoder=encoder, seed=1).save(tmp_path / "other")
+
+    def plan(inverter):
+        sizes = AttackSizes(n_test=2, n_train=2, n_pii_train=2, pairs=2)
+        return AttackPlan(encoder, tmp_path, [], sizes, AttackConfig(), tmp_path, inverter=inverter)
+
+    ids = {name: plan(tmp_path / name).inverter_id for name in ("a", "moved", "other")}
+    assert ids["a"] == ids["moved"] != ids["other"]
+    assert plan(None).inverter_id == "None"  # the package's default inverter: the key rows were cached under
 
 
 def test_an_unknown_best_candidate_is_refused_before_any_work() -> None:

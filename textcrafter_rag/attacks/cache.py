@@ -92,6 +92,8 @@ def load_or_train_inverter(
 
     A cache entry counts once its ``config.json`` exists (written last); a corrupted or edited entry is
     refused rather than silently retrained, since it may have been tampered with: delete it to retrain.
+    Training checkpoints itself beside the entry (``<entry>.partial``), so an interrupted run of the
+    same call goes on where it stopped.
 
     Returns:
         ``(inverter, directory, loaded_from_cache)``.
@@ -105,7 +107,15 @@ def load_or_train_inverter(
     if (d / CONFIG_NAME).is_file():
         return Inverter.load(d), d, True
     emb = cached_embeddings(encoder, texts, cache_dir=cache_dir, progress=progress)
-    inv = Inverter.train(emb, texts, config=config, train_config=train_config, encoder=encoder, progress=progress)
+    inv = Inverter.train(
+        emb,
+        texts,
+        config=config,
+        train_config=train_config,
+        encoder=encoder,
+        progress=progress,
+        checkpoint_dir=d.with_name(d.name + ".partial"),
+    )
     inv.save(d)
     return inv, d, False
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import shutil
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -26,10 +27,12 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm.auto import tqdm
 
+from ..embedding import texts_hash
 from ..encoders import bundled_minilm
 from .inverter_decoding import beam_decode, greedy_decode
 from .inverter_io import CORRECTOR_KIND, INVERTER_KIND, load_inverter, save_inverter
 from .inverter_model import InverterConfig, InverterModel, default_device, set_seed
+from .training_state import TrainingState, load_training_state, save_training_state
 
 __all__ = ["CORRECTOR_KIND", "INVERTER_KIND", "Inverter", "InverterConfig", "TrainConfig", "default_device", "set_seed"]
 
@@ -165,6 +168,7 @@ class Inverter:
         encoder: Any = None,
         device: torch.device | str | None = None,
         progress: bool = True,
+        checkpoint_dir: str | os.PathLike[str] | None = None,
     ) -> Inverter:
         """Train a fresh inverter on ``(embedding, text)`` pairs (teacher forcing).
 
@@ -176,12 +180,13 @@ class Inverter:
             encoder: The attacked encoder, for its tokenizer and initial weights (bundled MiniLM if ``None``).
             device: Torch device (CUDA automatically when present).
             progress: Show a tqdm bar.
+            checkpoint_dir: Where training checkpoints itself and resumes from (see :meth:`fit`).
         """
         cfg = config or InverterConfig()
         cfg = InverterConfig(**{**asdict(cfg), "emb_dim": int(np.asarray(embeddings).shape[1])})
         tc = train_config or TrainConfig()
         inv = cls.create(texts, config=cfg, encoder=encoder, device=device, seed=tc.seed)
-        inv.fit(embeddings, texts, train_config=tc, progress=progress)
+        inv.fit(embeddings, texts, train_config=tc, progress=progress, checkpoint_dir=checkpoint_dir)
         return inv
 
     def _batches(self, n: int, lengths: np.ndarray, bs: int, rng: np.random.Generator) -> list[np.ndarray]:
@@ -238,8 +243,17 @@ class Inverter:
         extra: Any = None,
         progress: bool = True,
         desc: str = "train inverter",
+        checkpoint_dir: str | os.PathLike[str] | None = None,
+        checkpoint_every_min: float = 5.0,
     ) -> dict[str, Any]:
-        """(Continue to) train on ``(embedding, text)`` pairs; returns a training summary (also in ``meta``)."""
+        """(Continue to) train on ``(embedding, text)`` pairs; returns a training summary (also in ``meta``).
+
+        Args:
+            checkpoint_dir: Save the training state there every ``checkpoint_every_min`` minutes and
+                go on from it when it exists, so a run of an hour or more survives being stopped: the
+                step count, the optimiser, the data order and the time budget (training time spent
+                across all sessions) all continue where they were. Removed once training completes.
+        """
         tc = train_config or TrainConfig()
         if tc.threads:
             torch.set_num_threads(tc.threads)
@@ -249,8 +263,7 @@ class Inverter:
             raise ValueError(f"{emb.shape[0]} embeddings for {len(texts)} texts")
         rows = self.encode_texts(texts)
         lengths = np.asarray([len(r) for r in rows])
-        rng = np.random.default_rng(tc.seed)
-        steps_per_epoch = math.ceil(len(rows) / tc.batch_size)
+        steps_per_epoch = len(self._batches(len(rows), lengths, tc.batch_size, np.random.default_rng(tc.seed)))
         total = int(tc.epochs * steps_per_epoch)
         if tc.max_steps is not None:
             total = min(total, tc.max_steps)
@@ -264,12 +277,20 @@ class Inverter:
             betas=(0.9, 0.98),
         )
         use_bf16 = tc.bf16 and (self.device.type == "cuda" or _cpu_bf16())
-        start = time.time()
-        step, ema = 0, None
-        bar = tqdm(total=total, desc=desc, disable=not progress, mininterval=5)
+        run = {"texts": texts_hash(texts), "n": len(rows), "train_config": asdict(tc), "config": asdict(self.config)}
+        resumed = None
+        if checkpoint_dir is not None:
+            resumed = load_training_state(checkpoint_dir, self.model, opt, run=run)
+        step, spent = (resumed.step, resumed.seconds) if resumed else (0, 0.0)
+        start = time.time() - spent
+        last_save, ema = time.time(), None
+        bar = tqdm(total=total, initial=step, desc=desc, disable=not progress, mininterval=5)
         done = False
         while not done:
-            for idx in self._batches(len(rows), lengths, tc.batch_size, rng):
+            # each epoch's order depends only on (seed, epoch), so a resumed run skips exactly what it did
+            epoch, offset = divmod(step, steps_per_epoch)
+            order = self._batches(len(rows), lengths, tc.batch_size, np.random.default_rng([tc.seed, epoch]))
+            for idx in order[offset:]:
                 prog = step / max(total, 1)
                 if budget:
                     prog = max(prog, (time.time() - start) / budget)
@@ -291,10 +312,17 @@ class Inverter:
                 bar.update(1)
                 if step % 20 == 0:
                     bar.set_postfix(loss=f"{ema:.3f}", lr=f"{lr:.2e}")
+                if checkpoint_dir is not None and time.time() - last_save >= checkpoint_every_min * 60:
+                    state = TrainingState(step=step, seconds=time.time() - start, run=run)
+                    save_training_state(checkpoint_dir, self.model, opt, state)
+                    last_save = time.time()
         bar.close()
         self.model.eval()
+        if checkpoint_dir is not None:
+            shutil.rmtree(checkpoint_dir, ignore_errors=True)
         summary = {
             "steps": step,
+            "resumed_at_step": resumed.step if resumed else 0,
             "train_minutes": (time.time() - start) / 60,
             "final_loss": ema,
             "n_train": len(rows),
