@@ -13,7 +13,6 @@ from __future__ import annotations
 import math
 import os
 import re
-import shutil
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -32,7 +31,7 @@ from ..encoders import bundled_minilm
 from .inverter_decoding import beam_decode, greedy_decode
 from .inverter_io import CORRECTOR_KIND, INVERTER_KIND, load_inverter, save_inverter
 from .inverter_model import InverterConfig, InverterModel, default_device, set_seed
-from .training_state import TrainingState, load_training_state, save_training_state
+from .training_state import TrainingState, clear_training_state, load_training_state, save_training_state
 
 __all__ = ["CORRECTOR_KIND", "INVERTER_KIND", "Inverter", "InverterConfig", "TrainConfig", "default_device", "set_seed"]
 
@@ -319,7 +318,7 @@ class Inverter:
         bar.close()
         self.model.eval()
         if checkpoint_dir is not None:
-            shutil.rmtree(checkpoint_dir, ignore_errors=True)
+            clear_training_state(checkpoint_dir)
         summary = {
             "steps": step,
             "resumed_at_step": resumed.step if resumed else 0,

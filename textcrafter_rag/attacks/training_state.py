@@ -20,7 +20,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-__all__ = ["TrainingState", "load_training_state", "save_training_state"]
+__all__ = ["TrainingState", "clear_training_state", "load_training_state", "save_training_state"]
 
 _STATE, _WEIGHTS, _OPTIMIZER = "state.json", "weights.safetensors", "optimizer.safetensors"
 
@@ -61,8 +61,8 @@ def save_training_state(
     meta = {"step": state.step, "seconds": state.seconds, "run": state.run, "param_groups": opt["param_groups"]}
     (tmp / _STATE).write_text(json.dumps(meta, indent=2, default=list), encoding="utf-8")
     old = d.with_name(d.name + ".old")
-    shutil.rmtree(old, ignore_errors=True)
-    if d.exists():
+    if d.exists():  # keep the newest complete checkpoint on disk at every moment
+        shutil.rmtree(old, ignore_errors=True)
         d.rename(old)
     tmp.rename(d)
     shutil.rmtree(old, ignore_errors=True)
@@ -96,3 +96,10 @@ def load_training_state(
         slots.setdefault(int(index), {})[name] = value
     optimizer.load_state_dict({"state": slots, "param_groups": meta["param_groups"]})
     return TrainingState(step=int(meta["step"]), seconds=float(meta["seconds"]), run=saved_run)
+
+
+def clear_training_state(directory: str | os.PathLike[str]) -> None:
+    """Remove a checkpoint and its temporary and previous siblings (once training has completed)."""
+    d = Path(directory)
+    for path in (d, d.with_name(d.name + ".tmp"), d.with_name(d.name + ".old")):
+        shutil.rmtree(path, ignore_errors=True)
