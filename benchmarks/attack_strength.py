@@ -166,6 +166,7 @@ def main(argv: list[str] | None = None) -> int:
         "defense": "none",
         "seed": args.seed,
         "n_train": len(train),
+        "extra_texts": list(args.extra_texts),
         "n_test": len(test),
         "train_minutes": round(train_min, 2),
         "train_steps": summary["steps"],
