@@ -25,6 +25,11 @@ __all__ = ["TrainingState", "clear_training_state", "load_training_state", "save
 _STATE, _WEIGHTS, _OPTIMIZER = "state.json", "weights.safetensors", "optimizer.safetensors"
 
 
+def _siblings(d: Path) -> tuple[Path, Path]:
+    """The folder a save is written to before the rename (``.tmp``) and the previous checkpoint (``.old``)."""
+    return d.with_name(d.name + ".tmp"), d.with_name(d.name + ".old")
+
+
 @dataclass(frozen=True)
 class TrainingState:
     """Where a training run stands.
@@ -46,7 +51,7 @@ def save_training_state(
 ) -> Path:
     """Write a checkpoint to ``directory`` atomically (temporary folder, then rename)."""
     d = Path(directory)
-    tmp = d.with_name(d.name + ".tmp")
+    tmp, old = _siblings(d)
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     save_file({k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}, str(tmp / _WEIGHTS))
@@ -60,7 +65,6 @@ def save_training_state(
     save_file(tensors, str(tmp / _OPTIMIZER))
     meta = {"step": state.step, "seconds": state.seconds, "run": state.run, "param_groups": opt["param_groups"]}
     (tmp / _STATE).write_text(json.dumps(meta, indent=2, default=list), encoding="utf-8")
-    old = d.with_name(d.name + ".old")
     if d.exists():  # keep the newest complete checkpoint on disk at every moment
         shutil.rmtree(old, ignore_errors=True)
         d.rename(old)
@@ -80,12 +84,12 @@ def load_training_state(
     """
     d = Path(directory)
     if not (d / _STATE).is_file():
-        old = d.with_name(d.name + ".old")  # a save interrupted between its two renames
+        old = _siblings(d)[1]  # a save interrupted between its two renames
         if not (old / _STATE).is_file():
             return None
         d = old
     meta = json.loads((d / _STATE).read_text(encoding="utf-8"))
-    saved_run = json.loads(json.dumps(meta["run"]))
+    saved_run = meta["run"]
     if saved_run != json.loads(json.dumps(run, default=list)):
         raise ValueError(f"{d} is a checkpoint of another training run; delete it to start over")
     model.load_state_dict(load_file(str(d / _WEIGHTS)), strict=True)
@@ -101,5 +105,5 @@ def load_training_state(
 def clear_training_state(directory: str | os.PathLike[str]) -> None:
     """Remove a checkpoint and its temporary and previous siblings (once training has completed)."""
     d = Path(directory)
-    for path in (d, d.with_name(d.name + ".tmp"), d.with_name(d.name + ".old")):
+    for path in (d, *_siblings(d)):
         shutil.rmtree(path, ignore_errors=True)
