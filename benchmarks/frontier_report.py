@@ -64,7 +64,11 @@ def _at(rows: list[dict[str, Any]], mech: str, corpus: str, target: float = AIM_
 
 
 def verdicts(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per mechanism: adaptive content-F1 at the 0.9 target per corpus, the aim, and the default-switch rule."""
+    """Per mechanism: adaptive content-F1 at the 0.9 target per corpus, the aim, and the default-switch rule.
+
+    ``cf_<corpus>`` / ``rel_<corpus>`` are content-F1 and its ratio to Gaussian (``pii`` included);
+    ``entity`` / ``rel_entity`` are PII-entity recovery on the PII notes and its ratio, which the switch rule uses.
+    """
     add_relative(rows)
     out = []
     for mech in dict.fromkeys(r["mechanism"] for r in rows if r.get("ndcg_target") is not None):
@@ -79,7 +83,7 @@ def verdicts(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 if not r.get("hit", True):
                     notes.append(f"{corpus} point off target")
         pii = _at(rows, mech, "pii")
-        v["pii"], v["rel_pii"] = (pii or {}).get("pii_entity_recovery"), (pii or {}).get("pii_vs_gaussian")
+        v["entity"], v["rel_entity"] = (pii or {}).get("pii_entity_recovery"), (pii or {}).get("pii_vs_gaussian")
         if len(cfs) < len(TEXT_CORPORA) + 1:  # "met" needs every corpus: a missing one could be the leaky one
             v["aim"] = "not met" if any(cf > AIM_CONTENT_F1 for cf in cfs) else "not measured"
         else:
@@ -88,10 +92,10 @@ def verdicts(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             v["switch"] = "reference"
         else:
             rels = [v[f"rel_{c}"] for c in TEXT_CORPORA if _at(rows, mech, c) is not None]
-            if not rels or None in rels or v["rel_pii"] is None:
+            if not rels or None in rels or v["rel_entity"] is None:
                 v["switch"] = "not measured"
             else:
-                ok = max(rels) <= SWITCH_CF_RATIO and v["rel_pii"] <= SWITCH_PII_RATIO
+                ok = max(rels) <= SWITCH_CF_RATIO and v["rel_entity"] <= SWITCH_PII_RATIO
                 v["switch"] = "meets" if ok else "fails"
         v["notes"] = "; ".join(notes)
         out.append(v)
@@ -108,7 +112,7 @@ def _verdict_table(rows: list[dict[str, Any]]) -> str:
         {
             **v,
             **{f"cf_{c}": f"{fmt(v[f'cf_{c}'])} [{_pct(v[f'rel_{c}'])}]" for c in (*TEXT_CORPORA, "pii")},
-            "pii": f"{fmt(v['pii'])} [{_pct(v['rel_pii'])}]",
+            "entity": f"{fmt(v['entity'])} [{_pct(v['rel_entity'])}]",
         }
         for v in vs
     ]
@@ -122,7 +126,7 @@ def _verdict_table(rows: list[dict[str, Any]]) -> str:
         "default switch (<= 0.7× content-F1 on text corpora and <= 0.5× PII recovery)",
         "notes",
     ]
-    cols = ["mechanism", "cf_wikitext", "cf_scifact", "cf_pii", "pii", "aim", "switch", "notes"]
+    cols = ["mechanism", "cf_wikitext", "cf_scifact", "cf_pii", "entity", "aim", "switch", "notes"]
     return md_table(cells, cols, headers=heads)
 
 

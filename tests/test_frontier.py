@@ -194,7 +194,9 @@ def test_verdicts_apply_the_issue_rules() -> None:
     v = {x["mechanism"]: x for x in verdicts(rows)}
     assert v["gaussian"]["switch"] == "reference" and v["gaussian"]["aim"] == "not met"
     assert v["good"]["switch"] == "meets" and v["good"]["aim"] == "met"
-    assert v["good"]["rel_wikitext"] == pytest.approx(0.3) and v["good"]["rel_pii"] == pytest.approx(1 / 3)
+    assert v["good"]["rel_wikitext"] == pytest.approx(0.3)
+    # content-F1 on the PII notes and PII-entity recovery are two ratios; the table shows each beside its own value
+    assert v["good"]["rel_pii"] == pytest.approx(0.2) and v["good"]["rel_entity"] == pytest.approx(1 / 3)
     assert v["close"]["switch"] == "fails" and v["close"]["aim"] == "not met"
     assert v["half"]["switch"] == "not measured" and v["half"]["aim"] == "not met"
     assert v["partial"]["aim"] == "not measured" and v["partial"]["switch"] == "not measured"
@@ -217,6 +219,8 @@ def test_verdicts_apply_the_issue_rules() -> None:
     }
     md = render_markdown(rows, meta, None)
     assert md.startswith("# ") and "0.30× (-70%)" in md and "meets" in md
+    good = next(line for line in md.splitlines() if line.startswith("| good |"))
+    assert "| 4.00 [0.20× (-80%)] | 10.00 [0.33× (-67%)] |" in good
 
 
 def test_with_vocabulary_adds_the_pieces_of_the_attackers_texts(tmp_path) -> None:
