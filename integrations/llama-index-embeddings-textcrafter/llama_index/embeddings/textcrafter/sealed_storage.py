@@ -34,6 +34,7 @@ from llama_index.core.vector_stores.types import BasePydanticVectorStore
 
 from textcrafter_rag.sealed_records import RecordSealer
 from textcrafter_rag.sealing import SealError, SecretKey
+from textcrafter_rag.two_stage import TwoStageSearch
 
 from .sealed_vector_store import SealedVectorStore
 
@@ -164,6 +165,7 @@ def sealed_storage_context(
     sealed_metadata: Sequence[str] = (),
     context: str = "",
     persist_dir: str | os.PathLike[str] | None = None,
+    fetch_k: int | TwoStageSearch | None = None,
 ) -> StorageContext:
     """A ``StorageContext`` that writes no plaintext: sealed docstore and index store, sealed vector store.
 
@@ -175,6 +177,7 @@ def sealed_storage_context(
         context: Tenant or collection name mixed into the key.
         persist_dir: Load the docstore and index store that ``storage_context.persist(persist_dir)``
             wrote (the vector store is loaded by the caller, e.g. ``FaissVectorStore.from_persist_dir``).
+        fetch_k: Two-stage search (see :class:`SealedVectorStore`); embed with the plain encoder then.
 
     Raises:
         FileNotFoundError: ``persist_dir`` holds no docstore or index store.
@@ -187,7 +190,9 @@ def sealed_storage_context(
     docstore = SimpleDocumentStore(simple_kvstore=SealedKVStore(doc_kv, key=key, context=context))  # type: ignore[arg-type]
     index_store = SimpleIndexStore(simple_kvstore=SealedKVStore(index_kv, key=key, context=context))  # type: ignore[arg-type]
     if not isinstance(vector_store, SealedVectorStore):
-        vector_store = SealedVectorStore(vector_store, key=key, sealed_metadata=sealed_metadata, context=context)
+        vector_store = SealedVectorStore(
+            vector_store, key=key, sealed_metadata=sealed_metadata, context=context, fetch_k=fetch_k
+        )
     return StorageContext.from_defaults(
         docstore=docstore,
         index_store=index_store,
