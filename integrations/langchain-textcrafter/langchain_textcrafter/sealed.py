@@ -268,13 +268,39 @@ class SealedVectorStore(VectorStore):
         if not documents:
             return []
         texts = [d.page_content for d in documents]
-        if self._two_stage is not None:
-            sealed, ids, vectors = self._seal(documents, kwargs.pop("ids", None), self._clean.documents(texts))
-        else:
-            sealed, ids, _ = self._seal(documents, kwargs.pop("ids", None), None)
-            vectors = self._embedding.embed_documents(texts)
+        clean = self._clean.documents(texts) if self._two_stage is not None else None
+        return self._add(documents, kwargs.pop("ids", None), clean, kwargs)
+
+    def _add(
+        self, documents: Sequence[Document], ids: Sequence[Any] | None, clean: np.ndarray | None, kwargs: dict
+    ) -> list[str]:
+        sealed, record_ids, vectors = self._seal(documents, ids, clean)
+        if vectors is None:
+            vectors = self._embedding.embed_documents([d.page_content for d in documents])
         with self._shim.registered(dict(zip((d.page_content for d in sealed), vectors, strict=True))):
-            return self._store.add_documents(sealed, ids=ids, **kwargs)
+            return self._store.add_documents(sealed, ids=record_ids, **kwargs)
+
+    def copy_to(self, target: SealedVectorStore, ids: Sequence[Any], **kwargs: Any) -> list[str]:
+        """Open these records and add them to ``target``: rekeying, a new tenant context, another collection.
+
+        From a two-stage store to a two-stage store no text goes through an encoder: the sealed clean
+        vectors are opened here and sealed again under the target's key, with the target's candidate
+        vectors. Otherwise ``target`` embeds the opened texts. Write into a new collection and drop the
+        old one afterwards, so that nothing is lost if the copy stops half way.
+
+        Raises:
+            SealError: A record does not open under this store's key (nothing is written then).
+            ValueError: Some ids are not in this store.
+        """
+        raw = self._store.get_by_ids(list(ids))
+        if len(raw) != len(ids):
+            raise ValueError(f"{len(ids) - len(raw)} of the {len(ids)} ids are not in this store")
+        opened = [self._open(d) for d in raw]
+        record_ids = [d.id for d in opened]
+        if self._two_stage is not None and target._two_stage is not None:
+            clean, _ = self._candidates(raw)
+            return target._add(opened, record_ids, clean, kwargs)
+        return target.add_documents(opened, ids=record_ids, **kwargs)
 
     async def aadd_documents(self, documents: list[Document], **kwargs: Any) -> list[str]:
         """Async :meth:`add_documents` (the embeddings' native async path, then the store's)."""

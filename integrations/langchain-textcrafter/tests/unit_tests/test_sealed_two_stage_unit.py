@@ -155,3 +155,22 @@ def test_protected_embeddings_are_read_through_their_base_encoder(base) -> None:
     store = SealedVectorStore(RecordingStore, embedding=embeddings, key=generate_key(), fetch_k=30)
     store.add_texts(TEXTS, ids=IDS)
     assert [d.page_content for d in store.similarity_search("q", k=3)] == _exact(base, "q", 3)
+
+
+def test_copy_to_rekeys_without_the_encoder(base) -> None:
+    old = _sealed(base)
+    old.add_texts(TEXTS, [{"ward": i % 5} for i in range(30)], ids=IDS)
+    served = list(base.known.served["embed_documents"])
+    new = _sealed(base, context="rotated-2026")
+    assert old.copy_to(new, IDS) == IDS
+    assert base.known.served["embed_documents"] == served  # no text went through the encoder again
+    assert [d.page_content for d in new.similarity_search("q", k=3)] == _exact(base, "q", 3)
+    assert new.get_by_ids(["r4"])[0].metadata == {"ward": 4}
+    assert new.store.store["r4"]["vector"] != old.store.store["r4"]["vector"]  # the new key's candidate
+    with pytest.raises(SealError):
+        SealedVectorStore(new.store, key=generate_key(), fetch_k=30).similarity_search("q", k=1)
+    with pytest.raises(ValueError, match="not in this store"):
+        old.copy_to(new, ["missing"])
+    single = SealedVectorStore(InMemoryVectorStore, embedding=base, key=generate_key())
+    old.copy_to(single, IDS[:2])  # into a single-stage store: the target embeds the opened texts
+    assert base.known.served["embed_documents"][-2:] == TEXTS[:2]
