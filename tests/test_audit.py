@@ -269,6 +269,28 @@ def test_parquet_payload_column_is_found_by_run_audit(store, tiny_inverter, tmp_
     assert plaintext_finding(result).startswith(f"{PLAINTEXT_HEADLINE} Column 'payload.page_content' holds")
 
 
+def test_a_two_stage_store_is_reported_as_candidate_vectors(store, tmp_path):
+    from textcrafter_rag.audit.measures import diagnose
+    from textcrafter_rag.sealing import generate_key
+    from textcrafter_rag.two_stage import TwoStage, TwoStageSearch
+
+    two_stage = TwoStage(generate_key(), search=TwoStageSearch())
+    ids = [f"r{i}" for i in range(len(store["texts"]))]
+    candidates = two_stage.protect_documents(store["clean"], record_ids=ids, texts=store["texts"])
+    rows = [
+        {"embedding": v.tolist(), "metadata": {"_tc_id": r, "_tc_vec": two_stage.seal_vector(c, record_id=r)}}
+        for v, c, r in zip(candidates, store["clean"], ids)
+    ]
+    sample = load_sample(_write_jsonl(tmp_path / "two_stage.jsonl", rows), texts=store["dir"] / "texts.jsonl", n=8)
+    assert sample.sealed_vector_fields == ("metadata._tc_vec",)
+    notes: list[str] = []
+    diag, _, _ = diagnose(sample, store["clean"][sample.indices], None, model_id="m", progress=False, notes=notes)
+    assert diag["two_stage_candidates"] is True and diag["store_is_raw"] is False
+    assert any("two-stage store" in n for n in notes)
+    plain = load_sample(store["dir"] / "raw.npy", n=8)
+    assert plain.sealed_vector_fields == ()
+
+
 @pytest.mark.slow
 def test_cli_on_protected_store(store, tiny_inverter, tmp_path, capsys):
     inv_dir = tiny_inverter.save(tmp_path / "inverter")

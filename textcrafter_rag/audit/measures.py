@@ -91,6 +91,14 @@ def diagnose(
     """Store-is-raw diagnostic and the PII labels of the sample texts: ``(diagnostics, labels, pii_source)``."""
     stored = sample.vectors
     diag: dict[str, Any] = {"stored_norm_mean": float(np.linalg.norm(stored, axis=1).mean())}
+    if sample.sealed_vector_fields:
+        diag["two_stage_candidates"] = True
+        notes.append(
+            f"The store is a two-stage store (sealed clean vectors in {', '.join(sample.sealed_vector_fields)}): its "
+            "vectors are candidate vectors, heavily noised on purpose; retrieval quality comes from the sealed clean "
+            "vectors, which this audit cannot open (they are encrypted). 'before' is what the store holds and what "
+            "a thief of the store can attack; 'after' adds a second layer that the deployment does not use."
+        )
     labels: list[int] | None = None
     source = "synthetic"
     if sample.texts is not None and clean is not None:

@@ -150,9 +150,12 @@ def verdict(result: AuditResult) -> str:
             "the reconstructions. Text-overlap metrics, keyword F1 and the floor need --texts."
         )
     fl, b, a = floor["content_f1"], before["content_f1"], worst["content_f1"]
-    what = (
-        "raw encoder output, i.e. unprotected" if diag.get("store_is_raw") else "not raw encoder output (see the notes)"
-    )
+    if diag.get("two_stage_candidates"):
+        what = "two-stage candidate vectors; the clean vectors are sealed beside them"
+    elif diag.get("store_is_raw"):
+        what = "raw encoder output, i.e. unprotected"
+    else:
+        what = "not raw encoder output (see the notes)"
     if before["content_f1_ci_low"] > fl:
         first = (
             f"Before protection (the store as it is: {what}) the stored vectors leak: an inversion attacker "
@@ -216,6 +219,8 @@ def _method(result: AuditResult) -> list[str]:
     diag = m.get("diagnostics", {})
     if diag.get("store_cosine_mean") is not None:
         raw = "raw encoder output" if diag.get("store_is_raw") else "not raw encoder output"
+        if diag.get("two_stage_candidates"):
+            raw += " (two-stage candidate vectors, sealed clean vectors beside them)"
         pii = (
             f"; Presidio finds PII in {_f(_pct(diag['text_pii_rate']), 1)}% of the sample texts"
             if diag.get("text_pii_rate") is not None

@@ -27,6 +27,8 @@ import numpy as np
 
 from .. import vectorfiles
 from ..errors import VectorFileError
+from ..sealing import Sealer
+from ..two_stage import VECTOR_KEY
 
 __all__ = [
     "AuditInputError",
@@ -35,6 +37,7 @@ __all__ = [
     "load_sample",
     "plaintext_columns",
     "read_rows",
+    "sealed_vector_fields",
     "read_texts",
     "sample_indices",
     "store_rows",
@@ -60,6 +63,8 @@ class StoreSample:
         plaintext_columns: Columns (``.parquet``) or fields (``.jsonl``) beside the vectors that hold
             natural-language text on the sampled rows, nested ones as ``metadata.page_content``
             (see :func:`plaintext_columns`); empty for ``.npy`` stores and in-memory arrays.
+        sealed_vector_fields: Fields holding a two-stage store's sealed clean vectors (``metadata._tc_vec``):
+            the stored vectors are then candidate vectors (see :mod:`textcrafter_rag.two_stage`).
     """
 
     vectors: np.ndarray
@@ -68,6 +73,7 @@ class StoreSample:
     n_store: int
     n_texts: int
     plaintext_columns: tuple[str, ...] = ()
+    sealed_vector_fields: tuple[str, ...] = ()
 
 
 def _check_file(path: str | os.PathLike[str], what: str) -> None:
@@ -162,6 +168,7 @@ def load_sample(
         n_store=n_store,
         n_texts=len(all_texts) if all_texts is not None else 0,
         plaintext_columns=plaintext_columns(rows.columns),
+        sealed_vector_fields=sealed_vector_fields(rows.columns),
     )
 
 
@@ -231,3 +238,14 @@ def plaintext_columns(columns: dict[str, list[Any]]) -> tuple[str, ...]:
                     counts[0] += 1
                     counts[1] += is_natural_language(s)
     return tuple(path for path, (total, prose) in seen.items() if prose >= MIN_ROW_SHARE * total)
+
+
+def sealed_vector_fields(columns: dict[str, list[Any]]) -> tuple[str, ...]:
+    """The fields named like a two-stage store's sealed clean vector (``..._tc_vec``) that hold sealed values."""
+    found: dict[str, None] = {}
+    for name, values in columns.items():
+        for value in values:
+            for path, s in _strings(value, name):
+                if path.split(".")[-1] == VECTOR_KEY and Sealer.is_sealed(s):
+                    found[path] = None
+    return tuple(found)
