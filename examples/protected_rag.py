@@ -7,7 +7,8 @@ What it does (offline, retrieval only, no LLM):
    LangChain FAISS store to disk (``save_local``) through a ``SealedVectorStore``: the texts and
    the ``title`` metadata are encrypted (AES-GCM) before FAISS sees them; the key comes from
    ``$TEXTCRAFTER_KEY`` (``textcrafter keygen``) or is generated for the run,
-3. reloads it (``load_local``), wraps it again and answers a few queries (decrypted hits),
+3. reopens it through a new sealed store (``load_local`` in its store function) and answers a few
+   queries (decrypted hits),
 4. reads the FAISS index file back and shows the vectors on disk are the protected ones, not
    the raw MiniLM embeddings (cosine and norm of the difference), and how much retrieval moved,
    and scans every file of the store for the articles' text (3-word fragments included): 0 hits,
@@ -186,21 +187,28 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     key = example_key(keep=args.store_dir is not None)
     tmp = None if args.store_dir else tempfile.TemporaryDirectory(prefix="protected-rag-")
     store_dir = Path(args.store_dir or tmp.name)  # type: ignore[union-attr]
-    inner = FAISS(
-        embedding_function=embeddings,
-        index=faiss.IndexFlatL2(encoder.dimension),
-        docstore=InMemoryDocstore(),
-        index_to_docstore_id={},
+    # The sealed store builds the FAISS store itself, from the embeddings it hands the function.
+    written = SealedVectorStore(
+        lambda e: FAISS(
+            embedding_function=e,
+            index=faiss.IndexFlatL2(encoder.dimension),
+            docstore=InMemoryDocstore(),
+            index_to_docstore_id={},
+        ),
+        embedding=embeddings,
+        key=key,
+        sealed_metadata=SEALED_METADATA,
     )
     ids = [f"article-{m['article']}" for m in metas]
-    SealedVectorStore(inner, key=key, sealed_metadata=SEALED_METADATA).add_texts(texts, metas, ids=ids)
-    inner.save_local(str(store_dir))  # FAISS's own files: protected vectors, sealed texts and titles
+    written.add_texts(texts, metas, ids=ids)
+    written.store.save_local(str(store_dir))  # FAISS's own files: protected vectors, sealed texts and titles
     t_ingest = time.perf_counter() - t0
     print(f"ingested {len(texts)} articles into {store_dir} in {t_ingest:.1f}s")
 
     # 3. reload (the docstore pickle was written by us above) and answer queries through the sealed store
     loaded = SealedVectorStore(
-        FAISS.load_local(str(store_dir), embeddings, allow_dangerous_deserialization=True),
+        lambda e: FAISS.load_local(str(store_dir), e, allow_dangerous_deserialization=True),
+        embedding=embeddings,
         key=key,
         sealed_metadata=SEALED_METADATA,
     )

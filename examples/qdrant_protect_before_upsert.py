@@ -127,10 +127,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         args.collection,
         vectors_config=models.VectorParams(size=encoder.dimension, distance=models.Distance.DOT),
     )
-    qdrant = QdrantVectorStore(
-        client=client, collection_name=args.collection, embedding=embeddings, distance=models.Distance.DOT
+    # The sealed store builds the Qdrant store itself, from the embeddings it hands the function.
+    store = SealedVectorStore(
+        lambda e: QdrantVectorStore(
+            client=client, collection_name=args.collection, embedding=e, distance=models.Distance.DOT
+        ),
+        embedding=embeddings,
+        key=key,
+        sealed_metadata=SEALED_METADATA,
     )
-    store = SealedVectorStore(qdrant, key=key, sealed_metadata=SEALED_METADATA)
     ids = list(range(len(bodies)))
     store.add_documents([Document(page_content=b, metadata=m) for b, m in zip(bodies, metas, strict=True)], ids=ids)
     where = args.url or f"local mode, {path}"

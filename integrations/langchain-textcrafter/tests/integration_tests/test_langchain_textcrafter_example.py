@@ -56,8 +56,12 @@ def test_protected_rag_example_quick(tmp_path, minilm, monkeypatch) -> None:
         q["titles"] and all(isinstance(t, str) and not t.startswith("tcsealed:") for t in q["titles"])
         for q in summary["queries"]
     )
-    faiss_store = FAISS.load_local(str(store), ProtectedEmbeddings(base=minilm), allow_dangerous_deserialization=True)
-    loaded = SealedVectorStore(faiss_store, key=key, sealed_metadata=("title",))
+    loaded = SealedVectorStore(
+        lambda e: FAISS.load_local(str(store), e, allow_dangerous_deserialization=True),
+        embedding=ProtectedEmbeddings(base=minilm),
+        key=key,
+        sealed_metadata=("title",),
+    )
     assert len(loaded.similarity_search("football", k=2)) == 2
     with pytest.raises(SealError):
         SealedVectorStore(loaded.store, key=generate_key()).similarity_search("football", k=1)

@@ -91,12 +91,21 @@ def _category(value: str) -> models.FieldCondition:
     return models.FieldCondition(key="metadata.category", match=models.MatchValue(value=value))
 
 
+def _sealed(client: QdrantClient, embeddings: ProtectedEmbeddings) -> SealedVectorStore:
+    """The sealed store over ``client``'s collection: it builds the Qdrant store with the embeddings it is given."""
+    return SealedVectorStore(
+        lambda e: QdrantVectorStore(
+            client=client, collection_name=COLLECTION, embedding=e, distance=models.Distance.DOT
+        ),
+        embedding=embeddings,
+        key=KEY,
+        sealed_metadata=SEALED,
+    )
+
+
 def _open_store(path: Path, embeddings: ProtectedEmbeddings) -> tuple[QdrantClient, SealedVectorStore]:
     client = QdrantClient(path=str(path))  # on-disk local mode
-    store = QdrantVectorStore(
-        client=client, collection_name=COLLECTION, embedding=embeddings, distance=models.Distance.DOT
-    )
-    return client, SealedVectorStore(store, key=KEY, sealed_metadata=SEALED)
+    return client, _sealed(client, embeddings)
 
 
 @pytest.fixture(scope="module")
@@ -111,13 +120,7 @@ def ingested(minilm: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     client.create_collection(
         COLLECTION, vectors_config=models.VectorParams(size=minilm.dimension, distance=models.Distance.DOT)
     )
-    store = SealedVectorStore(
-        QdrantVectorStore(
-            client=client, collection_name=COLLECTION, embedding=embeddings, distance=models.Distance.DOT
-        ),
-        key=KEY,
-        sealed_metadata=SEALED,
-    )
+    store = _sealed(client, embeddings)
     docs = [Document(page_content=b, metadata=m) for b, m in zip(corpus.bodies, corpus.metadatas, strict=True)]
     ids = store.add_documents(docs, ids=list(range(len(docs))))
     assert ids == list(range(len(docs)))

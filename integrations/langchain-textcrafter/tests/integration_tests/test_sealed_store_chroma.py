@@ -8,17 +8,19 @@ the HNSW segment files) is scanned for each text, each 3-word fragment and each 
 nothing may be found, while the same scan over an unsealed store finds every text.
 
 Chroma keeps deleted records in its ``embeddings_queue`` until a flush, so the test asserts that no
-plaintext is ever written, not that a deleted record's bytes are gone.
+plaintext is ever written, not that a deleted record's bytes are gone. A two-stage store
+(``fetch_k=``) is checked on the same server (``_two_stage_engine_checks.py``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from langchain_core.embeddings import Embeddings
 
 from langchain_textcrafter import ProtectedEmbeddings, SealedVectorStore, SealError
 from textcrafter_rag.sealing import generate_key
@@ -37,6 +39,13 @@ from ._sealed_engine_servers import (
     clean_query_vectors,
     documents,
     no_chroma_default_embedding,
+)
+from ._two_stage_engine_checks import (
+    StoredRow,
+    add_two_stage_records,
+    check_two_stage_hits,
+    check_two_stage_rows,
+    two_stage_store,
 )
 
 chromadb = pytest.importorskip("chromadb", reason="the Chroma tests need chromadb (the test extra)")
@@ -61,6 +70,15 @@ def _client(server: ChromaServer) -> Any:
     return chromadb.HttpClient(host=server.host, port=server.port, settings=Settings(anonymized_telemetry=False))
 
 
+def _chroma(client: Any, collection: str = COLLECTION) -> Callable[[Embeddings], Any]:
+    """A factory building the Chroma store of ``collection`` with the embeddings it is given."""
+    return lambda embedding: Chroma(client=client, collection_name=collection, embedding_function=embedding)
+
+
+def _sealed(client: Any, embeddings: Any, key: str, collection: str = COLLECTION) -> SealedVectorStore:
+    return SealedVectorStore(_chroma(client, collection), embedding=embeddings, key=key, sealed_metadata=SEALED_FIELDS)
+
+
 def _stop(server: ChromaServer) -> None:
     """Stop the server and check that no process of it is left."""
     server.stop()
@@ -79,8 +97,7 @@ def running(tmp_path_factory: pytest.TempPathFactory, embeddings: Any) -> Iterat
         server = ChromaServer(tmp_path_factory.mktemp("chroma-read") / "data").start()
         try:
             client, key = _client(server), generate_key()
-            inner = Chroma(client=client, collection_name=COLLECTION, embedding_function=embeddings)
-            store = SealedVectorStore(inner, key=key, sealed_metadata=SEALED_FIELDS)
+            store = _sealed(client, embeddings, key)
             ids = store.add_documents(documents())  # UUID4s made by the wrapper
             yield Running(server, client, store, ids, key)
         finally:
@@ -123,22 +140,32 @@ def test_a_wrong_key_or_context_raises(running: Running) -> None:
             other.get_by_ids([running.ids[0]])
 
 
+def test_two_stage_search_ranks_by_exact_cosine_and_the_engine_holds_no_clean_vector(
+    running: Running, embeddings: Any, minilm: Any, tmp_path: Path
+) -> None:
+    store = two_stage_store(_chroma(running.client, "two-stage"), embeddings, generate_key())
+    ids = add_two_stage_records(store)
+    check_two_stage_hits(store, ids, minilm)
+    raw = store.store.get(include=["documents", "metadatas", "embeddings"])  # what the server holds
+    rows = [StoredRow(*row) for row in zip(raw["documents"], raw["metadatas"], raw["embeddings"], strict=True)]
+    check_two_stage_rows(rows, minilm, tmp_path)
+
+
 async def test_delete_and_async_then_no_plaintext_on_disk(tmp_path: Path, embeddings: Any) -> None:
     """Sync and async writes and a delete on a fresh server, then its stopped data directory is scanned."""
     with no_chroma_default_embedding():
         server = ChromaServer(tmp_path / "data").start()
         try:
             client, key = _client(server), generate_key()
-            inner = Chroma(client=client, collection_name=COLLECTION, embedding_function=embeddings)
-            store = SealedVectorStore(inner, key=key, sealed_metadata=SEALED_FIELDS)
+            store = _sealed(client, embeddings, key)
+            inner = store.store
             ids = store.add_documents(documents())
             store.delete([ids[1]])
             assert store.get_by_ids([ids[1]]) == []
             assert RECORDS[1].text not in [h.page_content for h in store.similarity_search(RECORDS[1].text, k=29)]
             token = inner.get(ids=[ids[0]])["documents"][0]  # record 0's sealed text, as Chroma holds it
 
-            ainner = Chroma(client=client, collection_name="sealed-async", embedding_function=embeddings)
-            astore = SealedVectorStore(ainner, key=key, sealed_metadata=SEALED_FIELDS)
+            astore = _sealed(client, embeddings, key, "sealed-async")
             docs = documents(RECORDS[:6])
             docs[0].id = "00000000-0000-4000-8000-000000000001"  # a Document.id is the record id
             aids = await astore.aadd_documents(docs)
@@ -166,9 +193,7 @@ def test_the_scan_finds_every_text_in_an_unsealed_store(tmp_path: Path, embeddin
     with no_chroma_default_embedding():
         server = ChromaServer(tmp_path / "data").start()
         try:
-            Chroma(client=_client(server), collection_name=COLLECTION, embedding_function=embeddings).add_documents(
-                documents()
-            )
+            _chroma(_client(server))(embeddings).add_documents(documents())
         finally:
             _stop(server)
     hits = scan_for_plaintext([server.path], SECRETS)

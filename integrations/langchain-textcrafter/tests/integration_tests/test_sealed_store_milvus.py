@@ -6,7 +6,8 @@ The same 30 records as ``test_sealed_vector_store.py`` go through ``ProtectedEmb
 rows to uncompressed Arrow WAL files while open and SNAPPY Parquet segments when released, so the
 data directory is scanned both while open and after release, and the Parquet files are also decoded
 and their strings scanned: no text, 3-word fragment or sealed value may be found, while the same
-scans over an unsealed store find every text.
+scans over an unsealed store find every text. A two-stage store (``fetch_k=``) is checked too
+(``_two_stage_engine_checks.py``).
 """
 
 from __future__ import annotations
@@ -39,6 +40,13 @@ from ._sealed_engine_servers import (
     parquet_strings,
     release_milvus,
 )
+from ._two_stage_engine_checks import (
+    StoredRow,
+    add_two_stage_records,
+    check_two_stage_hits,
+    check_two_stage_rows,
+    two_stage_store,
+)
 
 pytest.importorskip("milvus_lite", reason="the Milvus tests need milvus-lite (the test extra)")
 pytest.importorskip("pyarrow", reason="the Milvus tests decode Parquet with pyarrow")
@@ -57,6 +65,13 @@ def _milvus(uri: str, embeddings: Any, collection: str = COLLECTION) -> Any:
         consistency_level="Strong",
         auto_id=False,
         enable_dynamic_field=True,
+    )
+
+
+def _sealed(uri: str, embeddings: Any, key: str, collection: str = COLLECTION) -> SealedVectorStore:
+    """A sealed store that builds its Milvus store (``collection`` in ``uri``) with the embeddings it is given."""
+    return SealedVectorStore(
+        lambda e: _milvus(uri, e, collection), embedding=embeddings, key=key, sealed_metadata=SEALED_FIELDS
     )
 
 
@@ -89,13 +104,13 @@ def embeddings() -> ProtectedEmbeddings:
 def running(tmp_path_factory: pytest.TempPathFactory, embeddings: Any) -> Iterator[Running]:
     """One Milvus Lite database for the read-only tests: the 30 records added through the sealed wrapper."""
     uri = str(tmp_path_factory.mktemp("milvus-read") / "milvus.db")
-    inner, key = _milvus(uri, embeddings), generate_key()
+    key = generate_key()
+    store = _sealed(uri, embeddings, key)
     port = milvus_port(uri)
     try:
-        store = SealedVectorStore(inner, key=key, sealed_metadata=SEALED_FIELDS)
         yield Running(store, store.add_documents(documents()), key)
     finally:
-        _close_sync(inner)
+        _close_sync(store.store)
         _release(uri, port)
 
 
@@ -126,10 +141,10 @@ def test_plain_fields_filter_and_sealed_fields_are_refused(running: Running) -> 
 
 def test_a_wrong_key_or_context_or_a_moved_record_raises(tmp_path: Path, embeddings: Any) -> None:
     uri, key = str(tmp_path / "milvus.db"), generate_key()
-    inner = _milvus(uri, embeddings)
+    store = _sealed(uri, embeddings, key)
+    inner = store.store
     port = milvus_port(uri)
     try:
-        store = SealedVectorStore(inner, key=key, sealed_metadata=SEALED_FIELDS)
         ids = store.add_documents(documents(RECORDS[:3]))
         assert store.similarity_search(RECORDS[0].text, k=1)[0].page_content == RECORDS[0].text
         for other in (
@@ -147,20 +162,36 @@ def test_a_wrong_key_or_context_or_a_moved_record_raises(tmp_path: Path, embeddi
         _release(uri, port)
 
 
+def test_two_stage_search_ranks_by_exact_cosine_and_the_engine_holds_no_clean_vector(
+    tmp_path: Path, embeddings: Any, minilm: Any
+) -> None:
+    uri = str(tmp_path / "milvus.db")
+    store = two_stage_store(lambda e: _milvus(uri, e), embeddings, generate_key())
+    port = milvus_port(uri)
+    try:
+        ids = add_two_stage_records(store)
+        check_two_stage_hits(store, ids, minilm)
+        raw = store.store.client.query(COLLECTION, filter='pk != ""', output_fields=["*"])  # what Milvus holds
+    finally:
+        _close_sync(store.store)
+        _release(uri, port)
+    rows = [StoredRow(r["text"], {k: v for k, v in r.items() if k not in ("text", "vector")}, r["vector"]) for r in raw]
+    check_two_stage_rows(rows, minilm, tmp_path)
+
+
 async def test_delete_and_async_then_no_plaintext_on_disk(tmp_path: Path, embeddings: Any) -> None:
     """Writes, a delete and async calls, then the raw files (open and released) and decoded Parquet are scanned."""
     uri, key = str(tmp_path / "milvus.db"), generate_key()
-    inner = _milvus(uri, embeddings)  # built in this test's loop: its async client binds to it
-    ainner = _milvus(uri, embeddings, "sealed_async")
+    store = _sealed(uri, embeddings, key)  # built in this test's loop: its async client binds to it
+    astore = _sealed(uri, embeddings, key, "sealed_async")
+    inner, ainner = store.store, astore.store
     port = milvus_port(uri)
     try:
-        store = SealedVectorStore(inner, key=key, sealed_metadata=SEALED_FIELDS)
         ids = store.add_documents(documents())
         assert store.delete([ids[1]]) is True
         assert RECORDS[1].text not in [h.page_content for h in store.similarity_search(RECORDS[1].text, k=29)]
         token = inner.client.query(COLLECTION, filter=f'pk == "{ids[0]}"', output_fields=["text"])[0]["text"]
 
-        astore = SealedVectorStore(ainner, key=key, sealed_metadata=SEALED_FIELDS)
         docs = documents(RECORDS[:6])
         docs[0].id = "00000000-0000-4000-8000-000000000001"  # a Document.id is the record id
         aids = await astore.aadd_documents(docs)

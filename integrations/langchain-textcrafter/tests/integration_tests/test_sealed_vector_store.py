@@ -6,7 +6,8 @@ also seals the ``author`` and ``email`` metadata. Then every byte the backend wr
 each text, each 3-word fragment of it and each sealed value: nothing may be found, while retrieval
 returns the right decrypted documents. The same scan over an unsealed store finds every text (so the
 scan can fail), and a wrong key, a tampered ciphertext or a record copied to another point raise
-``SealError``.
+``SealError``. A two-stage store (``fetch_k=``) is checked on both engines too
+(``_two_stage_engine_checks.py``): exact cosine scores, sealed clean vectors, only noised vectors stored.
 
 Retrieval thresholds (``pii_records``' docstring): over 40 independent protections the own text was
 always rank 1 (dot and L2), the paraphrased question within the top 3 for >= 28 of 30.
@@ -14,13 +15,14 @@ always rank 1 (dot and L2), the paraphrased question within the top 3 for >= 28 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 from langchain_core.documents import Document
+from langchain_core.embeddings import Embeddings
 
 from langchain_textcrafter import ProtectedEmbeddings, SealedVectorStore, SealError
 from textcrafter_rag.sealed_records import canonical_record_id
@@ -35,6 +37,14 @@ QdrantVectorStore = pytest.importorskip("langchain_qdrant").QdrantVectorStore
 qdrant_client = pytest.importorskip("qdrant_client")
 from qdrant_client import QdrantClient, models
 
+from ._two_stage_engine_checks import (
+    StoredRow,
+    add_two_stage_records,
+    check_two_stage_hits,
+    check_two_stage_rows,
+    two_stage_store,
+)
+
 RECORDS = pii_records(30)
 SECRETS = [s for r in RECORDS for s in r.secrets]
 COLLECTION = "sealed-docs"
@@ -45,24 +55,39 @@ def _docs(records: Any = RECORDS) -> list[Document]:
     return [Document(page_content=r.text, metadata=dict(r.metadata)) for r in records]
 
 
-def _faiss(embeddings: ProtectedEmbeddings) -> Any:
+def _faiss(embedding: Embeddings) -> Any:
+    """A fresh FAISS store (exact L2) built with ``embedding``: the factory a sealed store is given."""
     return FAISS(
-        embedding_function=embeddings,
+        embedding_function=embedding,
         index=faiss.IndexFlatL2(384),
         docstore=InMemoryDocstore(),
         index_to_docstore_id={},
     )
 
 
-def _qdrant(path: Path, embeddings: ProtectedEmbeddings) -> tuple[QdrantClient, Any]:
+def _faiss_loaded(path: Path) -> Callable[[Embeddings], Any]:
+    """A factory reopening the FAISS store saved under ``path`` with the embeddings it is given."""
+    return lambda embedding: FAISS.load_local(str(path), embedding, allow_dangerous_deserialization=True)
+
+
+def _qdrant_client(path: Path) -> QdrantClient:
+    """Local mode on disk under ``path``, with the (DOT) collection created on first use."""
     client = QdrantClient(path=str(path))
     if not client.collection_exists(COLLECTION):
         params = models.VectorParams(size=384, distance=models.Distance.DOT)
         client.create_collection(COLLECTION, vectors_config=params)
-    store = QdrantVectorStore(
-        client=client, collection_name=COLLECTION, embedding=embeddings, distance=models.Distance.DOT
+    return client
+
+
+def _qdrant(client: QdrantClient) -> Callable[[Embeddings], Any]:
+    """A factory building the Qdrant store over ``client`` with the embeddings it is given."""
+    return lambda embedding: QdrantVectorStore(
+        client=client, collection_name=COLLECTION, embedding=embedding, distance=models.Distance.DOT
     )
-    return client, store
+
+
+def _sealed(store: Callable[[Embeddings], Any], embeddings: Any, key: str) -> SealedVectorStore:
+    return SealedVectorStore(store, embedding=embeddings, key=key, sealed_metadata=SEALED_FIELDS)
 
 
 @dataclass
@@ -89,26 +114,25 @@ def built(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
     path = tmp_path_factory.mktemp(f"sealed-{kind}")
     if kind == "faiss":
         ids = [f"doc-{i}" for i in range(len(RECORDS))]  # caller ids
-        inner = _faiss(embeddings)
-        assert SealedVectorStore(inner, key=key, sealed_metadata=SEALED_FIELDS).add_documents(_docs(), ids=ids) == ids
-        inner.save_local(str(path))
-        loaded = FAISS.load_local(str(path), embeddings, allow_dangerous_deserialization=True)
-        yield Built(kind, SealedVectorStore(loaded, key=key, sealed_metadata=SEALED_FIELDS), path, ids, key)
+        written = _sealed(_faiss, embeddings, key)
+        assert written.add_documents(_docs(), ids=ids) == ids
+        written.store.save_local(str(path))
+        yield Built(kind, _sealed(_faiss_loaded(path), embeddings, key), path, ids, key)
         return
-    client, inner = _qdrant(path, embeddings)
-    ids = SealedVectorStore(inner, key=key, sealed_metadata=SEALED_FIELDS).add_documents(_docs())  # UUID4s made
+    client = _qdrant_client(path)
+    ids = _sealed(_qdrant(client), embeddings, key).add_documents(_docs())  # UUID4s made
     client.close()  # local mode: everything is on disk now; reopen from the path
-    client, inner = _qdrant(path, embeddings)
-    yield Built(kind, SealedVectorStore(inner, key=key, sealed_metadata=SEALED_FIELDS), path, ids, key, client)
+    client = _qdrant_client(path)
+    yield Built(kind, _sealed(_qdrant(client), embeddings, key), path, ids, key, client)
     client.close()
 
 
 def _small(kind: str, path: Path, embeddings: Any, key: str) -> tuple[SealedVectorStore, Any]:
     """A fresh sealed store (function scope) for tests that write to it."""
     if kind == "faiss":
-        return SealedVectorStore(_faiss(embeddings), key=key, sealed_metadata=SEALED_FIELDS), None
-    client, inner = _qdrant(path, embeddings)
-    return SealedVectorStore(inner, key=key, sealed_metadata=SEALED_FIELDS), client
+        return _sealed(_faiss, embeddings, key), None
+    client = _qdrant_client(path)
+    return _sealed(_qdrant(client), embeddings, key), client
 
 
 def _assert_opened(hit: Document, built: Built) -> int:
@@ -138,8 +162,8 @@ def test_the_scan_finds_every_text_in_an_unsealed_store(kind: str, tmp_path: Pat
     if kind == "faiss":
         FAISS.from_documents(_docs(), embeddings).save_local(str(tmp_path))
     else:
-        client, inner = _qdrant(tmp_path, embeddings)
-        inner.add_documents(_docs())
+        client = _qdrant_client(tmp_path)
+        _qdrant(client)(embeddings).add_documents(_docs())
         client.close()
     hits = scan_for_plaintext([tmp_path], SECRETS)
     assert {h.text_index for h in hits if h.kind == "text"} == set(range(len(SECRETS)))
@@ -312,10 +336,46 @@ def test_wrong_key_tampering_and_moved_records_raise(kind: str, tmp_path: Path, 
         client.close()
 
 
-def test_from_texts_is_refused_and_the_key_never_shows(embeddings: Any) -> None:
+# -- two-stage search (fetch_k=) -------------------------------------------------------------------
+
+
+def _two_stage_rows(kind: str, store: SealedVectorStore, client: Any) -> list[StoredRow]:
+    """Every record's text, metadata and vector as the engine holds them."""
+    inner = store.store
+    if kind == "faiss":
+        return [
+            StoredRow(doc.page_content, doc.metadata, inner.index.reconstruct(pos))
+            for pos, doc in ((pos, inner.docstore.search(i)) for pos, i in inner.index_to_docstore_id.items())
+        ]
+    points, _ = client.scroll(COLLECTION, limit=100, with_payload=True, with_vectors=True)
+    return [StoredRow(p.payload["page_content"], p.payload["metadata"], p.vector) for p in points]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_two_stage_search_ranks_by_exact_cosine_and_the_engine_holds_no_clean_vector(
+    kind: str, tmp_path: Path, embeddings: Any, minilm: Any
+) -> None:
     key = generate_key()
-    store = SealedVectorStore(_faiss(embeddings), key=key, sealed_metadata=SEALED_FIELDS)
-    with pytest.raises(NotImplementedError, match="wrap it"):
+    if kind == "faiss":
+        store, client = two_stage_store(_faiss, embeddings, key), None
+    else:
+        client = _qdrant_client(tmp_path / "qdrant")
+        store = two_stage_store(_qdrant(client), embeddings, key)
+    ids = add_two_stage_records(store)
+    check_two_stage_hits(store, ids, minilm)
+    check_two_stage_rows(_two_stage_rows(kind, store, client), minilm, tmp_path)
+    if client is not None:
+        client.close()
+
+
+def test_from_texts_needs_a_factory_and_the_key_never_shows(embeddings: Any) -> None:
+    key = generate_key()
+    store = _sealed(_faiss, embeddings, key)
+    with pytest.raises(TypeError, match="store="):
         SealedVectorStore.from_texts(["x"], embeddings)
+    built = SealedVectorStore.from_texts([RECORDS[0].text], embeddings, store=_faiss, key=key, ids=["only"])
+    assert [(d.id, d.page_content) for d in built.similarity_search(RECORDS[0].text, k=1)] == [
+        ("only", RECORDS[0].text)
+    ]
     assert key not in repr(store) and "redacted" in repr(store)
     assert store.embeddings is embeddings and store.sealed_metadata == SEALED_FIELDS

@@ -22,15 +22,25 @@ class PrimaryKeyStore(InMemoryVectorStore):
         super().__init__(embedding)
         self._primary_field = primary_field
 
-    def similarity_search(self, query: str, k: int = 4, **kwargs: Any) -> list[Document]:
-        hits = super().similarity_search(query, k=k, **kwargs)
-        return [Document(page_content=d.page_content, metadata={**d.metadata, self._primary_field: d.id}) for d in hits]
+    def similarity_search_with_score_by_vector(
+        self, embedding: list[float], k: int = 4, **kwargs: Any
+    ) -> list[tuple[Document, float]]:
+        hits = super().similarity_search_with_score_by_vector(embedding, k=k, **kwargs)
+        return [
+            (Document(page_content=d.page_content, metadata={**d.metadata, self._primary_field: d.id}), score)
+            for d, score in hits
+        ]
 
 
 @pytest.mark.parametrize("primary_field", ["pk", "doc_key"])
 def test_hits_open_with_the_primary_key_field_and_moved_records_raise(primary_field: str) -> None:
-    inner = PrimaryKeyStore(FakeAsymmetricEmbeddings(), primary_field)
-    store = SealedVectorStore(inner, key=generate_key(), sealed_metadata=("author",))
+    store = SealedVectorStore(
+        lambda e: PrimaryKeyStore(e, primary_field),
+        embedding=FakeAsymmetricEmbeddings(),
+        key=generate_key(),
+        sealed_metadata=("author",),
+    )
+    inner = store.store
     store.add_texts(TEXTS, [{"author": "Jane Doe"}, {"author": "Bob Smith"}], ids=["a", "b"])
     hit = store.similarity_search(TEXTS[1], k=1)[0]
     assert (hit.id, hit.page_content, hit.metadata["author"], hit.metadata[primary_field]) == (
@@ -45,9 +55,13 @@ def test_hits_open_with_the_primary_key_field_and_moved_records_raise(primary_fi
 
 
 def test_a_non_string_primary_field_attribute_falls_back_to_the_qdrant_field() -> None:
-    inner = PrimaryKeyStore(FakeAsymmetricEmbeddings())
-    inner._primary_field = None  # type: ignore[assignment]
-    store = SealedVectorStore(inner, key=generate_key())
+    def no_primary_field(embedding: Any) -> PrimaryKeyStore:
+        inner = PrimaryKeyStore(embedding)
+        inner._primary_field = None  # type: ignore[assignment]
+        return inner
+
+    store = SealedVectorStore(no_primary_field, embedding=FakeAsymmetricEmbeddings(), key=generate_key())
+    inner = store.store
     store.add_texts(TEXTS, ids=["a", "b"])
     inner.store["b"] = {**inner.store["a"], "id": "b", "vector": inner.store["b"]["vector"]}
     hit = store.similarity_search(TEXTS[1], k=1)[0]  # no id field known: the stored _tc_id alone is used
