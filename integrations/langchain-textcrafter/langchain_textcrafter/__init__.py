@@ -6,7 +6,7 @@ named metadata fields reach it::
 
     from langchain_textcrafter import ProtectedEmbeddings, SealedVectorStore
     embeddings = ProtectedEmbeddings(base=OpenAIEmbeddings())  # policy="auto"
-    store = SealedVectorStore(FAISS(embedding_function=embeddings, ...), key=KEY, sealed_metadata=("author",))
+    store = SealedVectorStore(InMemoryVectorStore, embedding=embeddings, key=KEY, sealed_metadata=("author",))
 """
 
 from __future__ import annotations
