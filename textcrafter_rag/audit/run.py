@@ -31,6 +31,7 @@ from ..attacks.adaptive import query_defense
 from ..attacks.config import AttackConfig
 from ..attacks.evaluate import clean_inverter, evaluate_attacks
 from ..attacks.inverter import Inverter
+from ..attacks.inverter_io import STRENGTH_NAME, read_strength
 from ..attacks.texts import attack_texts as default_attack_texts
 from ..embedding import embed_in_batches
 from ..encoders import Encoder, as_encoder, encoder_from_name
@@ -195,14 +196,36 @@ def _attacker(
     if inverter is None:
         say("loading (or training) the clean inverter", progress)
         inv, info = clean_inverter(enc, train, attack=attack, progress=progress)
+        info["source"] = "cached clean inverter"
     else:
         inv = inverter if isinstance(inverter, Inverter) else Inverter.load(inverter)
         info = {"path": None if isinstance(inverter, Inverter) else str(inverter), "from_cache": False}
+        info["source"] = "given inverter"
+    info["strength"] = _strength(read_strength(info["path"])) if info.get("path") else None
     if inv.config.emb_dim != enc.dimension:
         raise AuditInputError(
             f"the inverter reads {inv.config.emb_dim}-d vectors but the store holds {enc.dimension}-d ones"
         )
     return inv, info, train, source
+
+
+#: The columns of an inverter's recorded strength rows that the report quotes.
+_STRENGTH_KEYS = ("attack", "defense", "bleu", "token_f1", "content_f1", "n_test", "n_train", "train_minutes")
+
+
+def _strength(rows: list[dict[str, Any]] | None) -> dict[str, Any] | None:
+    """The recorded strength of an inverter (rows of :data:`~..attacks.inverter_io.STRENGTH_NAME`), compacted.
+
+    ``best`` is its strongest undefended row by content-F1 and ``floor`` the best floor row; ``None`` without rows.
+    """
+    if not rows:
+        return None
+    keep = [{k: r.get(k) for k in _STRENGTH_KEYS} for r in rows if r.get("defense", "none") == "none"]
+    attacks = [r for r in keep if not str(r["attack"]).startswith("floor")]
+    floors = [r for r in keep if str(r["attack"]).startswith("floor")]
+    best = max(attacks, key=lambda r: r.get("content_f1") or 0.0) if attacks else None
+    top_floor = max(floors, key=lambda r: r.get("content_f1") or 0.0) if floors else None
+    return {"file": STRENGTH_NAME, "best": best, "floor": top_floor, "rows": keep}
 
 
 def run_audit(
