@@ -30,7 +30,12 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--bundle", type=Path, default=DEFAULT_BUNDLE)
     t.add_argument("--out", type=Path, required=True, help="output folder ($OUT on the device)")
     t.add_argument("--device", default="auto", choices=("auto", "cuda", "cpu"))
-    t.add_argument("--train-minutes", type=float, default=4.0, help="training time budget (4 min: ~5.5 min in all; 0: none, stop at --max-steps)")
+    t.add_argument(
+        "--train-minutes",
+        type=float,
+        default=4.0,
+        help="training time budget (4 min: ~5.5 min in all; 0: none, stop at --max-steps)",
+    )
     t.add_argument("--layers", type=int, default=6)
     t.add_argument("--batch-size", type=int, default=512)
     t.add_argument("--lr", type=float, default=1e-3)

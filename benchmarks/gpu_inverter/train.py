@@ -104,13 +104,14 @@ def _write_weights(inv: Any, out: Path, info: dict[str, Any]) -> list[str]:
 
 
 def _markdown(rows: list[dict[str, Any]], base: dict[str, Any], examples: dict[str, list[str]], refs: list[str]) -> str:
+    part = "" if base["n_train"] == base["bundle_n_train"] else f"the first of the bundle's {base['bundle_n_train']}: "
     lines = [
         "# Inversion-attack strength of the GPU-trained inverter (no defense)",
         "",
         f"Encoder `{base['encoder']}`; inverter {base['inverter']}, trained {base['train_minutes']} min "
         f"({base['train_steps']} steps, batch {base['batch_size']}, {base['epochs']} epochs, {base['samples_seen']} "
-        f"samples) on {base['n_train']} public sentences ({', '.join(base['sources'])}; deduplicated against every "
-        f"test split); {base['n_test']} held-out WikiText-2 test sentences. Device: {base['device_name']}. "
+        f"samples) on {base['n_train']} public sentences ({part}{', '.join(base['sources'])}; deduplicated against "
+        f"every test split); {base['n_test']} held-out WikiText-2 test sentences. Device: {base['device_name']}. "
         f"Seed {base['seed']}. Weights rounded to float16 before measuring. Total wall time {base['total_minutes']} "
         "min.",
         "",
@@ -201,6 +202,7 @@ def train_and_measure(
             "defense": "none",
             "seed": seed,
             "n_train": len(train),
+            "bundle_n_train": manifest["n_train"],
             "sources": [s for s, c in manifest["corpus"]["sources"].items() if c.get("kept")],
             "n_test": len(test),
             "test_set": manifest["settings"].get("test_set"),

@@ -139,7 +139,7 @@ def public_corpus(
             and listed in ``report["missing"]``.
         tests: Names of :data:`TEST_SETS` to exclude (default all; a missing one is listed too).
         fits: Keeps a sentence when true (e.g. at most the inverter's ``max_len`` WordPieces).
-        max_per_source: Keep at most this many sentences per source (smoke runs), in source order.
+        max_per_source: Look at most this many deduplicated sentences per source (smoke runs), in source order.
 
     A test text matches when equal to a training sentence exactly or after :func:`normalise`; the
     sentences of multi-sentence test texts are excluded as well.
@@ -188,12 +188,12 @@ def public_corpus(
                 seen_exact.add(text)
                 seen_norm.add(norm)
                 kept.append(text)
+        if max_per_source is not None:
+            kept = kept[:max_per_source]
         if fits is not None and kept:
             ok = fits(kept)
             counts["too_long"] = len(kept) - sum(bool(k) for k in ok)
             kept = [t for t, k in zip(kept, ok) if k]
-        if max_per_source is not None:
-            kept = kept[:max_per_source]
         counts["kept"] = len(kept)
         per_source[name] = counts
         train.extend(kept)
