@@ -174,4 +174,6 @@ def test_audit_names_the_attacker_and_quotes_its_recorded_strength() -> None:
     assert s["best"]["attack"] == "inverter-beam8-rerank" and s["floor"]["attack"] == "floor-constant"
     text = _strength_text(s)
     assert "BLEU 13.40 / token-F1 52.90 / content-F1 49.70" in text and "floor content-F1 0.00" in text
+    assert _strength(rows, prefer="inverter-beam8")["best"]["attack"] == "inverter-beam8"
+    assert _strength(rows, prefer="inverter-beam4-rerank")["best"]["attack"] == "inverter-beam8-rerank"
     assert _strength(None) is None and "not recorded" in _strength_text(None)

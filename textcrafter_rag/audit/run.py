@@ -201,7 +201,8 @@ def _attacker(
         inv = inverter if isinstance(inverter, Inverter) else Inverter.load(inverter)
         info = {"path": None if isinstance(inverter, Inverter) else str(inverter), "from_cache": False}
         info["source"] = "given inverter"
-    info["strength"] = _strength(read_strength(info["path"])) if info.get("path") else None
+    quoted = f"inverter-beam{attack.beam}-rerank" if attack.beam > 1 and attack.rerank else None
+    info["strength"] = _strength(read_strength(info["path"]), prefer=quoted) if info.get("path") else None
     if inv.config.emb_dim != enc.dimension:
         raise AuditInputError(
             f"the inverter reads {inv.config.emb_dim}-d vectors but the store holds {enc.dimension}-d ones"
@@ -213,17 +214,19 @@ def _attacker(
 _STRENGTH_KEYS = ("attack", "defense", "bleu", "token_f1", "content_f1", "n_test", "n_train", "train_minutes")
 
 
-def _strength(rows: list[dict[str, Any]] | None) -> dict[str, Any] | None:
+def _strength(rows: list[dict[str, Any]] | None, *, prefer: str | None = None) -> dict[str, Any] | None:
     """The recorded strength of an inverter (rows of :data:`~..attacks.inverter_io.STRENGTH_NAME`), compacted.
 
-    ``best`` is its strongest undefended row by content-F1 and ``floor`` the best floor row; ``None`` without rows.
+    ``best`` is the undefended row of the audit's own decoding (``prefer``, e.g. ``inverter-beam4-rerank``) when
+    recorded, else the strongest by content-F1; ``floor`` is the best floor row; ``None`` without rows.
     """
     if not rows:
         return None
     keep = [{k: r.get(k) for k in _STRENGTH_KEYS} for r in rows if r.get("defense", "none") == "none"]
     attacks = [r for r in keep if not str(r["attack"]).startswith("floor")]
     floors = [r for r in keep if str(r["attack"]).startswith("floor")]
-    best = max(attacks, key=lambda r: r.get("content_f1") or 0.0) if attacks else None
+    same = [r for r in attacks if r["attack"] == prefer]
+    best = same[0] if same else max(attacks, key=lambda r: r.get("content_f1") or 0.0) if attacks else None
     top_floor = max(floors, key=lambda r: r.get("content_f1") or 0.0) if floors else None
     return {"file": STRENGTH_NAME, "best": best, "floor": top_floor, "rows": keep}
 
