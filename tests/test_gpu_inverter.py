@@ -93,7 +93,6 @@ def test_read_strength(tmp_path: Path) -> None:
 #: Runs the device step in a fresh interpreter that cannot import what the GPU machine lacks.
 _DEVICE_STEP = """
 import sys
-sys.path.insert(0, {root!r})
 from benchmarks.gpu_inverter.lean import GPU_IMAGE_MISSING
 class Block:
     def find_spec(self, name, path=None, target=None):
@@ -110,17 +109,18 @@ assert "textcrafter_rag.sealing" not in sys.modules and "textcrafter_rag.protect
 def test_gpu_script_end_to_end_on_cpu(tmp_path: Path) -> None:
     from benchmarks.gpu_inverter.__main__ import main
     from benchmarks.gpu_inverter.bundle import check_bundle
+    from benchmarks.gpu_inverter.prepare import main as prepare
 
     data = _data_dir(tmp_path / "data")
     bundle, out, dest = tmp_path / "bundle", tmp_path / "out", tmp_path / "inverter"
-    assert main(["prepare", "--bundle", str(bundle), "--data-dir", str(data), "--sources", "wikitext2-train"]) == 0
+    assert prepare(["--bundle", str(bundle), "--data-dir", str(data), "--sources", "wikitext2-train"]) == 0
     manifest = check_bundle(bundle)
     assert manifest["n_test"] == 19 and manifest["corpus"]["sources"]["wikitext2-train"]["test_normalised"] == 1
     assert manifest["encoder"]["cosine_to_exact_on_test_min"] > 0.99
     assert manifest["bytes"] < 40 * 2**20  # the repository (~23 MB) and the bundle travel within 64 MiB
     args = ["--bundle", str(bundle), "--out", str(out), "--device", "cpu", "--train-minutes", "0"]
     small = ["--max-steps", "3", "--layers", "1", "--batch-size", "16", "--beam", "2", "--n-test", "6"]
-    code = _DEVICE_STEP.format(root=str(ROOT), argv=["train", *args, *small, "--no-progress"])
+    code = _DEVICE_STEP.format(argv=["train", *args, *small, "--no-progress"])
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     files = sorted(out.iterdir())
@@ -145,12 +145,11 @@ def test_gpu_script_end_to_end_on_cpu(tmp_path: Path) -> None:
         main(["unpack", "--from", str(out), "--bundle", str(bundle), "--to", str(tmp_path / "again")])
 
 
-def test_audit_names_the_attacker_and_quotes_its_recorded_strength() -> None:
+def test_audit_names_the_attacker_and_quotes_its_recordedstrength_summary() -> None:
     import argparse
 
+    from textcrafter_rag.audit.attacker import strength_summary, strength_text
     from textcrafter_rag.audit.cli import add_audit_command
-    from textcrafter_rag.audit.report import _strength_text
-    from textcrafter_rag.audit.run import _strength
 
     sub = argparse.ArgumentParser().add_subparsers()
     add_audit_command(sub)
@@ -168,10 +167,10 @@ def test_audit_names_the_attacker_and_quotes_its_recorded_strength() -> None:
         {"attack": "inverter-beam8-rerank", "defense": "none", "bleu": 13.4, "token_f1": 52.9, "content_f1": 49.7},
         {"attack": "floor-constant", "defense": "none", "bleu": 0.1, "token_f1": 28.2, "content_f1": 0.0},
     ]
-    s = _strength(rows)
+    s = strength_summary(rows)
     assert s["best"]["attack"] == "inverter-beam8-rerank" and s["floor"]["attack"] == "floor-constant"
-    text = _strength_text(s)
+    text = strength_text(s)
     assert "BLEU 13.40 / token-F1 52.90 / content-F1 49.70" in text and "floor content-F1 0.00" in text
-    assert _strength(rows, prefer="inverter-beam8")["best"]["attack"] == "inverter-beam8"
-    assert _strength(rows, prefer="inverter-beam4-rerank")["best"]["attack"] == "inverter-beam8-rerank"
-    assert _strength(None) is None and "not recorded" in _strength_text(None)
+    assert strength_summary(rows, prefer="inverter-beam8")["best"]["attack"] == "inverter-beam8"
+    assert strength_summary(rows, prefer="inverter-beam4-rerank")["best"]["attack"] == "inverter-beam8-rerank"
+    assert strength_summary(None) is None and "not recorded" in strength_text(None)

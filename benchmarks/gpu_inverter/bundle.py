@@ -32,6 +32,8 @@ from safetensors.torch import load_file, save_file
 
 __all__ = [
     "BUNDLE_FORMAT",
+    "DEFAULT_BUNDLE",
+    "device_command",
     "ENCODER_FILES",
     "check_bundle",
     "dequantise",
@@ -44,6 +46,8 @@ __all__ = [
 ]
 
 BUNDLE_FORMAT = 1
+#: Where ``prepare`` writes and ``train`` reads by default (ignored by git: ``.cache/``).
+DEFAULT_BUNDLE = Path(".cache") / "gpu_bundle"
 MANIFEST = "manifest.json"
 #: The sentence-transformers files copied from the MiniLM folder (its model.safetensors is replaced).
 ENCODER_FILES = (
@@ -85,6 +89,12 @@ def dequantise(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         scale = tensors.get(name + _SCALE)
         out[name] = (t.float() * scale.float()[:, None]) if scale is not None else t.float()
     return out
+
+
+def device_command(bundle: Path, *, timeout_s: int = 540) -> str:
+    """The device tool call that trains and measures the inverter from ``bundle`` (printed by ``prepare``)."""
+    cmd = f"PYTHONUNBUFFERED=1 python3 -m benchmarks.gpu_inverter train --bundle {bundle.as_posix()} --out $OUT"
+    return f'run(command="{cmd}", carry=["{bundle.as_posix()}"], timeout_s={timeout_s})'
 
 
 def _sha256(path: Path) -> str:

