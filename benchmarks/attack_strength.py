@@ -13,6 +13,7 @@ Usage::
     python -m benchmarks.attack_strength --quick      # smoke run (< 3 min), writes *_quick.*
     python -m benchmarks.attack_strength --resume-minutes 15 --tag resumed35   # train the cached inverter longer
     python -m benchmarks.attack_strength --train-minutes 65 --threads 2 --extra-texts wikitext-valid bbc --tag parity
+    python -m benchmarks.attack_strength --corpus public --layers 6 --train-minutes 240 --threads 2 --tag public6l
 
 Training checkpoints itself every 5 minutes beside its cache entry; a run that is killed goes on from
 its last checkpoint when the same command is run again (the time budget counts training time only).
@@ -40,6 +41,9 @@ from textcrafter_rag.attacks import (
     rerank,
     train_corrector,
 )
+from textcrafter_rag.attacks.inverter_io import STRENGTH_NAME
+from textcrafter_rag.attacks.inverter_model import DEVICES, resolve_device
+from textcrafter_rag.attacks.texts import public_corpus
 from textcrafter_rag.data import bbc_sentences, wikitext_sentences
 from textcrafter_rag.embedding import cached_embeddings
 from textcrafter_rag.encoders import bundled_minilm
@@ -100,6 +104,16 @@ def main(argv: list[str] | None = None) -> int:
         choices=sorted(EXTRA_TEXTS),
         help="public text the attacker trains on besides WikiText-2 train (never the test sentences)",
     )
+    ap.add_argument(
+        "--corpus",
+        choices=("wikitext", "public"),
+        default="wikitext",
+        help="train on WikiText-2 train, or on every public corpus (texts.public_corpus: the datasets' train "
+        "splits, BBC News, SciFact abstracts, deduplicated against every test split)",
+    )
+    ap.add_argument("--layers", type=int, default=3, help="decoder layers (6: every MiniLM layer reused)")
+    ap.add_argument("--batch-size", type=int, default=64)
+    ap.add_argument("--device", choices=DEVICES, default="auto", help="auto: CUDA when present")
     ap.add_argument("--tag", default="", help="suffix of the result file names")
     args = ap.parse_args(argv)
     if args.quick:
@@ -110,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     load_start = os.getloadavg()[1]
     enc = bundled_minilm()
     tok = enc.model.tokenizer
-    cfg = InverterConfig(max_len=32)
+    cfg = InverterConfig(max_len=32, n_layers=args.layers)
 
     train = wikitext_sentences("train", data_dir=args.data_dir)
     train = [t for t, n in zip(train, Inverter.token_lengths(train, tok)) if n <= cfg.max_len]
@@ -124,6 +138,13 @@ def main(argv: list[str] | None = None) -> int:
         t for t, n in zip(test_all, Inverter.token_lengths(test_all, tok)) if n <= cfg.max_len and t not in train_set
     ]
     test = random.Random(args.seed).sample(test_all, min(args.n_test, len(test_all)))
+    sources = ["WikiText-2 train"]
+    if args.corpus == "public":  # the same test sentences; the corpus excludes every test split's texts
+        fits = lambda texts: [n <= cfg.max_len for n in Inverter.token_lengths(texts, tok)]
+        corpus = public_corpus(args.data_dir, fits=fits, max_per_source=500 if args.quick else None)
+        train = corpus.train[: args.max_train] if args.max_train else corpus.train
+        train_set, sources = set(train), [k for k, v in corpus.report["sources"].items() if v["kept"]]
+        print(json.dumps(corpus.report, indent=1))
     if args.extra_texts:  # the same test sentences as without extra text: the extras lose any they share
         held_out = set(test_all)
         for name in args.extra_texts:
@@ -136,8 +157,10 @@ def main(argv: list[str] | None = None) -> int:
     assert not set(test) & train_set
     print(f"train {len(train)} sentences, test {len(test)} (of {len(test_all)} eligible)")
 
-    tc = TrainConfig(time_budget_min=args.train_minutes, seed=args.seed)
-    inv, inv_dir, cached = load_or_train_inverter(enc, train, config=cfg, train_config=tc, cache_dir=args.cache_dir)
+    tc = TrainConfig(time_budget_min=args.train_minutes, seed=args.seed, batch_size=args.batch_size)
+    inv, inv_dir, cached = load_or_train_inverter(
+        enc, train, config=cfg, train_config=tc, cache_dir=args.cache_dir, device=resolve_device(args.device)
+    )
     train_min = sum(s["train_minutes"] for s in inv.meta.get("training", []))
     print(f"inverter {'loaded from' if cached else 'trained and saved to'} {inv_dir} ({train_min:.1f} train min)")
     if args.resume_minutes > 0:
@@ -167,6 +190,7 @@ def main(argv: list[str] | None = None) -> int:
         "seed": args.seed,
         "n_train": len(train),
         "extra_texts": list(args.extra_texts),
+        "corpus": sources,
         "n_test": len(test),
         "train_minutes": round(train_min, 2),
         "train_steps": summary["steps"],
@@ -234,12 +258,13 @@ def main(argv: list[str] | None = None) -> int:
     out_dir = Path(args.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / f"attack_strength{suffix}.json").write_text(json.dumps(rows, indent=2), encoding="utf-8")
+    (Path(inv_dir) / STRENGTH_NAME).write_text(json.dumps(rows, indent=2), encoding="utf-8")  # for the audit
     lines = [
         "# Inversion-attack strength (no defense)",
         "",
         f"Encoder `{base['encoder']}` ({base['dim']}-d); inverter {base['inverter']}, trained "
         f"{base['train_minutes']} min ({base['train_steps']} steps, {base['epochs']} epochs) on {base['n_train']} "
-        f"sentences ({' + '.join(['WikiText-2 train', *args.extra_texts])}); {base['n_test']} held-out WikiText-2 "
+        f"sentences ({' + '.join([*sources, *args.extra_texts])}); {base['n_test']} held-out WikiText-2 "
         f"test sentences (<= 32 WordPieces, none in training). Machine: {base['machine']}; 5-min load average "
         f"{rows[-1]['load_avg_5min_start_end'][0]} at start, {rows[-1]['load_avg_5min_start_end'][1]} at end "
         "(above the core count, other jobs shared the machine and the time budgets bought fewer steps). "

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
 from .. import embedding
 from ..artifacts import CONFIG_NAME, FORMAT_VERSION
@@ -87,6 +88,7 @@ def load_or_train_inverter(
     train_config: TrainConfig | None = None,
     cache_dir: str | os.PathLike[str] | None = None,
     progress: bool = True,
+    device: torch.device | str | None = None,
 ) -> tuple[Inverter, Path, bool]:
     """A clean inverter for ``encoder`` trained on ``texts`` (loaded from cache when present).
 
@@ -94,6 +96,9 @@ def load_or_train_inverter(
     refused rather than silently retrained, since it may have been tampered with: delete it to retrain.
     Training checkpoints itself beside the entry (``<entry>.partial``), so an interrupted run of the
     same call goes on where it stopped.
+
+    ``device`` trains (and loads) it there (default CUDA when present, see
+    :func:`~.inverter_model.resolve_device`); it is not part of the cache key.
 
     Returns:
         ``(inverter, directory, loaded_from_cache)``.
@@ -105,7 +110,7 @@ def load_or_train_inverter(
     train_config = train_config or TrainConfig()
     d = cache_root(cache_dir) / f"inverter-{inverter_key(encoder, texts, config, train_config)}"
     if (d / CONFIG_NAME).is_file():
-        return Inverter.load(d), d, True
+        return Inverter.load(d, device=device), d, True
     emb = cached_embeddings(encoder, texts, cache_dir=cache_dir, progress=progress)
     inv = Inverter.train(
         emb,
@@ -113,6 +118,7 @@ def load_or_train_inverter(
         config=config,
         train_config=train_config,
         encoder=encoder,
+        device=device,
         progress=progress,
         checkpoint_dir=d.with_name(d.name + ".partial"),
     )

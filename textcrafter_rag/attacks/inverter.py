@@ -30,10 +30,19 @@ from ..embedding import texts_hash
 from ..encoders import bundled_minilm
 from .inverter_decoding import beam_decode, greedy_decode
 from .inverter_io import CORRECTOR_KIND, INVERTER_KIND, load_inverter, save_inverter
-from .inverter_model import InverterConfig, InverterModel, default_device, set_seed
+from .inverter_model import InverterConfig, InverterModel, default_device, resolve_device, set_seed
 from .training_state import TrainingState, clear_training_state, load_training_state, save_training_state
 
-__all__ = ["CORRECTOR_KIND", "INVERTER_KIND", "Inverter", "InverterConfig", "TrainConfig", "default_device", "set_seed"]
+__all__ = [
+    "CORRECTOR_KIND",
+    "INVERTER_KIND",
+    "Inverter",
+    "InverterConfig",
+    "TrainConfig",
+    "default_device",
+    "resolve_device",
+    "set_seed",
+]
 
 
 @dataclass
@@ -200,13 +209,19 @@ class Inverter:
         return batches
 
     def _collate(self, rows: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
-        t = max(len(r) for r in rows) + 1
-        inp = torch.full((len(rows), t), self.pad, dtype=torch.long)
-        tgt = torch.full((len(rows), t), -100, dtype=torch.long)
-        for i, r in enumerate(rows):
-            inp[i, : len(r) + 1] = torch.tensor([self.bos, *r])
-            tgt[i, : len(r) + 1] = torch.tensor([*r, self.eos])
-        return inp, tgt
+        """``(inputs, targets)``: ``[CLS] + row`` and ``row + [SEP]``, padded to the longest row + 1 (targets -100)."""
+        lens = np.fromiter((len(r) for r in rows), dtype=np.int64, count=len(rows))
+        n, t = len(rows), int(lens.max()) + 1
+        inp = np.full((n, t), self.pad, dtype=np.int64)
+        tgt = np.full((n, t), -100, dtype=np.int64)
+        inp[:, 0] = self.bos
+        flat = np.fromiter((tok for r in rows for tok in r), dtype=np.int64, count=int(lens.sum()))
+        row = np.repeat(np.arange(n), lens)
+        col = np.arange(len(flat)) - np.repeat(np.cumsum(lens) - lens, lens)
+        inp[row, col + 1] = flat
+        tgt[row, col] = flat
+        tgt[np.arange(n), lens] = self.eos
+        return torch.from_numpy(inp), torch.from_numpy(tgt)
 
     def cond_prefix(self, cond: torch.Tensor, extra: Any = None) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Prefix vectors (and an optional key mask) for a batch; correctors override this."""
@@ -215,7 +230,10 @@ class Inverter:
     def loss(self, cond: torch.Tensor, rows: list[list[int]], extra: Any = None) -> torch.Tensor:
         """Teacher-forced cross-entropy of ``rows`` given conditioning vectors ``cond``."""
         inp, tgt = self._collate(rows)
-        inp, tgt = inp.to(self.device), tgt.to(self.device)
+        return self.token_loss(cond, inp.to(self.device), tgt.to(self.device), extra)
+
+    def token_loss(self, cond: torch.Tensor, inp: torch.Tensor, tgt: torch.Tensor, extra: Any = None) -> torch.Tensor:
+        """:meth:`loss` of collated ``(inputs, targets)`` already on the device."""
         prefix, pmask = self.cond_prefix(cond, extra)
         p = prefix.shape[1]
         x = self.model.embed(prefix, inp, self.config.n_prefix)
@@ -262,6 +280,9 @@ class Inverter:
             raise ValueError(f"{emb.shape[0]} embeddings for {len(texts)} texts")
         rows = self.encode_texts(texts)
         lengths = np.asarray([len(r) for r in rows])
+        # every pair goes to the device once; a batch is an index into these tensors
+        emb = emb.to(self.device)
+        inp_all, tgt_all = (t.to(self.device) for t in self._collate(rows))
         steps_per_epoch = len(self._batches(len(rows), lengths, tc.batch_size, np.random.default_rng(tc.seed)))
         total = int(tc.epochs * steps_per_epoch)
         if tc.max_steps is not None:
@@ -274,6 +295,7 @@ class Inverter:
             [{"params": decay, "weight_decay": tc.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
             lr=tc.lr,
             betas=(0.9, 0.98),
+            **({"fused": True} if self.device.type == "cuda" else {}),
         )
         use_bf16 = tc.bf16 and (self.device.type == "cuda" or _cpu_bf16())
         run = {"texts": texts_hash(texts), "n": len(rows), "train_config": asdict(tc), "config": asdict(self.config)}
@@ -283,6 +305,7 @@ class Inverter:
         step, spent = (resumed.step, resumed.seconds) if resumed else (0, 0.0)
         start = time.time() - spent
         last_save, ema = time.time(), None
+        lazy_loss = self.device.type == "cuda"
         bar = tqdm(total=total, initial=step, desc=desc, disable=not progress, mininterval=5)
         done = False
         while not done:
@@ -299,18 +322,21 @@ class Inverter:
                 lr = tc.lr * min(1.0, (step + 1) / max(tc.warmup_steps, 1)) * 0.5 * (1 + math.cos(math.pi * prog))
                 for g in opt.param_groups:
                     g["lr"] = lr
+                ix = torch.as_tensor(idx, device=self.device)
+                t = int(lengths[idx].max()) + 1
                 with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=use_bf16):
-                    loss = self.loss(emb[idx].to(self.device), [rows[i] for i in idx], self.extra_batch(extra, idx))
+                    loss = self.token_loss(emb[ix], inp_all[ix, :t], tgt_all[ix, :t], self.extra_batch(extra, idx))
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 if tc.grad_clip:
                     nn.utils.clip_grad_norm_(self.model.parameters(), tc.grad_clip)
                 opt.step()
                 step += 1
-                ema = loss.item() if ema is None else 0.98 * ema + 0.02 * loss.item()
+                value = loss.detach() if lazy_loss else loss.item()  # a GPU is not synchronised every step
+                ema = value if ema is None else 0.98 * ema + 0.02 * value
                 bar.update(1)
                 if step % 20 == 0:
-                    bar.set_postfix(loss=f"{ema:.3f}", lr=f"{lr:.2e}")
+                    bar.set_postfix(loss=f"{float(ema):.3f}", lr=f"{lr:.2e}")
                 if checkpoint_dir is not None and time.time() - last_save >= checkpoint_every_min * 60:
                     state = TrainingState(step=step, seconds=time.time() - start, run=run)
                     save_training_state(checkpoint_dir, self.model, opt, state)
@@ -323,7 +349,7 @@ class Inverter:
             "steps": step,
             "resumed_at_step": resumed.step if resumed else 0,
             "train_minutes": (time.time() - start) / 60,
-            "final_loss": ema,
+            "final_loss": None if ema is None else float(ema),
             "n_train": len(rows),
             "epochs_done": step / max(steps_per_epoch, 1),
             "train_config": asdict(tc),

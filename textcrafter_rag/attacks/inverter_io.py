@@ -27,13 +27,24 @@ from .inverter_model import InverterConfig, InverterModel
 if TYPE_CHECKING:  # typing only: inverter.py imports this module
     from .inverter import Inverter
 
-__all__ = ["CORRECTOR_KIND", "INVERTER_KIND", "TOKENIZER_DIR", "load_inverter", "save_inverter"]
+__all__ = [
+    "CORRECTOR_KIND",
+    "INVERTER_KIND",
+    "STRENGTH_NAME",
+    "TOKENIZER_DIR",
+    "load_inverter",
+    "read_strength",
+    "save_inverter",
+]
 
 #: The ``kind`` in a saved inverter's and a saved corrector's ``config.json``.
 INVERTER_KIND = "textcrafter-inverter"
 CORRECTOR_KIND = "textcrafter-corrector"
 #: Folder of the tokenizer files inside a saved inverter.
 TOKENIZER_DIR = "tokenizer"
+#: Optional file beside a saved inverter: its measured strength on undefended text (a JSON list of rows with
+#: ``attack``, ``defense``, ``bleu``, ``token_f1``, ``content_f1``, ...), written by the benchmarks that train it.
+STRENGTH_NAME = "strength.json"
 
 InverterT = TypeVar("InverterT", bound="Inverter")
 
@@ -118,3 +129,23 @@ def _check_file_hashes(folder: Path, expected: Any) -> None:
             f"{folder} does not match the hashes recorded in config.json (changed: "
             f"{', '.join(changed)}): truncated or modified"
         )
+
+
+def read_strength(directory: str | os.PathLike[str]) -> list[dict[str, Any]] | None:
+    """The strength rows recorded beside a saved inverter (:data:`STRENGTH_NAME`), or ``None`` when there are none.
+
+    They are informational (not covered by the artifact's hashes): a report quotes them with their source.
+
+    Raises:
+        ArtifactError: The file exists but is not a JSON list of objects.
+    """
+    path = Path(directory) / STRENGTH_NAME
+    if not path.is_file():
+        return None
+    try:
+        rows = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ArtifactError(f"{path} is not valid JSON ({exc.__class__.__name__})") from None
+    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+        raise ArtifactError(f"{path} must hold a JSON list of rows")
+    return rows

@@ -18,12 +18,24 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["InverterConfig", "InverterModel", "default_device", "set_seed"]
+__all__ = ["DEVICES", "InverterConfig", "InverterModel", "default_device", "resolve_device", "set_seed"]
+
+#: The ``--device`` choices of the commands that train an inverter.
+DEVICES = ("auto", "cuda", "cpu")
 
 
 def default_device() -> torch.device:
     """CUDA when present, else CPU."""
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def resolve_device(name: str = "auto") -> torch.device:
+    """``auto`` (CUDA when present, else CPU), ``cuda`` (an error without a GPU) or ``cpu``."""
+    if name not in DEVICES:
+        raise ValueError(f"device must be one of {DEVICES}, got {name!r}")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device 'cuda' was asked for, but torch sees no CUDA GPU")
+    return default_device() if name == "auto" else torch.device(name)
 
 
 def set_seed(seed: int) -> None:

@@ -105,7 +105,15 @@ def add_audit_command(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--n-pairs", type=int, default=30_000, help="adaptive attacker's query budget")
     p.add_argument("--quick", action="store_true", help="small smoke run (n <= 64); numbers are not meaningful")
     p.add_argument("--data-dir", default=None, help="benchmark datasets (attacker texts: WikiText-2 train if present)")
-    p.add_argument("--inverter", default=None, metavar="DIR", help="a saved inverter to attack with instead")
+    p.add_argument(
+        "--attacker",
+        "--inverter",
+        dest="inverter",
+        default=None,
+        metavar="DIR",
+        help="a saved inverter to attack with instead of the cached clean one, e.g. the stronger one of "
+        "`python -m benchmarks.gpu_inverter unpack`; the report quotes its strength.json when present",
+    )
     p.add_argument("--beam", type=int, default=4)
     p.add_argument("--n-pii", type=int, default=4000, help="size of the PII probe's synthetic sets (600 when --quick)")
     p.add_argument("--examples", type=int, default=5, help="reconstructions shown in the report (0: none)")

@@ -17,6 +17,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from .attacker import attacker_name, strength_text
 from .run import AuditResult
 
 __all__ = [
@@ -206,10 +207,10 @@ def _method(result: AuditResult) -> list[str]:
             f"{_f(defense['expected_norm'])}, defense seed {defense['seed']})."
         ),
         (
-            f"Inversion attacker: clean-trained decoder ({cfg['n_layers']} layers, at most {cfg['max_len']} "
-            f"WordPieces) trained {_f(inv['train_minutes'], 1)} min ({inv['train_steps']} steps) on "
-            f"{inv.get('train_pairs')} of the attacker's own {att['data']} texts; beam {att['beam']}"
-            f"{' + rerank by re-embedding' if att['rerank'] else ''}."
+            f"Inversion attacker: {attacker_name(inv)}, a clean-trained decoder ({cfg['n_layers']} layers, at most "
+            f"{cfg['max_len']} WordPieces) trained {_f(inv['train_minutes'], 1)} min ({inv['train_steps']} steps) "
+            f"on {inv.get('train_pairs')} texts; beam {att['beam']}"
+            f"{' + rerank by re-embedding' if att['rerank'] else ''}; {strength_text(inv.get('strength'))}"
         ),
         (
             f"Keyword attack: {att['keyword']}. PII probe: trained on {att['pii_probe']['trained_on']} "
@@ -242,8 +243,9 @@ def _method(result: AuditResult) -> list[str]:
             f"of its own texts ({a['pairs_seen']} seen, {_f(a['adapt_minutes'], 1)} min)."
         )
     out.append(
-        "Our attacker is far weaker than the paper's Vec2Text (README: BLEU 4.7 on undefended WikiText-2), "
-        "so absolute leakage is understated: read the numbers as lower bounds."
+        "A stronger attacker (more training data or compute, Vec2Text-style correction) recovers more: read the "
+        "numbers as lower bounds for the attacker named above (`textcrafter audit --attacker DIR` attacks with "
+        "a stronger saved inverter)."
     )
     out.append(
         f"Attacker seed {att['seed']}{' (quick mode: numbers are not meaningful)' if att['quick'] else ''}; "

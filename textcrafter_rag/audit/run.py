@@ -31,12 +31,14 @@ from ..attacks.adaptive import query_defense
 from ..attacks.config import AttackConfig
 from ..attacks.evaluate import clean_inverter, evaluate_attacks
 from ..attacks.inverter import Inverter
+from ..attacks.inverter_io import read_strength
 from ..attacks.texts import attack_texts as default_attack_texts
 from ..embedding import embed_in_batches
 from ..encoders import Encoder, as_encoder, encoder_from_name
 from ..mechanisms import Mechanism, NoDefense
 from ..specs import from_spec, resolve_policy
 from ..validation import check_vectors
+from .attacker import strength_summary
 from .measures import METRICS, MIN_PII_CLASS, RAW_COSINE, diagnose, floor_row, presidio_detector, say, stage_row
 from .store import AuditInputError, StoreSample, load_sample, read_texts, sample_indices
 
@@ -195,9 +197,13 @@ def _attacker(
     if inverter is None:
         say("loading (or training) the clean inverter", progress)
         inv, info = clean_inverter(enc, train, attack=attack, progress=progress)
+        info["source"] = "cached clean inverter"
     else:
         inv = inverter if isinstance(inverter, Inverter) else Inverter.load(inverter)
         info = {"path": None if isinstance(inverter, Inverter) else str(inverter), "from_cache": False}
+        info["source"] = "given inverter"
+    quoted = f"inverter-beam{attack.beam}-rerank" if attack.beam > 1 and attack.rerank else None
+    info["strength"] = strength_summary(read_strength(info["path"]), prefer=quoted) if info.get("path") else None
     if inv.config.emb_dim != enc.dimension:
         raise AuditInputError(
             f"the inverter reads {inv.config.emb_dim}-d vectors but the store holds {enc.dimension}-d ones"
