@@ -17,7 +17,6 @@ EXPECTED_ALL = [
     "Encoder",
     "as_encoder",
     "bundled_minilm",
-    "register_encoder_adapter",
     "SecretKey",
     "generate_key",
     "KeyedRotation",

@@ -15,7 +15,7 @@ at the top level, attacks in :mod:`textcrafter_rag.attacks` and the store audit 
 from __future__ import annotations
 
 from ._version import __version__
-from .encoders import Encoder, as_encoder, bundled_minilm, register_encoder_adapter
+from .encoders import Encoder, as_encoder, bundled_minilm
 from .errors import ArtifactError, FingerprintMismatch, MissingPolicyError, TextcrafterError, VectorFileError
 from .keyed import KeyedRotation, TenantKey
 from .mechanisms import GaussianNoise, LDPGaussian, Mechanism, NoDefense, Purkayastha, Shuffle
@@ -39,7 +39,6 @@ __all__ = [
     "Encoder",
     "as_encoder",
     "bundled_minilm",
-    "register_encoder_adapter",
     "SecretKey",
     "generate_key",
     "KeyedRotation",

@@ -11,19 +11,15 @@ this wrapper's public methods report vectors, and those are protected (queries t
 
 from __future__ import annotations
 
-import asyncio
-import inspect
 import warnings
-from collections.abc import Callable
 from typing import Any
 
-import wrapt
 from llama_index.core.base.embeddings.base import BaseEmbedding, Embedding
 from llama_index.core.bridge.pydantic import PrivateAttr
-from llama_index.core.instrumentation import DISPATCHER_SPAN_DECORATED_ATTR
 
 from textcrafter_rag import Encoder, Protector
 from textcrafter_rag.adapters import AdapterOptions, build_protector, per_text_encoder
+from textcrafter_rag.encoders import llama_index_document_encoder, undecorated
 from textcrafter_rag.keyed import KeyArg
 from textcrafter_rag.specs import DEFAULT_POLICY, PolicyArg
 
@@ -34,51 +30,19 @@ class BypassedCacheWarning(UserWarning):
     """The base model's ``embeddings_cache`` is not used (it would hold raw vectors)."""
 
 
-def _unspanned(obj: Any, name: str) -> Callable[..., Any]:
-    """``obj.<name>`` bound, without LlamaIndex's span decorator (whose span exit carries the raw result)."""
-    fn = inspect.getattr_static(type(obj), name)
-    while isinstance(fn, wrapt.FunctionWrapper) and getattr(fn, DISPATCHER_SPAN_DECORATED_ATTR, False):
-        fn = fn.__wrapped__
-    return fn.__get__(obj, type(obj)) if hasattr(fn, "__get__") else getattr(obj, name)
-
-
-def _is_default(obj: Any, name: str) -> bool:
-    return inspect.getattr_static(type(obj), name) is BaseEmbedding.__dict__[name]
-
-
 def span_free_encoders(base: BaseEmbedding) -> tuple[Encoder, Encoder]:
     """Document and query encoders calling a LlamaIndex model without spans, events, callbacks or cache.
 
-    The defaults of ``_get_text_embeddings``/``_aget_text_embeddings`` loop over the
-    span-decorated single-text methods, so they are replaced by the same loop over the
-    undecorated ones.
+    The document path is the core's (:func:`textcrafter_rag.encoders.llama_index_document_encoder`);
+    the query path is the model's own one-text query methods, undecorated the same way.
     """
-    if _is_default(base, "_get_text_embeddings"):
-        one = _unspanned(base, "_get_text_embedding")
-
-        def docs(texts: list[str]) -> list[Embedding]:
-            return [one(t) for t in texts]
-    else:
-        docs = _unspanned(base, "_get_text_embeddings")
-
-    adocs: Callable[[list[str]], Any] | None
-    if not _is_default(base, "_aget_text_embeddings"):
-        adocs = _unspanned(base, "_aget_text_embeddings")
-    elif not _is_default(base, "_aget_text_embedding"):
-        aone = _unspanned(base, "_aget_text_embedding")
-
-        async def adocs(texts: list[str]) -> list[Embedding]:
-            return list(await asyncio.gather(*(aone(t) for t in texts)))
-    else:
-        adocs = None  # no native async: the core runs the sync path in a worker thread
-
     name = getattr(base, "model_name", type(base).__name__)
     queries = per_text_encoder(
-        _unspanned(base, "_get_query_embedding"),
-        _unspanned(base, "_aget_query_embedding"),
+        undecorated(base, "_get_query_embedding"),
+        undecorated(base, "_aget_query_embedding"),
         model_id=f"llama_index-query:{name}",
     )
-    return Encoder(docs, async_fn=adocs, model_id=f"llama_index:{name}"), queries
+    return llama_index_document_encoder(base), queries
 
 
 def _paths(base: Any) -> tuple[Any, Encoder | None]:
