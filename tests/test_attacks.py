@@ -183,7 +183,7 @@ def test_cli_registers_attack_command():
     parser = argparse.ArgumentParser()
     add_attack_command(parser.add_subparsers(dest="command"))
     args = parser.parse_args(
-        ["attack", "--defense", "gaussian:s=0.01", "--mode", "adaptive", "--quick", "--output", "out.json"]
+        ["attack", "--mechanism", "gaussian:s=0.01", "--mode", "adaptive", "--quick", "--output", "out.json"]
     )
     assert args.mode == "adaptive" and args.quick and args.defense == "gaussian:s=0.01" and callable(args.func)
 

@@ -22,6 +22,7 @@ MAX_PARAMS = 12
 INFRASTRUCTURE = {
     "textcrafter_rag._version",
     "textcrafter_rag.errors",
+    "textcrafter_rag.deprecation",
     "textcrafter_rag.validation",
     "textcrafter_rag.numerics",
     "textcrafter_rag.metrics",
@@ -46,6 +47,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"textcrafter_rag.textcrafter"}),
     frozenset({"textcrafter_rag.autofit"}),
     frozenset({"textcrafter_rag.specs", "textcrafter_rag.noise_fitting"}),
+    frozenset({"textcrafter_rag.options"}),
     frozenset({"textcrafter_rag.protector"}),
     frozenset({"textcrafter_rag.adapters", "textcrafter_rag.streaming", "textcrafter_rag.ray_data"}),
     frozenset({"textcrafter_rag.demo", "textcrafter_rag.testing"}),
