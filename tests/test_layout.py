@@ -23,6 +23,7 @@ INFRASTRUCTURE = {
     "textcrafter_rag._version",
     "textcrafter_rag.errors",
     "textcrafter_rag.deprecation",
+    "textcrafter_rag.extras",
     "textcrafter_rag.validation",
     "textcrafter_rag.numerics",
     "textcrafter_rag.metrics",
