@@ -180,11 +180,11 @@ _SPAN_DECORATED = "__dispatcher_span_decorated__"
 def undecorated(obj: Any, name: str) -> Callable[..., Any]:
     """``obj.<name>`` bound, without the instrumentation span decorators wrapped around it.
 
-    A span decorator is a proxy object (not a plain function) carrying the span marker; a plain function
+    A span decorator is a proxy object (its type is not a plain function's) carrying the span marker; a plain function
     the model's author decorated themselves (``functools.wraps``, e.g. a retry) is kept as it is.
     """
     fn = inspect.getattr_static(type(obj), name)
-    while not isinstance(fn, FunctionType) and getattr(fn, _SPAN_DECORATED, False) and hasattr(fn, "__wrapped__"):
+    while type(fn) is not FunctionType and getattr(fn, _SPAN_DECORATED, False) and hasattr(fn, "__wrapped__"):
         fn = fn.__wrapped__
     return fn.__get__(obj, type(obj)) if hasattr(fn, "__get__") else getattr(obj, name)
 

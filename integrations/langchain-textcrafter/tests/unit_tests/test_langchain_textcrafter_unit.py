@@ -26,7 +26,7 @@ class TestProtectedEmbeddingsStandardUnit(EmbeddingsUnitTests):
 
     @property
     def embedding_model_params(self) -> dict[str, Any]:
-        return {"base": bundled_minilm().model, "policy": GaussianNoise(s=0.05)}
+        return {"base": bundled_minilm().model, "mechanism": GaussianNoise(s=0.05)}
 
 
 def _f32(x: Any) -> np.ndarray:
