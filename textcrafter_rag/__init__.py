@@ -19,13 +19,15 @@ from .encoders import Encoder, as_encoder, bundled_minilm
 from .errors import ArtifactError, FingerprintMismatch, MissingPolicyError, TextcrafterError, VectorFileError
 from .keyed import KeyedRotation, TenantKey
 from .mechanisms import GaussianNoise, LDPGaussian, Mechanism, NoDefense, Purkayastha, Shuffle
+from .options import ProtectionOptions
 from .protector import Protector
 from .sealing import SecretKey, generate_key
-from .specs import from_spec, resolve_policy
+from .specs import from_spec, resolve_mechanism, resolve_policy
 from .textcrafter import TextCrafter, fit_textcrafter
 
 __all__ = [
     "Protector",
+    "ProtectionOptions",
     "TextCrafter",
     "fit_textcrafter",
     "Mechanism",
@@ -35,6 +37,7 @@ __all__ = [
     "LDPGaussian",
     "Purkayastha",
     "from_spec",
+    "resolve_mechanism",
     "resolve_policy",
     "Encoder",
     "as_encoder",
