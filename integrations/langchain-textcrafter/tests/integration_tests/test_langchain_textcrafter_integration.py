@@ -29,7 +29,7 @@ class TestProtectedEmbeddingsStandardIntegration(EmbeddingsIntegrationTests):
 
     @property
     def embedding_model_params(self) -> dict[str, Any]:
-        return {"base": bundled_minilm().model, "policy": GaussianNoise(s=0.05)}
+        return {"base": bundled_minilm().model, "mechanism": GaussianNoise(s=0.05)}
 
 
 def _stored(store: Any) -> np.ndarray:
