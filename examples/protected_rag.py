@@ -173,7 +173,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     encoder = bundled_minilm()
     try:
         embeddings = ProtectedEmbeddings(
-            base=encoder, policy=resolve_policy(args.policy), protect_queries=args.protect_queries
+            base=encoder, mechanism=resolve_policy(args.policy), protect_queries=args.protect_queries
         )
     except MissingPolicyError as exc:
         print(

@@ -19,7 +19,7 @@ from textcrafter_rag.attacks import (
     InverterConfig,
     TrainConfig,
     adapt_inverter,
-    cached_embeddings,
+    attacker_embeddings,
     load_or_train_inverter,
 )
 from textcrafter_rag.attacks.cache import defense_key
@@ -149,7 +149,7 @@ def test_tampered_adapted_attacker_is_refused(setup, tmp_path):
 
 def test_embedding_cache_delegates_to_core_helper(setup, tmp_path):
     enc, _ = setup
-    first = cached_embeddings(enc, TEXTS, cache_dir=tmp_path, batch=3, progress=False)
+    first = attacker_embeddings(enc, TEXTS, cache_dir=tmp_path, batch=3, progress=False)
     np.testing.assert_allclose(first, enc.encode(TEXTS), atol=1e-6)
     (cached,) = tmp_path.glob("emb-*.npy")
     np.testing.assert_array_equal(np.load(cached), first)

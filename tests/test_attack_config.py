@@ -93,7 +93,7 @@ def test_attack_command_flags_map_to_the_config():
         add_attack_command,
         [
             "attack",
-            "--defense",
+            "--mechanism",
             "none",
             "--mode",
             "adaptive",
@@ -164,9 +164,9 @@ def test_attack_command_wires_spec_texts_and_config(tmp_path, monkeypatch, capsy
     rc = main(
         [
             "attack",
-            "--defense",
+            "--mechanism",
             "gaussian:s=0.01",
-            "--defense-seed",
+            "--mechanism-seed",
             "1",
             "--mode",
             "adaptive",
@@ -188,5 +188,5 @@ def test_attack_command_wires_spec_texts_and_config(tmp_path, monkeypatch, capsy
     assert (
         written["content_f1"] is None
         and written["data"] == "wikitext2"
-        and written["defense_spec"] == "gaussian:s=0.01"
+        and written["mechanism_spec"] == "gaussian:s=0.01"
     )

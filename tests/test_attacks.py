@@ -183,9 +183,9 @@ def test_cli_registers_attack_command():
     parser = argparse.ArgumentParser()
     add_attack_command(parser.add_subparsers(dest="command"))
     args = parser.parse_args(
-        ["attack", "--defense", "gaussian:s=0.01", "--mode", "adaptive", "--quick", "--output", "out.json"]
+        ["attack", "--mechanism", "gaussian:s=0.01", "--mode", "adaptive", "--quick", "--output", "out.json"]
     )
-    assert args.mode == "adaptive" and args.quick and args.defense == "gaussian:s=0.01" and callable(args.func)
+    assert args.mode == "adaptive" and args.quick and args.mechanism == "gaussian:s=0.01" and callable(args.func)
 
 
 def test_evaluate_attacks_adaptive_queries_defense(tiny, encoder, tmp_path):

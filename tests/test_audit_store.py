@@ -14,7 +14,7 @@ from textcrafter_rag.audit.store import (
     is_natural_language,
     load_sample,
     plaintext_columns,
-    read_rows,
+    read_store_vectors,
     read_texts,
     store_rows,
 )
@@ -178,12 +178,12 @@ def test_read_rows_checks_floats_and_names_the_row_with_nan(tmp_path) -> None:
     x = _x()
     x[11, 2] = np.nan
     np.save(tmp_path / "s.npy", x)
-    np.testing.assert_array_equal(read_rows(tmp_path / "s.npy", np.array([1, 2]), progress=False), x[[1, 2]])
+    np.testing.assert_array_equal(read_store_vectors(tmp_path / "s.npy", np.array([1, 2]), progress=False), x[[1, 2]])
     with pytest.raises(AuditInputError, match="NaN or Inf in sampled row 11"):
-        read_rows(tmp_path / "s.npy", np.array([3, 11]), progress=False)
+        read_store_vectors(tmp_path / "s.npy", np.array([3, 11]), progress=False)
     np.save(tmp_path / "i.npy", np.ones((3, 4), dtype=np.int64))
     with pytest.raises(AuditInputError, match="does not hold float vectors"):
-        read_rows(tmp_path / "i.npy", np.array([0]), progress=False)
+        read_store_vectors(tmp_path / "i.npy", np.array([0]), progress=False)
 
 
 @pytest.mark.parametrize(

@@ -41,7 +41,7 @@ def recorder() -> RecordingMechanism:
 
 @pytest.fixture
 def protector(recorder: RecordingMechanism) -> Protector:
-    return Protector(base=_fake_encoder(), policy=recorder, chunk_size=16)
+    return Protector(base=_fake_encoder(), mechanism=recorder, chunk_size=16)
 
 
 def _assert_protected(out: np.ndarray, x: np.ndarray, recorder: RecordingMechanism) -> None:

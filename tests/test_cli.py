@@ -29,7 +29,7 @@ def test_protect_npy_and_jsonl(quick_policy, tmp_path, minilm, capsys) -> None:
         main(
             [
                 "protect",
-                "--policy",
+                "--mechanism",
                 str(quick_policy),
                 "--input",
                 str(tmp_path / "in.npy"),
@@ -48,7 +48,7 @@ def test_protect_npy_and_jsonl(quick_policy, tmp_path, minilm, capsys) -> None:
         main(
             [
                 "protect",
-                "--policy",
+                "--mechanism",
                 str(quick_policy),
                 "--input",
                 str(tmp_path / "in.jsonl"),
@@ -77,7 +77,7 @@ def test_protect_reports_bad_input_clearly(quick_policy, tmp_path, capsys) -> No
     code = main(
         [
             "protect",
-            "--policy",
+            "--mechanism",
             str(quick_policy),
             "--input",
             str(tmp_path / "bad.npy"),
@@ -91,7 +91,7 @@ def test_protect_reports_bad_input_clearly(quick_policy, tmp_path, capsys) -> No
     code = main(
         [
             "protect",
-            "--policy",
+            "--mechanism",
             str(quick_policy),
             "--input",
             str(tmp_path / "bad.jsonl"),
@@ -103,7 +103,7 @@ def test_protect_reports_bad_input_clearly(quick_policy, tmp_path, capsys) -> No
     code = main(
         [
             "protect",
-            "--policy",
+            "--mechanism",
             str(quick_policy),
             "--input",
             str(tmp_path / "none.npy"),

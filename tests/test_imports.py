@@ -4,6 +4,7 @@ from textcrafter_rag import __all__
 
 EXPECTED_ALL = [
     "Protector",
+    "ProtectionOptions",
     "TextCrafter",
     "fit_textcrafter",
     "Mechanism",
@@ -13,11 +14,11 @@ EXPECTED_ALL = [
     "LDPGaussian",
     "Purkayastha",
     "from_spec",
+    "resolve_mechanism",
     "resolve_policy",
     "Encoder",
     "as_encoder",
     "bundled_minilm",
-    "register_encoder_adapter",
     "SecretKey",
     "generate_key",
     "KeyedRotation",

@@ -22,8 +22,11 @@ MAX_PARAMS = 12
 INFRASTRUCTURE = {
     "textcrafter_rag._version",
     "textcrafter_rag.errors",
+    "textcrafter_rag.deprecation",
+    "textcrafter_rag.extras",
     "textcrafter_rag.validation",
     "textcrafter_rag.numerics",
+    "textcrafter_rag.metrics",
     "textcrafter_rag.randomness",
     "textcrafter_rag.artifacts",
     "textcrafter_rag.encoders",
@@ -31,23 +34,31 @@ INFRASTRUCTURE = {
     "textcrafter_rag.data",
     "textcrafter_rag.policies",
     "textcrafter_rag.sealing",
+    "textcrafter_rag.sealed_records",
     "textcrafter_rag.keyed",
     "textcrafter_rag.batches",
     "textcrafter_rag.vectorfiles",
 }
-#: Layers above the infrastructure, each allowed to import only what is listed below it.
-UPPER = (
-    "textcrafter_rag.textcrafter",
-    "textcrafter_rag.specs",
-    "textcrafter_rag.protector",
-    "textcrafter_rag.attacks",
-    "textcrafter_rag.audit",
-    "textcrafter_rag.cli",
-    "textcrafter_rag.demo",
-    "textcrafter_rag.streaming",
-    "textcrafter_rag.ray_data",
-    "textcrafter_rag.testing",
+#: The package facade (``textcrafter_rag/__init__.py``): it re-exports from every layer, so it is the top one.
+FACADE = "textcrafter_rag"
+#: Every layer of the core, bottom to top: a module imports only from its own layer and the ones below it.
+LAYERS: tuple[frozenset[str], ...] = (
+    frozenset(INFRASTRUCTURE),
+    frozenset({"textcrafter_rag.mechanisms"}),
+    frozenset({"textcrafter_rag.textcrafter"}),
+    frozenset({"textcrafter_rag.autofit"}),
+    frozenset({"textcrafter_rag.specs", "textcrafter_rag.noise_fitting"}),
+    frozenset({"textcrafter_rag.options"}),
+    frozenset({"textcrafter_rag.protector"}),
+    frozenset({"textcrafter_rag.adapters", "textcrafter_rag.streaming", "textcrafter_rag.ray_data"}),
+    frozenset({"textcrafter_rag.demo", "textcrafter_rag.testing"}),
+    frozenset({"textcrafter_rag.attacks"}),
+    frozenset({"textcrafter_rag.audit"}),
+    frozenset({"textcrafter_rag.cli"}),
+    frozenset({FACADE}),
 )
+#: Layers above the infrastructure.
+UPPER = tuple(sorted(set().union(*LAYERS[1:]) - {FACADE}))
 #: Parts of the method that run at protection time: they never import the training side.
 INFERENCE = {"mechanism", "policy", "projection", "reward", "rollout", "pii", "priors"}
 TRAINING = {
@@ -72,9 +83,36 @@ def _module_name(path: Path) -> str:
     return ".".join(parts)
 
 
+#: What a dynamic import of a name computed at run time is reported as.
+COMPUTED = "<computed name>"
+#: What a call to ``importlib.metadata.entry_points`` (which loads whatever installed packages declare) is
+#: reported as.
+ENTRY_POINTS = "<entry points>"
+
+
+def _dynamic_import(call: ast.Call) -> str | None:
+    """The module an ``import_module(...)`` / ``__import__(...)`` call loads, or what an entry-point lookup is."""
+    name = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", None)
+    if name == "entry_points":
+        return ENTRY_POINTS
+    if name not in {"import_module", "__import__"} or not call.args:
+        return None
+    target = call.args[0]
+    if isinstance(target, ast.Constant) and isinstance(target.value, str):
+        return target.value
+    if isinstance(target, ast.JoinedStr) and target.values and isinstance(target.values[0], ast.Constant):
+        prefix = str(target.values[0].value).rpartition(".")[0]  # f"pkg.{name}": some module under pkg
+        return prefix or COMPUTED
+    return COMPUTED
+
+
 def _imports(path: Path) -> Iterator[tuple[str, int, bool]]:
-    """``(absolute module, line, inside a function)`` for every import in ``path``."""
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    """``(absolute module, line, inside a function)`` for every import in ``path``, dynamic ones included."""
+    return _imports_of_source(path.read_text(encoding="utf-8"), path)
+
+
+def _imports_of_source(source: str, path: Path) -> Iterator[tuple[str, int, bool]]:
+    tree = ast.parse(source, filename=str(path))
     package = _module_name(path) if path.name == "__init__.py" else _module_name(path).rpartition(".")[0]
 
     def visit(node: ast.AST, in_function: bool) -> Iterator[tuple[str, int, bool]]:
@@ -91,6 +129,8 @@ def _imports(path: Path) -> Iterator[tuple[str, int, bool]]:
                 yield base, child.lineno, in_function
                 for alias in child.names:  # `from . import x` may name a submodule
                     yield f"{base}.{alias.name}", child.lineno, in_function
+            elif isinstance(child, ast.Call) and (dynamic := _dynamic_import(child)) is not None:
+                yield dynamic, child.lineno, in_function
             yield from visit(child, nested)
 
     yield from visit(tree, False)
@@ -135,13 +175,72 @@ def test_the_core_imports_no_integration_and_no_benchmark() -> None:
     assert not bad, "\n".join(bad)
 
 
-def test_infrastructure_never_imports_the_layers_above_it() -> None:
+def _layer(module: str) -> int | None:
+    """The index in :data:`LAYERS` of a core module (or of a name the facade exports), ``None`` outside the core."""
+    best: tuple[int, int] | None = None  # (length of the matching entry, layer)
+    for i, layer in enumerate(LAYERS):
+        for entry in layer:
+            if entry != FACADE and _under(module, (entry,)) and (best is None or len(entry) > best[0]):
+                best = (len(entry), i)
+    if best is not None:
+        return best[1]
+    return len(LAYERS) - 1 if _under(module, (FACADE,)) else None
+
+
+def test_every_core_module_sits_in_a_layer() -> None:
+    assert not [_module_name(p) for p in PACKAGE_FILES if _layer(_module_name(p)) is None]
+    placed = [entry for layer in LAYERS for entry in layer]
+    assert len(placed) == len(set(placed)), "a module is placed in two layers"
+
+
+def test_each_layer_imports_only_its_own_and_the_layers_below_it() -> None:
     bad = []
     for p in PACKAGE_FILES:
         mod = _module_name(p)
-        if _under(mod, INFRASTRUCTURE) or _under(mod, ("textcrafter_rag.mechanisms",)):
+        own = _layer(mod)
+        for m, line, _ in _imports(p):
+            if m == FACADE:
+                continue  # the parent package of every module, imported by Python anyway
+            theirs = _layer(m)
+            if theirs is not None and own is not None and theirs > own:
+                bad.append(f"{p.relative_to(ROOT)}:{line} ({mod}, layer {own}) imports {m} (layer {theirs})")
+    assert not bad, "\n".join(bad)
+
+
+def test_infrastructure_never_imports_the_layers_above_it() -> None:
+    bad = []
+    for p in PACKAGE_FILES:
+        if _under(_module_name(p), INFRASTRUCTURE):
             bad += [f"{p.relative_to(ROOT)}:{line} imports {m}" for m, line, _ in _imports(p) if _under(m, UPPER)]
     assert not bad, "\n".join(bad)
+
+
+def test_the_core_loads_no_plugin_and_no_computed_module() -> None:
+    """Entry points and computed names load code no static check sees (the core once loaded an integration so)."""
+    bad = [
+        f"{p.relative_to(ROOT)}:{line} loads {m}"
+        for p in PACKAGE_FILES
+        for m, line, _ in _imports(p)
+        if m in {ENTRY_POINTS, COMPUTED}
+    ]
+    assert not bad, "\n".join(bad)
+
+
+def test_dynamic_imports_are_seen() -> None:
+    """The scanner reports importlib loads, so the layer checks above cover them too."""
+    source = (
+        "import importlib\nfrom importlib.metadata import entry_points\n"
+        "def f(name):\n"
+        "    importlib.import_module('textcrafter_rag.cli')\n"
+        "    importlib.import_module(f'llama_index.embeddings.textcrafter.{name}')\n"
+        "    __import__(name)\n"
+        "    entry_points(group='x')\n"
+    )
+    probe = PACKAGE / "encoders.py"
+    tree_imports = list(_imports_of_source(source, probe))
+    found = [m for m, _, inner in tree_imports if inner]
+    assert found == ["textcrafter_rag.cli", "llama_index.embeddings.textcrafter", COMPUTED, ENTRY_POINTS]
+    assert _layer("textcrafter_rag.cli") > _layer("textcrafter_rag.encoders")
 
 
 def test_protection_imports_nothing_from_training() -> None:

@@ -23,18 +23,18 @@ def _fake_encoder(dim: int = 32) -> Encoder:
 
 def test_documents_are_protected_and_queries_are_not_by_default() -> None:
     enc = _fake_encoder()
-    p = Protector(base=enc, policy=make_textcrafter())
+    p = Protector(base=enc, mechanism=make_textcrafter())
     docs = p.embed_documents(["alpha beta", "gamma delta"])
     raw = enc.encode(["alpha beta", "gamma delta"])
     np.testing.assert_allclose(np.linalg.norm(docs - raw, axis=1), 2.5, rtol=1e-5)
     np.testing.assert_array_equal(p.embed_query("alpha beta"), raw[0])
-    pq = Protector(base=enc, policy=make_textcrafter(), protect_queries=True)
+    pq = Protector(base=enc, mechanism=make_textcrafter(), protect_queries=True)
     assert np.linalg.norm(pq.embed_query("alpha beta") - raw[0]) == pytest.approx(2.5, rel=1e-5)
     assert p.embed_documents([]).shape == (0, 32)
 
 
 def test_text_validation() -> None:
-    p = Protector(base=_fake_encoder(), policy=make_textcrafter())
+    p = Protector(base=_fake_encoder(), mechanism=make_textcrafter())
     with pytest.raises(TypeError, match="bare str"):
         p.embed_documents("one string")
     with pytest.raises(TypeError, match=r"texts\[1\] must be str"):
@@ -48,7 +48,7 @@ def test_text_validation() -> None:
 
 
 def test_chunked_protection_releases_nothing_on_failure() -> None:
-    p = Protector(policy=make_textcrafter(), chunk_size=4)
+    p = Protector(mechanism=make_textcrafter(), chunk_size=4)
     x = np.random.default_rng(0).standard_normal((10, 32)).astype(np.float32)
     out = p.protect(x)
     np.testing.assert_allclose(np.linalg.norm(out - x, axis=1), 2.5, rtol=1e-5)
@@ -61,9 +61,9 @@ def test_missing_and_mismatched_policy_errors_explain_how_to_fit() -> None:
     with pytest.raises(MissingPolicyError, match="textcrafter fit"):
         Protector(base=_fake_encoder(8))
     with pytest.raises(FingerprintMismatch, match="32-d"):
-        Protector(base=_fake_encoder(8), policy=make_textcrafter())
+        Protector(base=_fake_encoder(8), mechanism=make_textcrafter())
     with pytest.raises(TypeError):
-        Protector(base=_fake_encoder(8), policy=42)
+        Protector(base=_fake_encoder(8), mechanism=42)
     with pytest.raises(TypeError, match="base encoder"):
         as_encoder(object())
 
@@ -71,10 +71,10 @@ def test_missing_and_mismatched_policy_errors_explain_how_to_fit() -> None:
 def test_encoder_output_is_checked() -> None:
     bad = Encoder(lambda texts: np.ones((len(texts) + 1, 32)), dimension=32, model_id="bad")
     with pytest.raises(ValueError, match="returned 3 vectors for 2 texts"):
-        Protector(base=bad, policy=GaussianNoise(s=0.1)).embed_documents(["a b", "c d"])
+        Protector(base=bad, mechanism=GaussianNoise(s=0.1)).embed_documents(["a b", "c d"])
     nan = Encoder(lambda texts: np.full((len(texts), 32), np.nan), dimension=32, model_id="nan")
     with pytest.raises(ValueError, match="NaN"):
-        Protector(base=nan, policy=GaussianNoise(s=0.1)).embed_documents(["a b"])
+        Protector(base=nan, mechanism=GaussianNoise(s=0.1)).embed_documents(["a b"])
 
 
 def test_async_awaits_native_coroutines() -> None:
@@ -85,7 +85,7 @@ def test_async_awaits_native_coroutines() -> None:
         calls.append(len(texts))
         return enc._fn(texts)
 
-    p = Protector(base=Encoder(enc._fn, async_fn=afn, dimension=32, model_id="fake"), policy=make_textcrafter())
+    p = Protector(base=Encoder(enc._fn, async_fn=afn, dimension=32, model_id="fake"), mechanism=make_textcrafter())
     docs = asyncio.run(p.aembed_documents(["x y", "z w"]))
     q = asyncio.run(p.aembed_query("x y"))
     assert calls == [2, 1]
@@ -94,7 +94,7 @@ def test_async_awaits_native_coroutines() -> None:
 
 
 def test_threads_and_tasks_get_independent_correct_results() -> None:
-    p = Protector(base=_fake_encoder(), policy=make_textcrafter(secure_mode=True, seed=None))
+    p = Protector(base=_fake_encoder(), mechanism=make_textcrafter(secure_mode=True, seed=None))
     texts = [f"text number {i}" for i in range(16)]
     raw = _fake_encoder().encode(texts)
     results: dict[int, np.ndarray] = {}
@@ -134,7 +134,7 @@ def test_errors_and_logs_never_contain_raw_text_or_vectors(caplog) -> None:
     import logging
 
     secret = "Jane Q. Secret 4111-1111-1111-1111"
-    p = Protector(base=_fake_encoder(), policy=make_textcrafter())
+    p = Protector(base=_fake_encoder(), mechanism=make_textcrafter())
     caplog.set_level(logging.DEBUG)
     p.embed_documents([secret, "plain text"])
     for bad in ([secret, 7], [secret, "   "]):
@@ -163,7 +163,7 @@ def test_missing_policy_message_names_every_way_to_get_one(monkeypatch, tmp_path
 
 
 def test_async_empty_batch_gives_a_0_by_d_array() -> None:
-    p = Protector(base=_fake_encoder(), policy=make_textcrafter())
+    p = Protector(base=_fake_encoder(), mechanism=make_textcrafter())
     out = asyncio.run(p.aembed_documents([]))
     assert out.shape == (0, 32) and out.dtype == np.float32
 
@@ -181,7 +181,7 @@ def test_query_base_serves_queries_sync_and_async() -> None:
         return -queries._fn(texts)
 
     query_base = Encoder(query_fn, async_fn=aquery_fn, dimension=32, model_id="fake-query")
-    p = Protector(base=docs, query_base=query_base, policy=make_textcrafter())
+    p = Protector(base=docs, query_base=query_base, mechanism=make_textcrafter())
     np.testing.assert_allclose(p.embed_query("who?"), -docs.encode(["who?"])[0], rtol=1e-6)
     np.testing.assert_allclose(asyncio.run(p.aembed_query("who?")), -docs.encode(["who?"])[0], rtol=1e-6)
     assert served == ["who?", "who?"]

@@ -125,7 +125,7 @@ def test_map_batches_protects_every_row_like_the_single_process_protector(local_
     # The same distribution of perturbation directions as the single-process Protector: the policy
     # was loaded and applied correctly on every actor (the eps 2.5 policy gives ~0.53 here).
     ref_x = x[:20_000]
-    ref = (Protector(policy=TextCrafter.load(policy_dir)).protect(ref_x).astype(np.float64) - ref_x) / EPS
+    ref = (Protector(mechanism=TextCrafter.load(policy_dir)).protect(ref_x).astype(np.float64) - ref_x) / EPS
     ray_cos = np.sum(unit_d * pmu, axis=1)
     ref_cos = np.sum(ref * pmu[:20_000], axis=1)
     assert abs(ray_cos.mean() - ref_cos.mean()) < 5e-3

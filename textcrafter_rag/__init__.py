@@ -15,17 +15,19 @@ at the top level, attacks in :mod:`textcrafter_rag.attacks` and the store audit 
 from __future__ import annotations
 
 from ._version import __version__
-from .encoders import Encoder, as_encoder, bundled_minilm, register_encoder_adapter
+from .encoders import Encoder, as_encoder, bundled_minilm
 from .errors import ArtifactError, FingerprintMismatch, MissingPolicyError, TextcrafterError, VectorFileError
 from .keyed import KeyedRotation, TenantKey
 from .mechanisms import GaussianNoise, LDPGaussian, Mechanism, NoDefense, Purkayastha, Shuffle
+from .options import ProtectionOptions
 from .protector import Protector
 from .sealing import SecretKey, generate_key
-from .specs import from_spec, resolve_policy
+from .specs import from_spec, resolve_mechanism, resolve_policy
 from .textcrafter import TextCrafter, fit_textcrafter
 
 __all__ = [
     "Protector",
+    "ProtectionOptions",
     "TextCrafter",
     "fit_textcrafter",
     "Mechanism",
@@ -35,11 +37,11 @@ __all__ = [
     "LDPGaussian",
     "Purkayastha",
     "from_spec",
+    "resolve_mechanism",
     "resolve_policy",
     "Encoder",
     "as_encoder",
     "bundled_minilm",
-    "register_encoder_adapter",
     "SecretKey",
     "generate_key",
     "KeyedRotation",

@@ -2,7 +2,7 @@
 
 The LangChain and LlamaIndex adapters differ only in how they talk to their framework (output
 types, instrumentation, how a model's query path is reached). Their construction -- the bundled
-MiniLM when no base is given, the policy and the options handed to the core, a separate query
+MiniLM when no base is given, the options handed to the core, a separate query
 encoder for models that embed queries differently -- lives here, so the adapters cannot drift
 apart. This module imports no framework: each adapter passes its framework knowledge in as
 :data:`EncoderPaths`.
@@ -11,50 +11,19 @@ apart. This module imports no framework: each adapter passes its framework knowl
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+from .deprecation import warn_renamed
 from .encoders import Encoder, bundled_minilm
-from .keyed import KeyArg, TenantKey
+from .options import ProtectionOptions
 from .protector import Protector
-from .sealing import SecretKey
-from .specs import DEFAULT_POLICY, PolicyArg
 
-__all__ = ["AdapterOptions", "EncoderPaths", "ProtectedBase", "build_protector", "per_text_encoder"]
+__all__ = ["ProtectionOptions", "EncoderPaths", "ProtectedBase", "build_protector", "per_text_encoder"]
 
 #: ``base -> (document base, query base or None)``: how an adapter reaches its framework model's
 #: document and query paths. ``None`` for the query base means "queries go through the document path".
 EncoderPaths = Callable[[Any], tuple[Any, Any]]
-
-
-@dataclass(frozen=True, kw_only=True)
-class AdapterOptions:
-    """The protection options every adapter takes, passed to :class:`Protector` unchanged.
-
-    Attributes:
-        policy: See :func:`~textcrafter_rag.specs.resolve_policy`; the default is
-            :data:`~textcrafter_rag.specs.DEFAULT_POLICY`, the same as the core's.
-        protect_queries: Also protect query vectors (off: queries are not stored).
-        secure_mode: Draw noise from the OS CSPRNG.
-        seed: Reproducible noise, for experiments only.
-        chunk_size: Rows protected per step.
-        key: A secret from ``textcrafter keygen`` rotating documents and queries (see
-            :class:`Protector`); left out of the repr and of comparisons.
-        tenant: The tenant id mixed into the key.
-    """
-
-    policy: PolicyArg = DEFAULT_POLICY
-    protect_queries: bool = False
-    secure_mode: bool = False
-    seed: int | None = None
-    chunk_size: int = 4096
-    key: KeyArg | None = field(default=None, repr=False, compare=False)
-    tenant: str = ""
-
-    def __post_init__(self) -> None:
-        # held as a SecretKey (redacted repr, no pickling) so asdict()/vars() never expose the raw key
-        if self.key is not None and not isinstance(self.key, (SecretKey, TenantKey)):
-            object.__setattr__(self, "key", SecretKey(self.key))
 
 
 @dataclass(frozen=True)
@@ -70,7 +39,7 @@ def _same_path(base: Any) -> tuple[Any, Any]:
 
 
 def build_protector(
-    base: Any = None, *, options: AdapterOptions | None = None, paths: EncoderPaths | None = None
+    base: Any = None, *, options: ProtectionOptions | None = None, paths: EncoderPaths | None = None
 ) -> ProtectedBase:
     """Build the core an adapter wraps: the same defaults and the same checks for every framework.
 
@@ -86,21 +55,10 @@ def build_protector(
             ``TEXTCRAFTER_AUTO_FIT=0`` forbids fitting one.
         textcrafter_rag.FingerprintMismatch: The policy was fitted for another encoder.
     """
-    options = options or AdapterOptions()
     if base is None:
         base = bundled_minilm()
     document_base, query_base = (paths or _same_path)(base)
-    protector = Protector(
-        base=document_base,
-        query_base=query_base,
-        policy=options.policy,
-        protect_queries=options.protect_queries,
-        chunk_size=options.chunk_size,
-        secure_mode=options.secure_mode,
-        seed=options.seed,
-        key=options.key,
-        tenant=options.tenant,
-    )
+    protector = Protector(base=document_base, query_base=query_base, options=options)
     return ProtectedBase(base=base, protector=protector)
 
 
@@ -122,3 +80,10 @@ def per_text_encoder(
         return [await aembed_one(t) for t in texts]
 
     return Encoder(encode, async_fn=aencode, model_id=model_id)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "AdapterOptions":  # its fields are ProtectionOptions' (policy= is now mechanism=)
+        warn_renamed("textcrafter_rag.adapters.AdapterOptions", "textcrafter_rag.options.ProtectionOptions")
+        return ProtectionOptions
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

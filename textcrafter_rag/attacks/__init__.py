@@ -9,7 +9,7 @@ persistence in :mod:`.inverter`, greedy and beam decoding in :mod:`.inverter_dec
 from __future__ import annotations
 
 from .adaptive import adapt_inverter, protected_pairs, query_defense
-from .cache import cache_root, cached_embeddings, load_or_train_inverter
+from .cache import attacker_embeddings, cache_root, load_or_train_inverter
 from .config import MODES, AttackConfig
 from .correction import Corrector, rerank, train_corrector
 from .evaluate import clean_inverter, evaluate_attacks
@@ -31,7 +31,7 @@ __all__ = [
     "adapt_inverter",
     "best_constant",
     "cache_root",
-    "cached_embeddings",
+    "attacker_embeddings",
     "clean_inverter",
     "evaluate_attacks",
     "floor_metrics",

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..artifacts import CONFIG_NAME
 from ..errors import ArtifactError
-from .cache import adapted_key, cache_root, cached_embeddings
+from .cache import adapted_key, attacker_embeddings, cache_root
 from .config import DEFAULT_ADAPT_CONFIG
 from .inverter import Inverter, TrainConfig
 
@@ -55,7 +55,7 @@ def protected_pairs(
     texts = list(texts)
     if not texts:
         raise ValueError("the adaptive attacker needs some texts of its own")
-    clean = cached_embeddings(encoder, texts, cache_dir=cache_dir, progress=progress)
+    clean = attacker_embeddings(encoder, texts, cache_dir=cache_dir, progress=progress)
     rng = np.random.default_rng(seed)
     idx = np.concatenate([rng.permutation(len(texts)) for _ in range(-(-n_pairs // len(texts)))])[:n_pairs]
     prot = query_defense(defense, clean[idx], batch=batch)

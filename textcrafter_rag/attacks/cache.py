@@ -26,7 +26,7 @@ from .inverter import Inverter, InverterConfig, TrainConfig
 __all__ = [
     "adapted_key",
     "cache_root",
-    "cached_embeddings",
+    "attacker_embeddings",
     "defense_key",
     "inverter_key",
     "load_or_train_inverter",
@@ -48,7 +48,7 @@ def cache_root(cache_dir: str | os.PathLike[str] | None = None) -> Path:
     return root
 
 
-def cached_embeddings(
+def attacker_embeddings(
     encoder: Any,
     texts: Sequence[str],
     *,
@@ -111,7 +111,7 @@ def load_or_train_inverter(
     d = cache_root(cache_dir) / f"inverter-{inverter_key(encoder, texts, config, train_config)}"
     if (d / CONFIG_NAME).is_file():
         return Inverter.load(d, device=device), d, True
-    emb = cached_embeddings(encoder, texts, cache_dir=cache_dir, progress=progress)
+    emb = attacker_embeddings(encoder, texts, cache_dir=cache_dir, progress=progress)
     inv = Inverter.train(
         emb,
         texts,

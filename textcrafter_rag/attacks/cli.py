@@ -1,4 +1,4 @@
-"""``textcrafter attack``: run every attack against one defense and write the metrics as JSON.
+"""``textcrafter attack``: run every attack against one mechanism and write the metrics as JSON.
 
 The main CLI (``textcrafter_rag/cli.py``) registers it with :func:`add_attack_command`.
 """
@@ -14,13 +14,14 @@ from typing import Any
 
 import torch
 
+from ..deprecation import add_renamed_flag
 from ..encoders import bundled_minilm
 from ..specs import from_spec
 from .config import AttackConfig
 from .evaluate import evaluate_attacks
 from .texts import attack_texts
 
-__all__ = ["add_attack_command", "attack_config", "attack_texts", "run_attack"]
+__all__ = ["add_attack_command", "attack_config", "attack_texts", "run_attack_command"]
 
 
 def _jsonable(x: Any) -> Any:
@@ -48,20 +49,22 @@ def attack_config(args: argparse.Namespace) -> AttackConfig:
     )
 
 
-def run_attack(args: argparse.Namespace) -> int:
+def run_attack_command(args: argparse.Namespace) -> int:
     """Handler of ``textcrafter attack``."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if args.threads:
         torch.set_num_threads(args.threads)
     attack = attack_config(args)
     encoder = bundled_minilm()
-    defense = from_spec(args.defense, seed=args.defense_seed, encoder=encoder)
+    if args.mechanism is None:
+        raise ValueError("attack needs --mechanism SPEC (e.g. none, gaussian:s=0.01, textcrafter:DIR)")
+    mechanism = from_spec(args.mechanism, seed=args.mechanism_seed, encoder=encoder)
     train, test, source = attack_texts(attack.data_dir, seed=attack.seed)
     result = evaluate_attacks(
-        defense, encoder=encoder, train_texts=train, test_texts=test[: args.n_test], attack=attack
+        mechanism, encoder=encoder, train_texts=train, test_texts=test[: args.n_test], attack=attack
     )
     result.update(
-        defense_spec=args.defense,
+        mechanism_spec=args.mechanism,
         data=source,
         encoder=encoder.model_id,
         dim=encoder.dimension,
@@ -80,9 +83,10 @@ def run_attack(args: argparse.Namespace) -> int:
 def add_attack_command(subparsers: Any) -> argparse.ArgumentParser:
     """Register ``attack`` on an ``argparse`` subparsers object; its handler is ``args.func(args)``."""
     p = subparsers.add_parser(
-        "attack", help="run inversion / keyword / PII attacks against a defense", description=__doc__.splitlines()[0]
+        "attack", help="run inversion / keyword / PII attacks against a mechanism", description=__doc__.splitlines()[0]
     )
-    p.add_argument("--defense", required=True, help="defense spec, e.g. none, gaussian:s=0.01, textcrafter:DIR")
+    p.add_argument("--mechanism", default=None, help="mechanism spec, e.g. none, gaussian:s=0.01, textcrafter:DIR")
+    add_renamed_flag(p, "--defense", "--mechanism", dest="mechanism")
     p.add_argument("--mode", choices=("non-adaptive", "adaptive"), default="non-adaptive")
     p.add_argument("--quick", action="store_true", help="small smoke run; numbers are not meaningful")
     p.add_argument("--data-dir", default=None, help="benchmark datasets (WikiText-2); else BBC + synthetic PII")
@@ -91,10 +95,11 @@ def add_attack_command(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--n-test", type=int, default=400, help="victim sentences attacked")
     p.add_argument("--beam", type=int, default=4)
     p.add_argument("--seed", type=int, default=0, help="attacker seed")
-    p.add_argument("--defense-seed", type=int, default=None, help="defense seed (default: unseeded)")
+    p.add_argument("--mechanism-seed", type=int, default=None, help="mechanism seed (default: unseeded)")
+    add_renamed_flag(p, "--defense-seed", "--mechanism-seed", dest="mechanism_seed", type=int)
     p.add_argument("--cache-dir", default=None, help="attack cache (default ~/.cache/textcrafter_rag/attacks)")
     p.add_argument(
         "--threads", type=int, default=None, help="torch CPU threads (1 is fastest on a shared, oversubscribed machine)"
     )
-    p.set_defaults(func=run_attack)
+    p.set_defaults(func=run_attack_command)
     return p

@@ -10,7 +10,7 @@ import numpy as np
 
 from ..metrics import embedding_cosine, text_privacy_metrics
 from .adaptive import adapt_inverter, query_defense
-from .cache import cached_embeddings, load_or_train_inverter
+from .cache import attacker_embeddings, load_or_train_inverter
 from .config import MODES, QUICK_ADAPT, QUICK_TRAIN, AttackConfig
 from .correction import rerank as rerank_candidates
 from .floor import flat_floor, floor_metrics
@@ -173,7 +173,7 @@ def evaluate_attacks(
     if attack.keyword and test is not None:
         n_kw = attack.keyword_size
         kw_train = train[:n_kw]
-        kw_emb = cached_embeddings(encoder, train, cache_dir=cache_dir, progress=progress)[:n_kw]
+        kw_emb = attacker_embeddings(encoder, train, cache_dir=cache_dir, progress=progress)[:n_kw]
         if mode == "adaptive":
             kw_emb = query_defense(defense, kw_emb)
         ka = KeywordAttack(epochs=5 if quick else 20, seed=seed).fit(kw_emb, kw_train)

@@ -12,6 +12,8 @@ from typing import Any
 import torch
 
 from ..attacks.config import AttackConfig
+from ..deprecation import add_renamed_flag
+from ..specs import names_a_spec
 from .report import summary, write_report
 from .run import run_audit
 
@@ -38,14 +40,15 @@ def run_audit_command(args: argparse.Namespace) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if args.threads:
         torch.set_num_threads(args.threads)
+    spec = args.mechanism is not None and names_a_spec(args.mechanism)
     result = run_audit(
         args.vectors,
         texts=args.texts,
         column=args.column,
         encoder=args.encoder,
-        policy=args.policy,
-        defense=args.defense,
-        defense_seed=args.defense_seed,
+        policy=None if spec else args.mechanism,
+        defense=args.mechanism if spec else None,
+        defense_seed=args.mechanism_seed,
         n=args.n,
         inverter=args.inverter,
         attack=audit_attack_config(args),
@@ -87,15 +90,16 @@ def add_audit_command(subparsers: Any) -> argparse.ArgumentParser:
     )
     which = p.add_mutually_exclusive_group()
     which.add_argument(
-        "--policy", default=None, metavar="DIR", help="policy for 'after' (default: the policy shipped for the encoder)"
-    )
-    which.add_argument(
-        "--defense",
+        "--mechanism",
         default=None,
-        metavar="SPEC",
-        help="defense spec for 'after' instead, e.g. gaussian:s=0.05, textcrafter:eps=2.5",
+        metavar="SPEC|DIR",
+        help="mechanism for 'after': a spec (e.g. gaussian:s=0.05, textcrafter:eps=2.5) or a TextCrafter policy "
+        "directory (default: the policy shipped for the encoder)",
     )
-    p.add_argument("--defense-seed", type=int, default=None, help="seed of the defense's noise (default: unseeded)")
+    add_renamed_flag(which, "--policy", "--mechanism", dest="mechanism")
+    add_renamed_flag(which, "--defense", "--mechanism", dest="mechanism")
+    p.add_argument("--mechanism-seed", type=int, default=None, help="seed of the mechanism's noise (default: unseeded)")
+    add_renamed_flag(p, "--defense-seed", "--mechanism-seed", dest="mechanism_seed", type=int)
     p.add_argument("--n", type=int, default=200, help="stored vectors sampled (default 200)")
     p.add_argument(
         "--adaptive",

@@ -26,7 +26,7 @@ __all__ = [
     "RAW_COSINE",
     "bootstrap_ci",
     "diagnose",
-    "floor_row",
+    "reference_row",
     "pii_flags",
     "presidio_detector",
     "say",
@@ -173,7 +173,7 @@ def stage_row(
     return row
 
 
-def floor_row(floor: dict[str, Any], n: int) -> dict[str, Any]:
+def reference_row(floor: dict[str, Any], n: int) -> dict[str, Any]:
     """The ``reference`` row: the best trivial attacker per metric (it ignores the vector)."""
     flat = flat_floor(floor)
     keys = ("content_f1", "bleu", "token_f1", "rouge_l", "exact_match", "cosine")

@@ -17,6 +17,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ..extras import missing_extra
 from .attacker import attacker_name, strength_text
 from .run import AuditResult
 
@@ -365,10 +366,13 @@ def html_report(result: AuditResult, *, png: bytes | None = None) -> str:
 
 def plot(result: AuditResult, path: str | os.PathLike[str]) -> Path:
     """Bars per metric, before vs after (and adaptive), with the floor marked; written with Agg."""
-    import matplotlib
+    try:
+        import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as exc:
+        raise missing_extra("matplotlib", extra="audit", purpose="the audit plot") from exc
 
     series = [
         (r, lbl, c)

@@ -36,10 +36,10 @@ from ..attacks.texts import attack_texts as default_attack_texts
 from ..embedding import embed_in_batches
 from ..encoders import Encoder, as_encoder, encoder_from_name
 from ..mechanisms import Mechanism, NoDefense
-from ..specs import from_spec, resolve_policy
+from ..specs import from_spec, resolve_mechanism
 from ..validation import check_vectors
 from .attacker import strength_summary
-from .measures import METRICS, MIN_PII_CLASS, RAW_COSINE, diagnose, floor_row, presidio_detector, say, stage_row
+from .measures import METRICS, MIN_PII_CLASS, RAW_COSINE, diagnose, presidio_detector, reference_row, say, stage_row
 from .store import AuditInputError, StoreSample, load_sample, read_texts, sample_indices
 
 __all__ = ["METRICS", "MIN_PII_CLASS", "RAW_COSINE", "AuditResult", "run_audit"]
@@ -113,15 +113,15 @@ def _resolve_defense(policy: Any, defense: str | None, *, encoder: Encoder, seed
     if policy is not None and defense is not None:
         raise AuditInputError("give either a policy or a defense spec, not both")
     if policy is not None and not isinstance(policy, (str, os.PathLike)):
-        mech = resolve_policy(policy, encoder=encoder)
+        mech = resolve_mechanism(policy, encoder=encoder)
     elif policy is not None:
         if not Path(policy).is_dir():
             raise AuditInputError(f"policy directory {policy} does not exist")
-        mech = resolve_policy(policy, encoder=encoder, seed=seed)
+        mech = resolve_mechanism(policy, encoder=encoder, seed=seed)
     elif defense is not None:
         mech = from_spec(defense, seed=seed, encoder=encoder)
     else:
-        mech = resolve_policy(None, encoder=encoder, seed=seed)
+        mech = resolve_mechanism(None, encoder=encoder, seed=seed)
     if mech.dim is not None and mech.dim != encoder.dimension:
         raise AuditInputError(
             f"the defense protects {mech.dim}-d vectors but the encoder "
@@ -334,7 +334,7 @@ def run_audit(
             )
         )
     if results[0].get("floor") is not None:
-        rows.append(floor_row(results[0]["floor"], len(stored)))
+        rows.append(reference_row(results[0]["floor"], len(stored)))
 
     examples = []
     for i in range(min(attack.n_examples, len(stored))):

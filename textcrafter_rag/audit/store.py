@@ -36,7 +36,7 @@ __all__ = [
     "is_natural_language",
     "load_sample",
     "plaintext_columns",
-    "read_rows",
+    "read_store_vectors",
     "sealed_vector_fields",
     "read_texts",
     "sample_indices",
@@ -105,7 +105,7 @@ def _sample_rows(
     return rows
 
 
-def read_rows(
+def read_store_vectors(
     path: str | os.PathLike[str], indices: np.ndarray, *, column: str = "embedding", progress: bool = True
 ) -> np.ndarray:
     """The store rows ``indices`` (sorted, unique) as a float32 ``(len(indices), D)`` array."""

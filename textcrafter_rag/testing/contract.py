@@ -35,8 +35,9 @@ from ..encoders import bundled_minilm
 from ..errors import FingerprintMismatch, MissingPolicyError
 from ..keyed import KeyedRotation
 from ..mechanisms import GaussianNoise, Mechanism, NoDefense
+from ..options import ProtectionOptions
 from ..randomness import SeedWarning
-from ..specs import DEFAULT_POLICY
+from ..specs import DEFAULT_MECHANISM
 from .known import KnownVectors
 from .recording import RecordingMechanism
 from .secrets import assert_no_key
@@ -100,7 +101,7 @@ class ProtectedEmbeddingsContract(ABC):
 
     @abstractmethod
     def make_embeddings(self, **options: Any) -> Any:
-        """The adapter under test, built with these keyword arguments (``base``, ``policy``, ...).
+        """The adapter under test, built with these keyword arguments (``base``, ``mechanism``, ...).
 
         Every adapter exposes the core's :class:`~textcrafter_rag.protector.Protector` as ``.protector``.
         """
@@ -150,7 +151,7 @@ class ProtectedEmbeddingsContract(ABC):
         return _f32([*known.document_vectors(self.TEXTS), known.query_vector(self.QUERY)])
 
     def test_documents_are_the_mechanisms_output(self, known: KnownVectors, recording: RecordingMechanism) -> None:
-        emb = self.make_embeddings(base=self.make_base(known), policy=recording)
+        emb = self.make_embeddings(base=self.make_base(known), mechanism=recording)
         out = self.embed_documents(emb, list(self.TEXTS))
         _assert_python_floats(out)
         # What a store receives is exactly what the mechanism released, from the base's own document vectors.
@@ -161,7 +162,7 @@ class ProtectedEmbeddingsContract(ABC):
     def test_queries_take_the_query_path_and_stay_clean_by_default(
         self, known: KnownVectors, recording: RecordingMechanism
     ) -> None:
-        emb = self.make_embeddings(base=self.make_base(known), policy=recording)
+        emb = self.make_embeddings(base=self.make_base(known), mechanism=recording)
         assert emb.protector.protect_queries is False
         q = self.embed_query(emb, self.QUERY)
         _assert_python_floats([q])
@@ -171,14 +172,14 @@ class ProtectedEmbeddingsContract(ABC):
         assert not recording.outputs
 
     def test_protect_queries(self, known: KnownVectors, recording: RecordingMechanism) -> None:
-        emb = self.make_embeddings(base=self.make_base(known), policy=recording, protect_queries=True)
+        emb = self.make_embeddings(base=self.make_base(known), mechanism=recording, protect_queries=True)
         q = self.embed_query(emb, self.QUERY)
         assert len(recording.outputs) == 1
         np.testing.assert_array_equal(_f32(q), recording.outputs[0][0])
         np.testing.assert_array_equal(recording.inputs[0][0], _f32(known.query_vector(self.QUERY)))
 
     def test_async_paths_are_native_and_protected(self, known: KnownVectors, recording: RecordingMechanism) -> None:
-        emb = self.make_embeddings(base=self.make_base(known), policy=recording, protect_queries=True)
+        emb = self.make_embeddings(base=self.make_base(known), mechanism=recording, protect_queries=True)
 
         async def run() -> tuple[list[list[float]], list[float]]:
             return await self.aembed_documents(emb, list(self.TEXTS)), await self.aembed_query(emb, self.QUERY)
@@ -193,7 +194,7 @@ class ProtectedEmbeddingsContract(ABC):
         assert not set(self.TEXTS) & set(known.served["embed_documents"])
 
     def test_empty_batch(self, known: KnownVectors, recording: RecordingMechanism) -> None:
-        emb = self.make_embeddings(base=self.make_base(known), policy=recording)
+        emb = self.make_embeddings(base=self.make_base(known), mechanism=recording)
         assert self.embed_documents(emb, []) == []
         assert asyncio.run(self.aembed_documents(emb, [])) == []
         assert not recording.outputs
@@ -201,19 +202,27 @@ class ProtectedEmbeddingsContract(ABC):
     def test_a_callable_base_serves_documents_and_queries(
         self, known: KnownVectors, recording: RecordingMechanism
     ) -> None:
-        emb = self.make_embeddings(base=known.serve_documents, policy=recording)
+        emb = self.make_embeddings(base=known.serve_documents, mechanism=recording)
         out = self.embed_documents(emb, list(self.TEXTS))
         np.testing.assert_array_equal(_f32(out), recording.all_outputs())
         q = self.embed_query(emb, self.QUERY)  # one function for both: the query goes through it, clean
         np.testing.assert_array_equal(_f32(q), _f32(known.document_vector(self.QUERY)))
 
     def test_options_reach_the_protector(self, known: KnownVectors, recording: RecordingMechanism) -> None:
-        emb = self.make_embeddings(base=self.make_base(known), policy=recording, protect_queries=True, chunk_size=2)
+        emb = self.make_embeddings(base=self.make_base(known), mechanism=recording, protect_queries=True, chunk_size=2)
         assert emb.protector.mechanism is recording and emb.protector.protect_queries is True
         self.embed_documents(emb, list(self.TEXTS))
         assert [len(batch) for batch in recording.outputs] == [2, 1]  # chunk_size=2 on three rows
         with pytest.raises(ValueError, match="secure_mode"):  # a non-secure mechanism is refused
-            self.make_embeddings(base=self.make_base(known), policy=GaussianNoise(s=0.05), secure_mode=True)
+            self.make_embeddings(base=self.make_base(known), mechanism=GaussianNoise(s=0.05), secure_mode=True)
+
+    def test_options_come_as_one_object_or_as_keywords_and_policy_is_a_warning_alias(self, known: KnownVectors) -> None:
+        options = ProtectionOptions(mechanism="gaussian:s=0.05", protect_queries=True, chunk_size=2)
+        by_object = self.make_embeddings(base=self.make_base(known), options=options)
+        assert by_object.protector.options == options and isinstance(by_object.protector.mechanism, GaussianNoise)
+        with pytest.warns(DeprecationWarning, match="policy= is deprecated"):
+            old = self.make_embeddings(base=self.make_base(known), policy=NoDefense())
+        assert isinstance(old.protector.mechanism, NoDefense)
 
     def test_default_base_is_the_bundled_minilm_with_its_policy(self) -> None:
         with pytest.warns(SeedWarning):  # seed= reaches the policy loaded for the bundled encoder
@@ -230,19 +239,19 @@ class ProtectedEmbeddingsContract(ABC):
     ) -> None:
         monkeypatch.setenv(AUTO_FIT_ENV, "0")  # "auto" may not fit, and finds no cached policy in tmp_path
         monkeypatch.setenv(HOME_ENV, str(tmp_path))
-        assert DEFAULT_POLICY in (AUTO, None), "update this test for the core's new default policy"
-        for options in ({}, {"policy": AUTO}, {"policy": None}):  # {}: the adapter's default is the core's
+        assert DEFAULT_MECHANISM in (AUTO, None), "update this test for the core's new default policy"
+        for options in ({}, {"mechanism": AUTO}, {"mechanism": None}):  # {}: the adapter's default is the core's
             with pytest.raises(MissingPolicyError) as info:  # no policy ships for the fake encoder
                 self.make_embeddings(base=self.make_base(known), **options)
             assert type(info.value) is MissingPolicyError
         with pytest.raises(FingerprintMismatch) as mismatch:
-            self.make_embeddings(base=self.make_base(known), policy=_Bound16())
+            self.make_embeddings(base=self.make_base(known), mechanism=_Bound16())
         assert type(mismatch.value) is FingerprintMismatch
 
     def test_invalid_input_raises_the_cores_errors_and_releases_nothing(
         self, known: KnownVectors, recording: RecordingMechanism
     ) -> None:
-        emb = self.make_embeddings(base=self.make_base(known), policy=recording)
+        emb = self.make_embeddings(base=self.make_base(known), mechanism=recording)
         secret = "Jane Secret 4111"
         for bad in ([secret, "   "], [secret, 3]):
             with pytest.raises((TypeError, ValueError)) as adapter_error:
@@ -259,7 +268,7 @@ class ProtectedEmbeddingsContract(ABC):
 
     def test_concurrent_callers_get_their_own_rows_and_fresh_noise(self, known: KnownVectors) -> None:
         emb = self.make_embeddings(
-            base=self.make_base(known), policy=GaussianNoise(s=1e-3, secure_mode=True), secure_mode=True
+            base=self.make_base(known), mechanism=GaussianNoise(s=1e-3, secure_mode=True), secure_mode=True
         )
         texts = [f"document {i}" for i in range(12)]
         raw = _f32(known.document_vectors(texts))
@@ -281,7 +290,7 @@ class ProtectedEmbeddingsContract(ABC):
     def test_framework_hooks_see_only_protected_vectors(
         self, known: KnownVectors, recording: RecordingMechanism
     ) -> None:
-        emb = self.make_embeddings(base=self.make_base(known), policy=recording, protect_queries=True)
+        emb = self.make_embeddings(base=self.make_base(known), mechanism=recording, protect_queries=True)
         observer = self.observe_hooks(emb)
         if observer is None:
             pytest.skip("this framework has no hooks that receive embedding vectors")
@@ -300,8 +309,8 @@ class ProtectedEmbeddingsContract(ABC):
             assert _is_one_of(vector, released) and not _is_one_of(vector, raw)
 
     def test_a_key_rotates_documents_and_queries_and_never_leaks(self, known: KnownVectors) -> None:
-        keyed = self.make_embeddings(base=self.make_base(known), policy=NoDefense(), key=_KEY, tenant="acme")
-        plain = self.make_embeddings(base=self.make_base(known), policy=NoDefense())
+        keyed = self.make_embeddings(base=self.make_base(known), mechanism=NoDefense(), key=_KEY, tenant="acme")
+        plain = self.make_embeddings(base=self.make_base(known), mechanism=NoDefense())
         docs, q = _f32(self.embed_documents(keyed, list(self.TEXTS))), _f32(self.embed_query(keyed, self.QUERY))
         clean_docs, clean_q = (
             _f32(self.embed_documents(plain, list(self.TEXTS))),
@@ -323,6 +332,6 @@ class ProtectedEmbeddingsContract(ABC):
         with pytest.raises(ValueError) as bad_text:
             self.embed_documents(keyed, ["fine", "   "])
         with pytest.raises(ValueError) as bad_key:
-            self.make_embeddings(base=self.make_base(known), policy=NoDefense(), key=_KEY[:-1])
+            self.make_embeddings(base=self.make_base(known), mechanism=NoDefense(), key=_KEY[:-1])
         assert_no_key(_KEY, str(bad_text.value))
         assert_no_key(_KEY[:-1], str(bad_key.value), repr(bad_key.value))

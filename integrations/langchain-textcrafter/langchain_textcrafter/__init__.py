@@ -5,7 +5,7 @@ vector store; ``SealedVectorStore`` wraps the store so that only sealed (encrypt
 named metadata fields reach it::
 
     from langchain_textcrafter import ProtectedEmbeddings, SealedVectorStore
-    embeddings = ProtectedEmbeddings(base=OpenAIEmbeddings())  # policy="auto"
+    embeddings = ProtectedEmbeddings(base=OpenAIEmbeddings())  # mechanism="auto"
     store = SealedVectorStore(InMemoryVectorStore, embedding=embeddings, key=KEY, sealed_metadata=("author",))
 """
 

@@ -8,9 +8,8 @@ from typing import Any
 from langchain_core.embeddings import Embeddings
 
 from textcrafter_rag import Encoder, Mechanism, Protector
-from textcrafter_rag.adapters import AdapterOptions, build_protector, per_text_encoder
-from textcrafter_rag.keyed import KeyArg
-from textcrafter_rag.specs import DEFAULT_POLICY, PolicyArg
+from textcrafter_rag.adapters import build_protector, per_text_encoder
+from textcrafter_rag.options import ProtectionOptions
 
 __all__ = ["ProtectedEmbeddings", "RawVectorCacheWarning"]
 
@@ -44,7 +43,7 @@ def _warn_if_raw_cache(base: Any) -> None:
 
 
 class ProtectedEmbeddings(Embeddings):
-    """Embed with any base model, then protect document vectors with a TextCrafter policy.
+    """Embed with any base model, then protect document vectors with a mechanism (default: TextCrafter).
 
     All protection is done by :class:`textcrafter_rag.Protector` (built by
     :func:`textcrafter_rag.adapters.build_protector`, like the LlamaIndex adapter's); this class only
@@ -52,20 +51,22 @@ class ProtectedEmbeddings(Embeddings):
 
     Example:
         >>> from langchain_openai import OpenAIEmbeddings
-        >>> emb = ProtectedEmbeddings(base=OpenAIEmbeddings(), policy="path/to/policy")
+        >>> emb = ProtectedEmbeddings(base=OpenAIEmbeddings(), mechanism="path/to/policy")
         >>> store = FAISS.from_texts(texts, emb)  # stores protected vectors only
 
     Args:
         base: The base model: a LangChain ``Embeddings``, a sentence-transformers model, a
             :class:`textcrafter_rag.Encoder` or a callable ``list[str] -> array``. ``None`` uses the
             bundled offline all-MiniLM-L6-v2.
-        policy, protect_queries, secure_mode, seed, chunk_size: The protection options, the same for
-            every adapter (:class:`textcrafter_rag.adapters.AdapterOptions`). ``policy="auto"`` (the
-            default) uses the policy shipped or cached for the encoder, or fits one on first use.
-        key, tenant: A secret from ``textcrafter keygen`` and a tenant id: documents and queries
-            are rotated by the tenant's secret orthogonal matrix (retrieval unchanged; see
-            :class:`textcrafter_rag.Protector`). Only the protector holds the key; it appears in no
-            repr, serialisation or error.
+        options: The protection options, the same object for the core and every adapter
+            (:class:`textcrafter_rag.options.ProtectionOptions`).
+        **overrides: Any of those options by keyword: ``mechanism`` (``"auto"``, the default, uses the
+            TextCrafter policy shipped or cached for the encoder, or fits one on first use; or a spec
+            string such as ``"gaussian:s=0.01"``, a policy directory or a mechanism), ``protect_queries``,
+            ``secure_mode``, ``seed``, ``chunk_size``, ``key`` and ``tenant`` (a secret from
+            ``textcrafter keygen`` and a tenant id: documents and queries are rotated by the tenant's
+            secret orthogonal matrix; only the protector holds the key, it appears in no repr,
+            serialisation or error). ``policy=`` is the deprecated name of ``mechanism=``.
 
     Raises:
         textcrafter_rag.MissingPolicyError: No policy ships or is cached for the encoder and
@@ -73,28 +74,9 @@ class ProtectedEmbeddings(Embeddings):
         textcrafter_rag.FingerprintMismatch: The policy was fitted for another encoder.
     """
 
-    def __init__(
-        self,
-        *,
-        base: Any = None,
-        policy: PolicyArg = DEFAULT_POLICY,
-        protect_queries: bool = False,
-        secure_mode: bool = False,
-        seed: int | None = None,
-        chunk_size: int = 4096,
-        key: KeyArg | None = None,
-        tenant: str = "",
-    ) -> None:
+    def __init__(self, *, base: Any = None, options: ProtectionOptions | None = None, **overrides: Any) -> None:
+        options = ProtectionOptions.build(options, overrides)
         _warn_if_raw_cache(base)
-        options = AdapterOptions(
-            policy=policy,
-            protect_queries=protect_queries,
-            secure_mode=secure_mode,
-            seed=seed,
-            chunk_size=chunk_size,
-            key=key,
-            tenant=tenant,
-        )
         built = build_protector(base, options=options, paths=_paths)
         self.base = built.base
         self.protector: Protector = built.protector
@@ -106,11 +88,11 @@ class ProtectedEmbeddings(Embeddings):
 
     @property
     def mechanism(self) -> Mechanism:
-        """The protection mechanism (the loaded policy)."""
+        """The protection mechanism (e.g. the loaded TextCrafter policy)."""
         return self.protector.mechanism
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        """Embed and protect documents (one policy call for the whole batch)."""
+        """Embed and protect documents (one mechanism call for the whole batch)."""
         return self.protector.embed_documents(texts).tolist()
 
     async def aembed_documents(self, texts: list[str]) -> list[list[float]]:

@@ -32,7 +32,7 @@ def _is_one_of(vec: np.ndarray, rows: np.ndarray) -> bool:
 
 
 def test_batch_is_protected_with_one_policy_call_per_batch(fake_base, recording) -> None:
-    emb = ProtectedEmbedding(base=fake_base, policy=recording)
+    emb = ProtectedEmbedding(base=fake_base, mechanism=recording)
     assert emb.embed_batch_size == 4  # taken from the base
     out = emb.get_text_embedding_batch(DOCS)
     assert [len(b) for b in recording.outputs] == [4, 2]
@@ -43,7 +43,7 @@ def test_batch_is_protected_with_one_policy_call_per_batch(fake_base, recording)
 
 
 async def test_single_text_api_is_protected(fake_base, recording) -> None:
-    emb = ProtectedEmbedding(base=fake_base, policy=recording)
+    emb = ProtectedEmbedding(base=fake_base, mechanism=recording)
     v = emb.get_text_embedding(DOCS[0])
     np.testing.assert_array_equal(_f32(v), recording.outputs[0][0])
     np.testing.assert_array_equal(recording.inputs[0][0], _f32(fake_base.doc(DOCS[0])))
@@ -64,7 +64,7 @@ async def test_instrumentation_and_callbacks_only_see_protected_vectors(
     fake_base.callback_manager = CallbackManager([debug])  # the base must never report anything
     wrapper_debug = LlamaDebugHandler()
     emb = ProtectedEmbedding(
-        base=fake_base, policy=recording, protect_queries=True, callback_manager=CallbackManager([wrapper_debug])
+        base=fake_base, mechanism=recording, protect_queries=True, callback_manager=CallbackManager([wrapper_debug])
     )
     emb.get_text_embedding_batch(DOCS)
     emb.get_text_embedding(DOCS[0])
@@ -92,7 +92,7 @@ def test_base_cache_never_receives_raw_vectors(recording) -> None:
     cache = SimpleKVStore()
     base = FakeBase(model_name="fake", embeddings_cache=cache)
     with pytest.warns(BypassedCacheWarning):
-        emb = ProtectedEmbedding(base=base, policy=recording)
+        emb = ProtectedEmbedding(base=base, mechanism=recording)
     assert emb.embeddings_cache is None
     emb.get_text_embedding_batch(DOCS)
     emb.get_query_embedding(QUERY)
@@ -100,7 +100,7 @@ def test_base_cache_never_receives_raw_vectors(recording) -> None:
 
     own_cache = SimpleKVStore()
     with pytest.warns(BypassedCacheWarning):
-        emb_cached = ProtectedEmbedding(base=base, policy=recording, embeddings_cache=own_cache)
+        emb_cached = ProtectedEmbedding(base=base, mechanism=recording, embeddings_cache=own_cache)
     out = emb_cached.get_text_embedding_batch(DOCS)
     cached = [_f32(next(iter(v.values()))) for v in own_cache.get_all(collection="embeddings").values()]
     raw = _f32([base.doc(t) for t in DOCS])
@@ -111,11 +111,11 @@ def test_a_keyed_embedding_refuses_a_text_keyed_cache(recording) -> None:
     # LlamaIndex keys embeddings_cache by text alone: tenants (and keys) sharing one would get each other's vectors
     with pytest.raises(ValueError, match="embeddings_cache cannot be used with key="):
         ProtectedEmbedding(
-            base=FakeBase(model_name="fake"), policy=recording, key=bytes(32), embeddings_cache=SimpleKVStore()
+            base=FakeBase(model_name="fake"), mechanism=recording, key=bytes(32), embeddings_cache=SimpleKVStore()
         )
 
 
 def test_payload_has_no_vectors_or_parameters(fake_base) -> None:
-    payload = ProtectedEmbedding(base=fake_base, policy=GaussianNoise(s=0.05)).to_payload()
+    payload = ProtectedEmbedding(base=fake_base, mechanism=GaussianNoise(s=0.05)).to_payload()
     assert payload["mechanism"] == "gaussian" and payload["protect_queries"] is False
     assert payload["model_name"].startswith("textcrafter:")

@@ -28,7 +28,7 @@ def _index(embed_model: ProtectedEmbedding, dim: int) -> tuple[VectorStoreIndex,
 
 
 def test_faiss_index_stores_protected_vectors(minilm, recording) -> None:
-    embed_model = ProtectedEmbedding(base=minilm, policy=recording)
+    embed_model = ProtectedEmbedding(base=minilm, mechanism=recording)
     index, store = _index(embed_model, minilm.dimension)
     stored = store.client.reconstruct_n(0, store.client.ntotal)
     raw = minilm.encode(TEXTS)
@@ -42,7 +42,7 @@ def test_faiss_index_stores_protected_vectors(minilm, recording) -> None:
 
 
 async def test_faiss_index_async_ingest(minilm, recording) -> None:
-    embed_model = ProtectedEmbedding(base=minilm, policy=recording)
+    embed_model = ProtectedEmbedding(base=minilm, mechanism=recording)
     store = FaissVectorStore(faiss_index=faiss.IndexFlatL2(minilm.dimension))
     nodes = [TextNode(text=t, id_=f"n{i}") for i, t in enumerate(TEXTS)]
     index = VectorStoreIndex(

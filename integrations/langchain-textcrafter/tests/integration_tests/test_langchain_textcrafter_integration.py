@@ -29,7 +29,7 @@ class TestProtectedEmbeddingsStandardIntegration(EmbeddingsIntegrationTests):
 
     @property
     def embedding_model_params(self) -> dict[str, Any]:
-        return {"base": bundled_minilm().model, "policy": GaussianNoise(s=0.05)}
+        return {"base": bundled_minilm().model, "mechanism": GaussianNoise(s=0.05)}
 
 
 def _stored(store: Any) -> np.ndarray:
@@ -37,7 +37,7 @@ def _stored(store: Any) -> np.ndarray:
 
 
 def test_faiss_stores_protected_vectors(minilm, recording, tmp_path) -> None:
-    emb = ProtectedEmbeddings(base=minilm.model, policy=recording)
+    emb = ProtectedEmbeddings(base=minilm.model, mechanism=recording)
     store = FAISS.from_texts(TEXTS, emb)
     stored = _stored(store)
     raw = minilm.encode(TEXTS)
@@ -55,7 +55,7 @@ def test_faiss_stores_protected_vectors(minilm, recording, tmp_path) -> None:
 
 
 async def test_faiss_async_ingest(minilm, recording) -> None:
-    emb = ProtectedEmbeddings(base=minilm.model, policy=recording)
+    emb = ProtectedEmbeddings(base=minilm.model, mechanism=recording)
     store = await FAISS.afrom_texts(TEXTS, emb)
     np.testing.assert_array_equal(_stored(store), recording.outputs[0])
     hits = await store.asimilarity_search("interest rates and inflation", k=1)

@@ -113,7 +113,7 @@ def ingested(minilm: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     """Ingest through ``ProtectedEmbeddings`` into local mode on disk, close, and reopen from the path."""
     corpus = _bbc_corpus(PER_CLASS)
     recording = RecordingMechanism(TextCrafter.load_shipped())  # the shipped default policy, eps 1.0
-    embeddings = ProtectedEmbeddings(base=minilm, policy=recording)
+    embeddings = ProtectedEmbeddings(base=minilm, mechanism=recording)
     path = tmp_path_factory.mktemp("qdrant-local")
 
     client = QdrantClient(path=str(path))
@@ -306,7 +306,7 @@ def test_llama_index_adapter_with_the_qdrant_client(minilm: Any, ingested: Inges
     idx = list(range(0, len(corpus.bodies), 10))  # 15 articles, 3 per class
     bodies = [corpus.bodies[i] for i in idx]
     recording = RecordingMechanism(TextCrafter.load_shipped())
-    embed_model = ProtectedEmbedding(base=minilm, policy=recording, embed_batch_size=64)
+    embed_model = ProtectedEmbedding(base=minilm, mechanism=recording, embed_batch_size=64)
     vectors = embed_model.get_text_embedding_batch(bodies)
     assert len(recording.outputs) == 1
 

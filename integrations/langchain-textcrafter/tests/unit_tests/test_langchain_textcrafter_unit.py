@@ -26,7 +26,7 @@ class TestProtectedEmbeddingsStandardUnit(EmbeddingsUnitTests):
 
     @property
     def embedding_model_params(self) -> dict[str, Any]:
-        return {"base": bundled_minilm().model, "policy": GaussianNoise(s=0.05)}
+        return {"base": bundled_minilm().model, "mechanism": GaussianNoise(s=0.05)}
 
 
 def _f32(x: Any) -> np.ndarray:
@@ -37,7 +37,7 @@ def test_only_protected_vectors_are_cached_and_a_raw_cache_base_warns(fake_base,
     cache_mod = pytest.importorskip("langchain_classic.embeddings")
     store = InMemoryByteStore()
     cached = cache_mod.CacheBackedEmbeddings.from_bytes_store(
-        ProtectedEmbeddings(base=fake_base, policy=recording), store, namespace="tc", key_encoder="sha256"
+        ProtectedEmbeddings(base=fake_base, mechanism=recording), store, namespace="tc", key_encoder="sha256"
     )
     out = cached.embed_documents(["alpha", "beta"])
     values = [_f32(json.loads(v)) for v in store.mget(list(store.yield_keys()))]
@@ -47,4 +47,4 @@ def test_only_protected_vectors_are_cached_and_a_raw_cache_base_warns(fake_base,
 
     raw_cache = cache_mod.CacheBackedEmbeddings.from_bytes_store(fake_base, InMemoryByteStore(), key_encoder="sha256")
     with pytest.warns(RawVectorCacheWarning):
-        ProtectedEmbeddings(base=raw_cache, policy=GaussianNoise(s=0.05))
+        ProtectedEmbeddings(base=raw_cache, mechanism=GaussianNoise(s=0.05))

@@ -151,7 +151,7 @@ def test_a_moved_or_missing_sealed_vector_is_refused(base) -> None:
 
 
 def test_protected_embeddings_are_read_through_their_base_encoder(base) -> None:
-    embeddings = ProtectedEmbeddings(base=base, policy=GaussianNoise(s=0.5, seed=0))
+    embeddings = ProtectedEmbeddings(base=base, mechanism=GaussianNoise(s=0.5, seed=0))
     store = SealedVectorStore(RecordingStore, embedding=embeddings, key=generate_key(), fetch_k=30)
     store.add_texts(TEXTS, ids=IDS)
     assert [d.page_content for d in store.similarity_search("q", k=3)] == _exact(base, "q", 3)

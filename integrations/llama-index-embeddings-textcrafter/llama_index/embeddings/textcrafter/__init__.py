@@ -5,39 +5,14 @@
 * ``SealedKVStore`` / ``sealed_storage_context`` seal the docstore and index store (where the text
   lives for stores that keep none, such as FAISS).
 
-The names are loaded on first access (PEP 562) so that importing this package stays light: the
-core imports :mod:`.encoder_adapter`, and with it this package, for every base model it wraps,
-LangChain ones included, and must not pull in LlamaIndex for them.
+The core never imports this package (it recognises LlamaIndex models by their methods), so nothing
+here is loaded behind the user's back.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from llama_index.embeddings.textcrafter.base import BypassedCacheWarning, ProtectedEmbedding
-    from llama_index.embeddings.textcrafter.sealed_storage import SealedKVStore, sealed_storage_context
-    from llama_index.embeddings.textcrafter.sealed_vector_store import SealedVectorStore
-
-_MODULES = {
-    "BypassedCacheWarning": "base",
-    "ProtectedEmbedding": "base",
-    "SealedKVStore": "sealed_storage",
-    "sealed_storage_context": "sealed_storage",
-    "SealedVectorStore": "sealed_vector_store",
-}
+from llama_index.embeddings.textcrafter.base import BypassedCacheWarning, ProtectedEmbedding
+from llama_index.embeddings.textcrafter.sealed_storage import SealedKVStore, sealed_storage_context
+from llama_index.embeddings.textcrafter.sealed_vector_store import SealedVectorStore
 
 __all__ = ["BypassedCacheWarning", "ProtectedEmbedding", "SealedKVStore", "SealedVectorStore", "sealed_storage_context"]
-
-
-def __getattr__(name: str) -> Any:
-    if name in _MODULES:
-        value = getattr(importlib.import_module(f"llama_index.embeddings.textcrafter.{_MODULES[name]}"), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *__all__])

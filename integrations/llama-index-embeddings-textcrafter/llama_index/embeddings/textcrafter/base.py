@@ -11,21 +11,16 @@ this wrapper's public methods report vectors, and those are protected (queries t
 
 from __future__ import annotations
 
-import asyncio
-import inspect
 import warnings
-from collections.abc import Callable
 from typing import Any
 
-import wrapt
 from llama_index.core.base.embeddings.base import BaseEmbedding, Embedding
 from llama_index.core.bridge.pydantic import PrivateAttr
-from llama_index.core.instrumentation import DISPATCHER_SPAN_DECORATED_ATTR
 
 from textcrafter_rag import Encoder, Protector
-from textcrafter_rag.adapters import AdapterOptions, build_protector, per_text_encoder
-from textcrafter_rag.keyed import KeyArg
-from textcrafter_rag.specs import DEFAULT_POLICY, PolicyArg
+from textcrafter_rag.adapters import build_protector, per_text_encoder
+from textcrafter_rag.encoders import llama_index_document_encoder, undecorated
+from textcrafter_rag.options import ProtectionOptions
 
 __all__ = ["BypassedCacheWarning", "ProtectedEmbedding", "span_free_encoders"]
 
@@ -34,51 +29,19 @@ class BypassedCacheWarning(UserWarning):
     """The base model's ``embeddings_cache`` is not used (it would hold raw vectors)."""
 
 
-def _unspanned(obj: Any, name: str) -> Callable[..., Any]:
-    """``obj.<name>`` bound, without LlamaIndex's span decorator (whose span exit carries the raw result)."""
-    fn = inspect.getattr_static(type(obj), name)
-    while isinstance(fn, wrapt.FunctionWrapper) and getattr(fn, DISPATCHER_SPAN_DECORATED_ATTR, False):
-        fn = fn.__wrapped__
-    return fn.__get__(obj, type(obj)) if hasattr(fn, "__get__") else getattr(obj, name)
-
-
-def _is_default(obj: Any, name: str) -> bool:
-    return inspect.getattr_static(type(obj), name) is BaseEmbedding.__dict__[name]
-
-
 def span_free_encoders(base: BaseEmbedding) -> tuple[Encoder, Encoder]:
     """Document and query encoders calling a LlamaIndex model without spans, events, callbacks or cache.
 
-    The defaults of ``_get_text_embeddings``/``_aget_text_embeddings`` loop over the
-    span-decorated single-text methods, so they are replaced by the same loop over the
-    undecorated ones.
+    The document path is the core's (:func:`textcrafter_rag.encoders.llama_index_document_encoder`);
+    the query path is the model's own one-text query methods, undecorated the same way.
     """
-    if _is_default(base, "_get_text_embeddings"):
-        one = _unspanned(base, "_get_text_embedding")
-
-        def docs(texts: list[str]) -> list[Embedding]:
-            return [one(t) for t in texts]
-    else:
-        docs = _unspanned(base, "_get_text_embeddings")
-
-    adocs: Callable[[list[str]], Any] | None
-    if not _is_default(base, "_aget_text_embeddings"):
-        adocs = _unspanned(base, "_aget_text_embeddings")
-    elif not _is_default(base, "_aget_text_embedding"):
-        aone = _unspanned(base, "_aget_text_embedding")
-
-        async def adocs(texts: list[str]) -> list[Embedding]:
-            return list(await asyncio.gather(*(aone(t) for t in texts)))
-    else:
-        adocs = None  # no native async: the core runs the sync path in a worker thread
-
     name = getattr(base, "model_name", type(base).__name__)
     queries = per_text_encoder(
-        _unspanned(base, "_get_query_embedding"),
-        _unspanned(base, "_aget_query_embedding"),
+        undecorated(base, "_get_query_embedding"),
+        undecorated(base, "_aget_query_embedding"),
         model_id=f"llama_index-query:{name}",
     )
-    return Encoder(docs, async_fn=adocs, model_id=f"llama_index:{name}"), queries
+    return llama_index_document_encoder(base), queries
 
 
 def _paths(base: Any) -> tuple[Any, Encoder | None]:
@@ -87,31 +50,30 @@ def _paths(base: Any) -> tuple[Any, Encoder | None]:
 
 
 class ProtectedEmbedding(BaseEmbedding):
-    """Embed with any base model, then protect document vectors with a TextCrafter policy.
+    """Embed with any base model, then protect document vectors with a mechanism (default: TextCrafter).
 
-    All protection is done by :class:`textcrafter_rag.Protector`, one policy call per batch, built by
+    All protection is done by :class:`textcrafter_rag.Protector`, one mechanism call per batch, built by
     :func:`textcrafter_rag.adapters.build_protector` like the LangChain adapter's.
 
     Example:
         >>> from llama_index.embeddings.openai import OpenAIEmbedding
-        >>> embed_model = ProtectedEmbedding(base=OpenAIEmbedding(), policy="path/to/policy")
+        >>> embed_model = ProtectedEmbedding(base=OpenAIEmbedding(), mechanism="path/to/policy")
         >>> index = VectorStoreIndex(nodes, embed_model=embed_model, storage_context=ctx)
 
     Args:
         base: The base model: a LlamaIndex ``BaseEmbedding``, a sentence-transformers model, a
             :class:`textcrafter_rag.Encoder` or a callable ``list[str] -> array``. ``None`` uses the
             bundled offline all-MiniLM-L6-v2.
-        policy, protect_queries, secure_mode, seed, chunk_size: The protection options, the same for
-            every adapter (:class:`textcrafter_rag.adapters.AdapterOptions`). ``policy="auto"`` (the
-            default) uses the policy shipped or cached for the encoder, or fits one on first use.
-        key, tenant: A secret from ``textcrafter keygen`` and a tenant id: documents and queries
-            are rotated by the tenant's secret orthogonal matrix (retrieval unchanged; see
-            :class:`textcrafter_rag.Protector`). Only the protector holds the key; it appears in no
-            repr, serialisation or error.
-        **kwargs: ``BaseEmbedding`` fields (``embed_batch_size``, ``embeddings_cache`` -- refused with
-            ``key``, since LlamaIndex keys it by text alone --, ...). For a
-            LlamaIndex base, ``embed_batch_size``, ``num_workers`` and ``rate_limiter`` default to
-            the base's.
+        options: The protection options, the same object for the core and every adapter
+            (:class:`textcrafter_rag.options.ProtectionOptions`).
+        **kwargs: Any of those options by keyword -- ``mechanism`` (``"auto"``, the default, uses the
+            TextCrafter policy shipped or cached for the encoder, or fits one on first use; or a spec
+            string such as ``"gaussian:s=0.01"``, a policy directory or a mechanism), ``protect_queries``,
+            ``secure_mode``, ``seed``, ``chunk_size``, ``key``, ``tenant`` (``policy=`` is the deprecated
+            name of ``mechanism=``; only the protector holds the key) -- and ``BaseEmbedding`` fields
+            (``embed_batch_size``, ``embeddings_cache`` -- refused with ``key``, since LlamaIndex keys it
+            by text alone --, ...). For a LlamaIndex base, ``embed_batch_size``, ``num_workers`` and
+            ``rate_limiter`` default to the base's.
 
     Raises:
         textcrafter_rag.MissingPolicyError: No policy ships or is cached for the encoder and
@@ -122,28 +84,10 @@ class ProtectedEmbedding(BaseEmbedding):
     _base: Any = PrivateAttr()
     _protector: Protector = PrivateAttr()
 
-    def __init__(
-        self,
-        *,
-        base: Any = None,
-        policy: PolicyArg = DEFAULT_POLICY,
-        protect_queries: bool = False,
-        secure_mode: bool = False,
-        seed: int | None = None,
-        chunk_size: int = 4096,
-        key: KeyArg | None = None,
-        tenant: str = "",
-        **kwargs: Any,
-    ) -> None:
-        options = AdapterOptions(
-            policy=policy,
-            protect_queries=protect_queries,
-            secure_mode=secure_mode,
-            seed=seed,
-            chunk_size=chunk_size,
-            key=key,
-            tenant=tenant,
-        )
+    def __init__(self, *, base: Any = None, options: ProtectionOptions | None = None, **kwargs: Any) -> None:
+        overrides, kwargs = ProtectionOptions.split(kwargs)
+        options = ProtectionOptions.build(options, overrides)
+        key = options.key
         if key is not None and kwargs.get("embeddings_cache") is not None:
             # LlamaIndex keys its cache by the text alone: one cache would hand one tenant's (or key's)
             # rotated vectors to another, and a document's protected vector to a query of the same text
@@ -184,12 +128,12 @@ class ProtectedEmbedding(BaseEmbedding):
         return self._protector.protect_queries
 
     def to_payload(self) -> dict[str, Any]:
-        """Non-sensitive description for instrumentation (no vectors, no policy parameters)."""
+        """Non-sensitive description for instrumentation (no vectors, no mechanism parameters)."""
         payload = super().to_payload()
         payload.update(mechanism=self._protector.mechanism.name, protect_queries=self.protect_queries)
         return payload
 
-    # Documents: always protected, one policy call per batch.
+    # Documents: always protected, one mechanism call per batch.
     def _get_text_embedding(self, text: str) -> Embedding:
         return self._protector.embed_documents([text])[0].tolist()
 
