@@ -30,12 +30,11 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 from langchain_core.vectorstores.utils import maximal_marginal_relevance
 
-from textcrafter_rag.sealed_records import ID_FIELD, RecordSealer, new_record_id
+from textcrafter_rag.sealed_records import RecordSealer, new_record_id
 from textcrafter_rag.sealing import SecretKey
-from textcrafter_rag.two_stage import VECTOR_KEY, TwoStage, TwoStageSearch
-from textcrafter_rag.two_stage import rerank as _rerank
+from textcrafter_rag.two_stage import VECTOR_KEY, TwoStage, TwoStageSearch, rerank
 
-from .embeddings import ProtectedEmbeddings
+from .candidate_search import CandidateSearch
 from .sealed_embeddings import SealedTextEmbeddings
 
 __all__ = ["STORE_ID_FIELD", "SealedVectorStore"]
@@ -69,40 +68,6 @@ def _filter_keys(flt: Any) -> list[str]:
 
 #: What builds the wrapped store: called once with the embeddings it must be built with.
 StoreFactory = Callable[[Embeddings], VectorStore]
-
-
-class _CleanVectors:
-    """The clean (unprotected) vectors two-stage search needs, from the user's embeddings.
-
-    A :class:`ProtectedEmbeddings` is read through its base encoders (its own mechanism and rotation
-    are replaced by the candidate noise); any other LangChain ``Embeddings`` is taken as it is.
-    """
-
-    def __init__(self, embedding: Embeddings) -> None:
-        self._embedding = embedding
-        protector = embedding.protector if isinstance(embedding, ProtectedEmbeddings) else None
-        self._documents = protector.encoder if protector is not None else None
-        self._queries = protector.query_encoder if protector is not None else None
-
-    def documents(self, texts: list[str]) -> np.ndarray:
-        if self._documents is not None:
-            return self._documents.encode(texts)
-        return np.asarray(self._embedding.embed_documents(texts), dtype=np.float32)
-
-    async def adocuments(self, texts: list[str]) -> np.ndarray:
-        if self._documents is not None:
-            return await self._documents.aencode(texts)
-        return np.asarray(await self._embedding.aembed_documents(texts), dtype=np.float32)
-
-    def query(self, text: str) -> np.ndarray:
-        if self._queries is not None:
-            return self._queries.encode([text])[0]
-        return np.asarray(self._embedding.embed_query(text), dtype=np.float32)
-
-    async def aquery(self, text: str) -> np.ndarray:
-        if self._queries is not None:
-            return (await self._queries.aencode([text]))[0]
-        return np.asarray(await self._embedding.aembed_query(text), dtype=np.float32)
 
 
 class SealedVectorStore(VectorStore):
@@ -163,28 +128,31 @@ class SealedVectorStore(VectorStore):
     ) -> None:
         self._records = RecordSealer(key, sealed_metadata=sealed_metadata, context=context)
         search = TwoStageSearch.of(fetch_k)
-        self._two_stage = TwoStage(key, context=context, search=search) if search is not None else None
+        adopted = store.embeddings if isinstance(store, VectorStore) else None
         if isinstance(store, VectorStore):
-            shim = store.embeddings
-            if not isinstance(shim, SealedTextEmbeddings):
+            if not isinstance(adopted, SealedTextEmbeddings):
                 raise TypeError(
                     f"pass a function that builds the store from the embeddings it is given, e.g. "
                     f"SealedVectorStore(lambda e: {type(store).__name__}(..., embedding=e), embedding=..., key=KEY), "
                     "or the .store of another SealedVectorStore: a store built with other embeddings would embed "
                     "the ciphertext"
                 )
-            if embedding is not None and embedding is not shim.inner:
+            if embedding is not None and embedding is not adopted.inner:
                 raise TypeError("embedding must be the one the wrapped store's sealed store was built with")
-            embedding, inner = shim.inner, store
+            embedding = adopted.inner
+        elif not callable(store):
+            raise TypeError(f"store must be a function building a LangChain VectorStore, got {type(store).__name__}")
+        if not isinstance(embedding, Embeddings):
+            raise TypeError(f"embedding must be LangChain Embeddings, got {type(embedding).__name__}")
+        self._embedding: Embeddings = embedding
+        self._search = (
+            CandidateSearch(TwoStage(key, context=context, search=search), embedding) if search is not None else None
+        )
+        if isinstance(adopted, SealedTextEmbeddings):
+            shim, inner = adopted, store
         else:
-            if not callable(store):
-                raise TypeError(
-                    f"store must be a function building a LangChain VectorStore, got {type(store).__name__}"
-                )
-            if not isinstance(embedding, Embeddings):
-                raise TypeError(f"embedding must be LangChain Embeddings, got {type(embedding).__name__}")
-            if self._two_stage is not None:
-                shim = SealedTextEmbeddings(embedding, query=self._store_query, aquery=self._astore_query)
+            if self._search is not None:
+                shim = SealedTextEmbeddings(embedding, query=self._search.store_query, aquery=self._search.astore_query)
             else:
                 shim = SealedTextEmbeddings(embedding)
             inner = store(shim)
@@ -193,8 +161,6 @@ class SealedVectorStore(VectorStore):
                     "the store function must return a LangChain VectorStore built with the embeddings it is given "
                     "(e.g. lambda e: QdrantVectorStore(client=client, collection_name='docs', embedding=e))"
                 )
-        self._embedding: Embeddings = embedding
-        self._clean = _CleanVectors(embedding)
         self._store = inner
         self._shim = shim
         self._id_field = _store_id_field(inner)
@@ -217,7 +183,7 @@ class SealedVectorStore(VectorStore):
     @property
     def two_stage(self) -> TwoStageSearch | None:
         """The two-stage search options, or ``None`` for single-stage search."""
-        return self._two_stage.search if self._two_stage is not None else None
+        return self._search.two_stage.search if self._search is not None else None
 
     @classmethod
     def from_texts(
@@ -251,12 +217,13 @@ class SealedVectorStore(VectorStore):
             sealed.append(
                 Document(id=rid if isinstance(rid, str) else None, page_content=rec.text, metadata=rec.metadata)
             )
-        if clean is None or self._two_stage is None:
+        if clean is None or self._search is None:
             return sealed, record_ids, None
         texts = [d.page_content for d in documents]
-        candidates = self._two_stage.protect_documents(clean, record_ids=record_ids, texts=texts)
+        two_stage = self._search.two_stage
+        candidates = two_stage.protect_documents(clean, record_ids=record_ids, texts=texts)
         for doc, vector, rid in zip(sealed, clean, record_ids, strict=True):
-            doc.metadata[VECTOR_KEY] = self._two_stage.seal_vector(vector, record_id=rid)
+            doc.metadata[VECTOR_KEY] = two_stage.seal_vector(vector, record_id=rid)
         return sealed, record_ids, candidates.tolist()
 
     def add_documents(self, documents: list[Document], **kwargs: Any) -> list[str]:
@@ -268,7 +235,7 @@ class SealedVectorStore(VectorStore):
         if not documents:
             return []
         texts = [d.page_content for d in documents]
-        clean = self._clean.documents(texts) if self._two_stage is not None else None
+        clean = self._search.documents(texts) if self._search is not None else None
         return self._add(documents, kwargs.pop("ids", None), clean, kwargs)
 
     def _add(
@@ -297,8 +264,8 @@ class SealedVectorStore(VectorStore):
             raise ValueError(f"{len(ids) - len(raw)} of the {len(ids)} ids are not in this store")
         opened = [self._open(d) for d in raw]
         record_ids = [d.id for d in opened]
-        if self._two_stage is not None and target._two_stage is not None:
-            clean, _ = self._candidates(raw)
+        if self._search is not None and target._search is not None:
+            clean = self._search.open_vectors(raw, self._store_id)
             return target._add(opened, record_ids, clean, kwargs)
         return target.add_documents(opened, ids=record_ids, **kwargs)
 
@@ -307,8 +274,8 @@ class SealedVectorStore(VectorStore):
         if not documents:
             return []
         texts = [d.page_content for d in documents]
-        if self._two_stage is not None:
-            clean = await self._clean.adocuments(texts)
+        if self._search is not None:
+            clean = await self._search.adocuments(texts)
             sealed, ids, vectors = await asyncio.to_thread(self._seal, documents, kwargs.pop("ids", None), clean)
         else:
             sealed, ids, _ = self._seal(documents, kwargs.pop("ids", None), None)
@@ -373,54 +340,21 @@ class SealedVectorStore(VectorStore):
 
     # -- two-stage search --------------------------------------------------------------------------
 
-    def _require_two_stage(self) -> TwoStage:
-        assert self._two_stage is not None
-        return self._two_stage
-
-    def _store_query(self, text: str) -> list[float]:
-        """What the store is searched with in two-stage search: a protected query, never the clean one."""
-        return self._require_two_stage().protect_query(self._clean.query(text), text=text)[0].tolist()
-
-    async def _astore_query(self, text: str) -> list[float]:
-        clean = await self._clean.aquery(text)
-        return self._require_two_stage().protect_query(clean, text=text)[0].tolist()
-
-    def _fetch_k(self, k: int) -> int:
-        fetch_k = self._require_two_stage().search.fetch_k
-        if k > fetch_k:
-            raise ValueError(f"k={k} exceeds this store's fetch_k={fetch_k}: raise fetch_k to return more hits")
-        return fetch_k
-
-    def _candidates(self, hits: list[Document]) -> tuple[np.ndarray, list[Document]]:
-        """Open every candidate's sealed clean vector (its text stays sealed until it is a winner)."""
-        ts = self._require_two_stage()
-        vectors = []
-        for doc in hits:
-            rid = RecordSealer.resolve_record_id(self._store_id(doc), doc.metadata.get(ID_FIELD))
-            vectors.append(ts.open_vector(doc.metadata.get(VECTOR_KEY), record_id=rid))
-        return (np.stack(vectors) if vectors else np.empty((0, 0), dtype=np.float32)), hits
+    def _candidates(self) -> CandidateSearch:
+        assert self._search is not None
+        return self._search
 
     def _ranked(self, query: np.ndarray, hits: list[Document], k: int) -> list[tuple[Document, float]]:
-        vectors, hits = self._candidates(hits)
         if not hits:
             return []
-        order, scores = _rerank(query, vectors, k)
+        order, scores = rerank(query, self._candidates().open_vectors(hits, self._store_id), k)
         return [(self._open(hits[i]), s) for i, s in zip(order, scores, strict=True)]
 
     def _mmr(self, query: np.ndarray, hits: list[Document], k: int, lambda_mult: float) -> list[Document]:
-        vectors, hits = self._candidates(hits)
         if not hits:
             return []
-        chosen = maximal_marginal_relevance(np.asarray(query), vectors.tolist(), lambda_mult=lambda_mult, k=k)
-        return [self._open(hits[i]) for i in chosen]
-
-    def _search_two_stage(self, clean: np.ndarray, k: int, text: str | None, **kwargs: Any) -> list[Any]:
-        protected = self._require_two_stage().protect_query(clean, text=text)[0].tolist()
-        return self._store.similarity_search_by_vector(protected, k=self._fetch_k(k), **kwargs)
-
-    async def _asearch_two_stage(self, clean: np.ndarray, k: int, text: str | None, **kwargs: Any) -> list[Any]:
-        protected = self._require_two_stage().protect_query(clean, text=text)[0].tolist()
-        return await self._store.asimilarity_search_by_vector(protected, k=self._fetch_k(k), **kwargs)
+        vectors = self._candidates().open_vectors(hits, self._store_id).tolist()
+        return [self._open(hits[i]) for i in maximal_marginal_relevance(query, vectors, lambda_mult=lambda_mult, k=k)]
 
     # -- reading ---------------------------------------------------------------------------------
 
@@ -435,20 +369,20 @@ class SealedVectorStore(VectorStore):
     def similarity_search_with_score(self, query: str, k: int = 4, **kwargs: Any) -> list[tuple[Document, float]]:
         """Hits with scores (the wrapped store's, or the exact cosine in two-stage search), opened."""
         self._check(kwargs)
-        if self._two_stage is None:
+        if self._search is None:
             return self._opened_scored(self._store.similarity_search_with_score(query, k=k, **kwargs))
-        clean = self._clean.query(query)
-        return self._ranked(clean, self._search_two_stage(clean, k, query, **kwargs), k)
+        clean = self._candidates().query(query)
+        return self._ranked(clean, self._candidates().fetch(self._store, clean, k, query, **kwargs), k)
 
     async def asimilarity_search_with_score(
         self, query: str, k: int = 4, **kwargs: Any
     ) -> list[tuple[Document, float]]:
         """Async :meth:`similarity_search_with_score`."""
         self._check(kwargs)
-        if self._two_stage is None:
+        if self._search is None:
             return self._opened_scored(await self._store.asimilarity_search_with_score(query, k=k, **kwargs))
-        clean = await self._clean.aquery(query)
-        hits = await self._asearch_two_stage(clean, k, query, **kwargs)
+        clean = await self._candidates().aquery(query)
+        hits = await self._candidates().afetch(self._store, clean, k, query, **kwargs)
         return await asyncio.to_thread(self._ranked, clean, hits, k)
 
     def similarity_search_with_relevance_scores(
@@ -456,7 +390,7 @@ class SealedVectorStore(VectorStore):
     ) -> list[tuple[Document, float]]:
         """Hits with relevance scores (the wrapped store's in [0, 1], or the exact cosine), opened."""
         self._check(kwargs)
-        if self._two_stage is None:
+        if self._search is None:
             return self._opened_scored(self._store.similarity_search_with_relevance_scores(query, k=k, **kwargs))
         threshold = kwargs.pop("score_threshold", None)
         hits = self.similarity_search_with_score(query, k=k, **kwargs)
@@ -467,7 +401,7 @@ class SealedVectorStore(VectorStore):
     ) -> list[tuple[Document, float]]:
         """Async :meth:`similarity_search_with_relevance_scores`."""
         self._check(kwargs)
-        if self._two_stage is None:
+        if self._search is None:
             hits = await self._store.asimilarity_search_with_relevance_scores(query, k=k, **kwargs)
             return self._opened_scored(hits)
         threshold = kwargs.pop("score_threshold", None)
@@ -477,18 +411,18 @@ class SealedVectorStore(VectorStore):
     def similarity_search_by_vector(self, embedding: list[float], k: int = 4, **kwargs: Any) -> list[Document]:
         """Hits for a query vector (in two-stage search a clean one: it is protected before the store sees it)."""
         self._check(kwargs)
-        if self._two_stage is None:
+        if self._search is None:
             return self._opened(self._store.similarity_search_by_vector(embedding, k=k, **kwargs))
         clean = np.asarray(embedding, dtype=np.float32)
-        return [d for d, _ in self._ranked(clean, self._search_two_stage(clean, k, None, **kwargs), k)]
+        return [d for d, _ in self._ranked(clean, self._candidates().fetch(self._store, clean, k, None, **kwargs), k)]
 
     async def asimilarity_search_by_vector(self, embedding: list[float], k: int = 4, **kwargs: Any) -> list[Document]:
         """Async :meth:`similarity_search_by_vector`."""
         self._check(kwargs)
-        if self._two_stage is None:
+        if self._search is None:
             return self._opened(await self._store.asimilarity_search_by_vector(embedding, k=k, **kwargs))
         clean = np.asarray(embedding, dtype=np.float32)
-        hits = await self._asearch_two_stage(clean, k, None, **kwargs)
+        hits = await self._candidates().afetch(self._store, clean, k, None, **kwargs)
         return [d for d, _ in await asyncio.to_thread(self._ranked, clean, hits, k)]
 
     def max_marginal_relevance_search(
@@ -499,27 +433,27 @@ class SealedVectorStore(VectorStore):
         In two-stage search the candidates are the store's ``fetch_k`` (the argument is ignored).
         """
         self._check(kwargs)
-        if self._two_stage is None:
+        if self._search is None:
             return self._opened(
                 self._store.max_marginal_relevance_search(
                     query, k=k, fetch_k=fetch_k, lambda_mult=lambda_mult, **kwargs
                 )
             )
-        clean = self._clean.query(query)
-        return self._mmr(clean, self._search_two_stage(clean, k, query, **kwargs), k, lambda_mult)
+        clean = self._candidates().query(query)
+        return self._mmr(clean, self._candidates().fetch(self._store, clean, k, query, **kwargs), k, lambda_mult)
 
     async def amax_marginal_relevance_search(
         self, query: str, k: int = 4, fetch_k: int = 20, lambda_mult: float = 0.5, **kwargs: Any
     ) -> list[Document]:
         """Async :meth:`max_marginal_relevance_search`."""
         self._check(kwargs)
-        if self._two_stage is None:
+        if self._search is None:
             hits = await self._store.amax_marginal_relevance_search(
                 query, k=k, fetch_k=fetch_k, lambda_mult=lambda_mult, **kwargs
             )
             return self._opened(hits)
-        clean = await self._clean.aquery(query)
-        hits = await self._asearch_two_stage(clean, k, query, **kwargs)
+        clean = await self._candidates().aquery(query)
+        hits = await self._candidates().afetch(self._store, clean, k, query, **kwargs)
         return await asyncio.to_thread(self._mmr, clean, hits, k, lambda_mult)
 
     def max_marginal_relevance_search_by_vector(
@@ -527,26 +461,26 @@ class SealedVectorStore(VectorStore):
     ) -> list[Document]:
         """MMR for a query vector, hits opened."""
         self._check(kwargs)
-        if self._two_stage is None:
+        if self._search is None:
             hits = self._store.max_marginal_relevance_search_by_vector(
                 embedding, k=k, fetch_k=fetch_k, lambda_mult=lambda_mult, **kwargs
             )
             return self._opened(hits)
         clean = np.asarray(embedding, dtype=np.float32)
-        return self._mmr(clean, self._search_two_stage(clean, k, None, **kwargs), k, lambda_mult)
+        return self._mmr(clean, self._candidates().fetch(self._store, clean, k, None, **kwargs), k, lambda_mult)
 
     async def amax_marginal_relevance_search_by_vector(
         self, embedding: list[float], k: int = 4, fetch_k: int = 20, lambda_mult: float = 0.5, **kwargs: Any
     ) -> list[Document]:
         """Async :meth:`max_marginal_relevance_search_by_vector`."""
         self._check(kwargs)
-        if self._two_stage is None:
+        if self._search is None:
             hits = await self._store.amax_marginal_relevance_search_by_vector(
                 embedding, k=k, fetch_k=fetch_k, lambda_mult=lambda_mult, **kwargs
             )
             return self._opened(hits)
         clean = np.asarray(embedding, dtype=np.float32)
-        hits = await self._asearch_two_stage(clean, k, None, **kwargs)
+        hits = await self._candidates().afetch(self._store, clean, k, None, **kwargs)
         return await asyncio.to_thread(self._mmr, clean, hits, k, lambda_mult)
 
     def _select_relevance_score_fn(self) -> Any:
@@ -556,7 +490,7 @@ class SealedVectorStore(VectorStore):
         return [type(self).__name__, type(self._store).__name__, type(self._embedding).__name__]
 
     def __repr__(self) -> str:
-        two_stage = f", two_stage={self.two_stage!r}" if self._two_stage is not None else ""
+        two_stage = f", two_stage={self.two_stage!r}" if self._search is not None else ""
         return (
             f"SealedVectorStore(store={type(self._store).__name__}, sealed_metadata={self.sealed_metadata!r}"
             f"{two_stage}, key=<redacted>)"
