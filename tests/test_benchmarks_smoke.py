@@ -16,24 +16,41 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchmarks import fitted_policies, privacy, retrieval, speed, table1, utility
-from benchmarks.caches import embed_cached, embedding_file
-from benchmarks.fitted_policies import PolicySource
+from benchmarks.common import fitted_policies
+from benchmarks.common.caches import embed_cached, embedding_file
+from benchmarks.common.fitted_policies import PolicySource
+from benchmarks.privacy import __main__ as privacy
+from benchmarks.retrieval import __main__ as retrieval
+from benchmarks.speed import __main__ as speed
+from benchmarks.utility import __main__ as utility
+from benchmarks.utility import table1
 from textcrafter_rag.numerics import row_norms, unit_rows
 
+#: Every script: the module ``python -m`` runs, and the module that holds its ``main`` (a study's main
+#: script is its package's ``__main__``).
 SCRIPTS = [
-    "retrieval",
-    "utility",
-    "privacy",
-    "attack_strength",
-    "speed",
-    "streaming_memory",
-    "ray_throughput",
-    "table1",
-    "audit_example",
-    "autofit",
-    "queries",
+    "benchmarks.retrieval",
+    "benchmarks.retrieval.queries",
+    "benchmarks.utility",
+    "benchmarks.utility.table1",
+    "benchmarks.privacy",
+    "benchmarks.privacy.attack_strength",
+    "benchmarks.privacy.audit_example",
+    "benchmarks.privacy.frontier",
+    "benchmarks.threat_models",
+    "benchmarks.speed",
+    "benchmarks.speed.streaming_memory",
+    "benchmarks.speed.ray_throughput",
+    "benchmarks.speed.autofit",
 ]
+
+
+def script_module(command: str) -> object:
+    """The module holding ``main`` for ``python -m command`` (a package runs its ``__main__``)."""
+    mod = importlib.import_module(command)
+    return importlib.import_module(f"{command}.__main__") if hasattr(mod, "__path__") else mod
+
+
 META_KEYS = {
     "benchmark",
     "size",
@@ -164,7 +181,7 @@ def test_speed_smoke(tmp_path: Path, data_dir: Path, bench_cache: Path) -> None:
 
 @pytest.mark.parametrize("name", ["retrieval", "utility", "speed"])
 def test_missing_data_dir_exits_2(name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    mod = importlib.import_module(f"benchmarks.{name}")
+    mod = script_module(f"benchmarks.{name}")
     rc = mod.main(["--smoke", "--data-dir", str(tmp_path / "nope"), "--out-dir", str(tmp_path)])
     assert rc == 2
     assert "benchmark datasets not found" in capsys.readouterr().err
@@ -292,16 +309,38 @@ def test_table1_collects_privacy_runs(tmp_path: Path) -> None:
     assert rows[-1]["defense"] == "floor" and rows[-1]["content_f1"] == 0.47
 
 
-@pytest.mark.parametrize("name", SCRIPTS)
-def test_help_names_the_module_command(name: str, capsys: pytest.CaptureFixture[str]) -> None:
-    """Every script is a module of the ``benchmarks`` package, and its help says how to run it."""
-    mod = importlib.import_module(f"benchmarks.{name}")
+@pytest.mark.parametrize("command", SCRIPTS)
+def test_help_names_the_module_command(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Every script is a module of its study's package, and its help says how to run it."""
+    mod = script_module(command)
     with pytest.raises(SystemExit) as exc:
         mod.main(["--help"])
     assert exc.value.code == 0
     out = capsys.readouterr().out
-    assert out.startswith(f"usage: python -m benchmarks.{name}")
-    assert f"python -m benchmarks.{name}" in mod.__doc__ and "benchmarks/" + name + ".py" not in out
+    assert out.startswith(f"usage: python -m {command}")
+    assert f"python -m {command}" in mod.__doc__ and ".py" not in out.splitlines()[0]
+    assert mod.SCRIPT.module == command
+
+
+def test_the_package_docstring_and_readme_list_every_script() -> None:
+    """``benchmarks/__init__.py`` and ``benchmarks/README.md`` name every script's command."""
+    import benchmarks
+
+    readme = (Path(benchmarks.__file__).parent / "README.md").read_text(encoding="utf-8")
+    missing = [c for c in SCRIPTS if f"python -m {c}`" not in readme or f"python -m {c}`" not in benchmarks.__doc__]
+    assert not missing, missing
+
+
+def test_every_script_is_listed() -> None:
+    """A module with a ``main`` is a script and is in ``SCRIPTS``; the shared helpers have none."""
+    root = Path(importlib.import_module("benchmarks").__file__).parent
+    found = set()
+    for path in root.rglob("*.py"):
+        if "def main(" in path.read_text(encoding="utf-8"):
+            parts = path.relative_to(root.parent).with_suffix("").parts
+            found.add(".".join(parts[:-1] if parts[-1] == "__main__" else parts))
+    assert found == set(SCRIPTS)
+    assert not any(c.startswith("benchmarks.common") for c in found)
 
 
 class _FakeEncoder:

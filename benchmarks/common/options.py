@@ -20,7 +20,7 @@ import torch
 from textcrafter_rag.data import DatasetNotFoundError, resolve_data_dir
 from textcrafter_rag.randomness import SeedWarning
 
-from .reporting import RESULTS_DIR
+from .reporting import RESULTS_DIR, Script
 
 __all__ = [
     "SIZES",
@@ -36,19 +36,19 @@ __all__ = [
 SIZES = ("smoke", "quick", "full")
 
 
-def script_parser(name: str, doc: str | None) -> argparse.ArgumentParser:
-    """A parser whose usage line is ``python -m benchmarks.NAME`` and whose help is the module docstring.
+def script_parser(script: Script, doc: str | None) -> argparse.ArgumentParser:
+    """A parser whose usage line is ``python -m <the script's module>`` and whose help is the module docstring.
 
     The docstring carries the script's example commands, so ``--help`` shows how to run it.
     """
     return argparse.ArgumentParser(
-        prog=f"python -m benchmarks.{name}", description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog=f"python -m {script.module}", description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
     )
 
 
-def base_parser(name: str, doc: str | None) -> argparse.ArgumentParser:
+def base_parser(script: Script, doc: str | None) -> argparse.ArgumentParser:
     """:func:`script_parser` plus the options every benchmark shares: sizes, data, output, seed, cache."""
-    ap = script_parser(name, doc)
+    ap = script_parser(script, doc)
     size = ap.add_mutually_exclusive_group()
     size.add_argument(
         "--quick", action="store_true", help="small run (a few minutes on 2 cores); writes <name>_quick.*"

@@ -16,6 +16,7 @@ import resource
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ import torch
 
 __all__ = [
     "RESULTS_DIR",
+    "Script",
     "Timer",
     "check_rows",
     "clean_json",
@@ -40,7 +42,23 @@ __all__ = [
     "write_results",
 ]
 
-RESULTS_DIR = Path(__file__).resolve().parent / "results"
+RESULTS_DIR = Path(__file__).resolve().parent.parent / "results"
+
+
+@dataclass(frozen=True)
+class Script:
+    """A benchmark script: ``name`` names its results files, ``module`` is what ``python -m`` runs.
+
+    They differ since the scripts live in a folder per study: ``benchmarks.utility.table1`` writes
+    ``results/table1.*``, and the study's main script is the package itself (``benchmarks.utility``).
+    """
+
+    name: str
+    module: str
+
+    def command(self, argv: Sequence[str] | None) -> str:
+        """The command line that reproduces this run (``argv`` as parsed; ``None``: this process's)."""
+        return " ".join(["python", "-m", self.module, *(sys.argv[1:] if argv is None else argv)])
 
 
 class Timer:
@@ -76,10 +94,14 @@ def machine_info() -> dict[str, Any]:
 
 
 def make_meta(
-    *, name: str, size: str, seed: int, argv: Sequence[str] | None, encoder: Any = None, **extra: Any
+    script: Script, argv: Sequence[str] | None, *, size: str, seed: int, encoder: Any = None, **extra: Any
 ) -> dict[str, Any]:
-    """The ``meta`` block of a results file: what ran, on what, when, and the command that reproduces it."""
-    meta: dict[str, Any] = {"benchmark": name, "size": size, "seeds": {"seed": seed}}
+    """The ``meta`` block of a results file: what ran, on what, when, and the command that reproduces it.
+
+    The one metadata helper of every script: ``extra`` holds the script's own settings (sizes,
+    attack configuration, runtime), recorded beside the shared keys.
+    """
+    meta: dict[str, Any] = {"benchmark": script.name, "size": size, "seeds": {"seed": seed}}
     if encoder is not None:
         meta["encoder"] = getattr(encoder, "model_id", str(encoder))
         meta["dimension"] = int(encoder.dimension)
@@ -87,8 +109,7 @@ def make_meta(
     meta.update(extra)
     meta["machine"] = machine_info()
     meta["date"] = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    args = list(sys.argv[1:] if argv is None else argv)
-    meta["command"] = " ".join(["python", "-m", f"benchmarks.{name}", *args])
+    meta["command"] = script.command(argv)
     return meta
 
 

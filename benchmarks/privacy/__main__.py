@@ -28,18 +28,28 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from benchmarks.common.attack_rows import SMOKE_TRAIN, AttackRun, fixed_adapt_config, privacy_fields, run_attack
+from benchmarks.common.caches import cache_dir, cache_key
+from benchmarks.common.options import base_parser, quiet_seed_warnings, resolve_data_or_none, resolve_size, set_threads
+from benchmarks.common.reporting import (
+    RESULTS_DIR,
+    Script,
+    clean_json,
+    fmt,
+    make_meta,
+    md_table,
+    result_name,
+    setup_matplotlib,
+    write_results,
+)
 from textcrafter_rag.attacks import AttackConfig
 from textcrafter_rag.data import wikitext_sentences
 from textcrafter_rag.encoders import bundled_minilm
 from textcrafter_rag.mechanisms import GaussianNoise, Mechanism, NoDefense
 from textcrafter_rag.textcrafter import TextCrafter
 
-from .attack_rows import SMOKE_TRAIN, AttackRun, fixed_adapt_config, privacy_fields, run_attack
-from .caches import cache_dir, cache_key
-from .options import base_parser, quiet_seed_warnings, resolve_data_or_none, resolve_size, set_threads
-from .reporting import RESULTS_DIR, clean_json, fmt, make_meta, md_table, result_name, setup_matplotlib, write_results
-
 NAME = "privacy"
+SCRIPT = Script(NAME, "benchmarks.privacy")
 EPS = (1.0, 2.5)
 SIZES: dict[str, dict[str, Any]] = {
     "smoke": {"n_test": 6, "n_train": 300, "n_pairs": 64},
@@ -217,7 +227,7 @@ def _markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
 
 
 def _parser() -> argparse.ArgumentParser:
-    ap = base_parser(NAME, __doc__)
+    ap = base_parser(SCRIPT, __doc__)
     ap.add_argument("--only", default=None, help="run one defense label (e.g. textcrafter:eps=1) and cache it")
     ap.add_argument("--n-pairs", type=int, default=None, help="adaptive budget (default 30,000; smaller sizes less)")
     ap.add_argument(
@@ -283,24 +293,20 @@ def main(argv: list[str] | None = None) -> int:
     if args.only:
         return 0
     run = plan.run
-    meta = make_meta(
-        name=NAME,
-        size=size,
-        seed=args.seed,
-        argv=argv,
-        encoder=encoder,
-        n_test=len(run.test_texts),
-        n_train=len(run.train_texts),
-        n_pairs=run.attack.n_pairs,
-        attack_config={
+    settings = {
+        "n_test": len(run.test_texts),
+        "n_train": len(run.train_texts),
+        "n_pairs": run.attack.n_pairs,
+        "attack_config": {
             "inverter": "textcrafter_rag.attacks defaults",
             "beam": 4,
             "rerank": True,
             "adaptive": f"fine-tune, {run.attack.n_pairs} pairs, 1 pass, no time cap",
         },
-        dataset_sizes={"train": len(run.train_texts), "test": len(run.test_texts)},
-        not_measured=missing,
-    )
+        "dataset_sizes": {"train": len(run.train_texts), "test": len(run.test_texts)},
+        "not_measured": missing,
+    }
+    meta = make_meta(SCRIPT, argv, size=size, seed=args.seed, encoder=encoder, **settings)
     md = _markdown(rows, meta) + (f"\n\nNot measured in this run: {', '.join(missing)}." if missing else "")
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -9,10 +9,10 @@ other benchmarks).
 
 Usage::
 
-    python -m benchmarks.attack_strength              # full run (~45 min on 2 CPU cores)
-    python -m benchmarks.attack_strength --quick      # smoke run (< 3 min), writes *_quick.*
-    python -m benchmarks.attack_strength --resume-minutes 15 --tag resumed35   # train the cached inverter longer
-    python -m benchmarks.attack_strength --train-minutes 65 --threads 2 --extra-texts wikitext-valid bbc --tag parity
+    python -m benchmarks.privacy.attack_strength              # full run (~45 min on 2 CPU cores)
+    python -m benchmarks.privacy.attack_strength --quick      # smoke run (< 3 min), writes *_quick.*
+    python -m benchmarks.privacy.attack_strength --resume-minutes 15 --tag resumed35   # train the cached inverter longer
+    python -m benchmarks.privacy.attack_strength --train-minutes 65 --threads 2 --extra-texts wikitext-valid bbc --tag parity
 
 Training checkpoints itself every 5 minutes beside its cache entry; a run that is killed goes on from
 its last checkpoint when the same command is run again (the time budget counts training time only).
@@ -30,6 +30,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from benchmarks.common.options import script_parser
+from benchmarks.common.reporting import RESULTS_DIR, Script
 from textcrafter_rag.attacks import (
     Inverter,
     InverterConfig,
@@ -45,10 +47,8 @@ from textcrafter_rag.embedding import cached_embeddings
 from textcrafter_rag.encoders import bundled_minilm
 from textcrafter_rag.metrics import text_privacy_metrics
 
-from .options import script_parser
-from .reporting import RESULTS_DIR
-
 NAME = "attack_strength"
+SCRIPT = Script(NAME, "benchmarks.privacy.attack_strength")
 METRICS = ("bleu", "token_f1", "content_f1", "rouge_l", "exact_match", "cosine")
 
 
@@ -66,7 +66,7 @@ def machine() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = script_parser(NAME, __doc__)
+    ap = script_parser(SCRIPT, __doc__)
     ap.add_argument("--quick", action="store_true", help="small smoke run (< 3 min)")
     ap.add_argument("--data-dir", default=None)
     ap.add_argument("--train-minutes", type=float, default=20.0, help="inverter training time budget")

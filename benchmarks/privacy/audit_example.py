@@ -5,7 +5,7 @@ of ``privacy.py``, so the audit's "before" row is comparable with its ``none`` r
 bundled MiniLM: ``STORE/store.npy`` (raw, unprotected ``(n, 384)`` vectors) and ``STORE/texts.jsonl``
 (row i's text). The audit then attacks it before and after the shipped eps 1.0 policy::
 
-    python -m benchmarks.audit_example            # writes benchmarks/results/audit_example/
+    python -m benchmarks.privacy.audit_example            # writes benchmarks/results/audit_example/
 """
 
 from __future__ import annotations
@@ -16,19 +16,19 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.common.options import script_parser
+from benchmarks.common.reporting import RESULTS_DIR, Script
 from textcrafter_rag.cli import main as textcrafter_main
 from textcrafter_rag.data import find_data_dir, wikitext_sentences
 from textcrafter_rag.encoders import bundled_minilm
 
-from .options import script_parser
-from .reporting import RESULTS_DIR
-
 NAME = "audit_example"
+SCRIPT = Script(NAME, "benchmarks.privacy.audit_example")
 RESULTS = RESULTS_DIR / NAME
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = script_parser(NAME, __doc__)
+    ap = script_parser(SCRIPT, __doc__)
     ap.add_argument(
         "--data-dir", default=None, help="benchmark datasets (default: $TEXTCRAFTER_DATA or ../shared/datasets)"
     )

@@ -25,25 +25,17 @@ from __future__ import annotations
 import argparse
 import random
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import faiss
 import numpy as np
 from tqdm.auto import tqdm
 
-from textcrafter_rag.attacks import AttackConfig
-from textcrafter_rag.data import RetrievalSet, load_scifact, split_sentences, wikitext_sentences
-from textcrafter_rag.encoders import bundled_minilm
-from textcrafter_rag.metrics import retrieval_metrics
-from textcrafter_rag.numerics import row_cosines
-
-from .attack_rows import AttackRun, privacy_fields, privacy_subset, run_attack, timed_adapt_config
-from .caches import cache_dir, embed_cached
-from .fitted_policies import PolicySource
-from .grid import DefenseSpec, add_grid_options, build_grid, perturbation_norm
-from .options import (
+from benchmarks.common.attack_rows import AttackRun, privacy_fields, privacy_subset, run_attack, timed_adapt_config
+from benchmarks.common.caches import cache_dir, embed_cached
+from benchmarks.common.fitted_policies import PolicySource
+from benchmarks.common.grid import DefenseSpec, add_grid_options, build_grid, perturbation_norm
+from benchmarks.common.options import (
     add_rerender_option,
     base_parser,
     quiet_seed_warnings,
@@ -51,10 +43,18 @@ from .options import (
     resolve_size,
     set_threads,
 )
-from .reporting import Timer, make_meta, result_name, write_results
-from .retrieval_report import make_plot, protect_queries_verdict, render_markdown, rerender
+from benchmarks.common.reporting import Script, Timer, make_meta, result_name, write_results
+from benchmarks.common.scifact import IndexConfig, build_index, search, subsample
+from textcrafter_rag.attacks import AttackConfig
+from textcrafter_rag.data import RetrievalSet, load_scifact, split_sentences, wikitext_sentences
+from textcrafter_rag.encoders import bundled_minilm
+from textcrafter_rag.metrics import retrieval_metrics
+from textcrafter_rag.numerics import row_cosines
+
+from .report import make_plot, protect_queries_verdict, render_markdown, rerender
 
 NAME = "retrieval"
+SCRIPT = Script(NAME, "benchmarks.retrieval")
 SCENARIOS = ("clean", "protected_docs", "protected_docs_queries")
 SIZES: dict[str, dict[str, int]] = {
     # n_queries / n_docs: 0 = all. privacy_docs: documents whose first sentence is attacked.
@@ -62,75 +62,6 @@ SIZES: dict[str, dict[str, int]] = {
     "quick": {"n_queries": 100, "n_docs": 1200, "privacy_docs": 100},
     "full": {"n_queries": 0, "n_docs": 0, "privacy_docs": 300},
 }
-
-
-@dataclass(frozen=True)
-class IndexConfig:
-    """The HNSW index's settings (the flat index has none)."""
-
-    hnsw_m: int = 32
-    ef_construction: int = 200
-    ef_search: int = 128
-
-    def describe(self) -> dict[str, str]:
-        """The indexes as recorded in the results ``meta``."""
-        hnsw = (
-            f"faiss.IndexHNSWFlat(M={self.hnsw_m}, METRIC_INNER_PRODUCT, "
-            f"efConstruction={self.ef_construction}, efSearch={self.ef_search})"
-        )
-        return {
-            "flat": "faiss.IndexFlatIP",
-            "hnsw": hnsw,
-            "similarity": "inner product on the released vectors (no re-normalisation)",
-        }
-
-
-def subsample(rs: RetrievalSet, *, n_queries: int, n_docs: int, seed: int) -> RetrievalSet:
-    """A smaller retrieval set: ``n_queries`` queries, all their relevant docs, and random other docs."""
-    rng = random.Random(seed)
-    qidx = list(range(len(rs.query_ids)))
-    if n_queries and n_queries < len(qidx):
-        qidx = sorted(rng.sample(qidx, n_queries))
-    qids = [rs.query_ids[i] for i in qidx]
-    if not n_docs or n_docs >= len(rs.doc_ids):
-        didx = list(range(len(rs.doc_ids)))
-    else:
-        pos = {d: i for i, d in enumerate(rs.doc_ids)}
-        rel = sorted({pos[d] for q in qids for d in rs.qrels[q] if d in pos})
-        others = [i for i in range(len(rs.doc_ids)) if i not in set(rel)]
-        didx = sorted(rel + rng.sample(others, max(0, n_docs - len(rel))))
-    return RetrievalSet(
-        doc_ids=[rs.doc_ids[i] for i in didx],
-        docs=[rs.docs[i] for i in didx],
-        query_ids=qids,
-        queries=[rs.queries[i] for i in qidx],
-        qrels={q: rs.qrels[q] for q in qids},
-    )
-
-
-def build_index(kind: str, vectors: np.ndarray, *, config: IndexConfig) -> Any:
-    """An inner-product FAISS index (``flat`` or ``hnsw``) holding ``vectors``."""
-    d = vectors.shape[1]
-    if kind == "flat":
-        index = faiss.IndexFlatIP(d)
-    else:
-        index = faiss.IndexHNSWFlat(d, config.hnsw_m, faiss.METRIC_INNER_PRODUCT)
-        index.hnsw.efConstruction = config.ef_construction
-        index.hnsw.efSearch = config.ef_search
-    index.add(np.ascontiguousarray(vectors, dtype=np.float32))
-    return index
-
-
-def search(index: Any, queries: np.ndarray, doc_ids: list[str], query_ids: list[str], k: int) -> dict[str, list[str]]:
-    """Ranked doc ids per query id."""
-    _, idx = index.search(np.ascontiguousarray(queries, dtype=np.float32), min(k, len(doc_ids)))
-    return {q: [doc_ids[j] for j in row if j >= 0] for q, row in zip(query_ids, idx)}
-
-
-def ndcg10_flat(docs: np.ndarray, queries: np.ndarray, rs: RetrievalSet) -> float:
-    """NDCG@10 (percent) of ``queries`` against ``docs`` (rows of ``rs``) in an exact inner-product index."""
-    ranked = search(build_index("flat", docs, config=IndexConfig()), queries, rs.doc_ids, rs.query_ids, 10)
-    return float(retrieval_metrics(ranked, rs.qrels, ks=(10,))["ndcg@10"])
 
 
 def score_diagnostics(docs: np.ndarray, docs_p: np.ndarray, queries: np.ndarray) -> dict[str, float]:
@@ -146,12 +77,6 @@ def score_diagnostics(docs: np.ndarray, docs_p: np.ndarray, queries: np.ndarray)
     den = np.linalg.norm(s, axis=1) * np.linalg.norm(ds, axis=1)
     corr = np.where(den > 0, np.sum(s * ds, 1) / np.maximum(den, 1e-300), 0.0)
     return {"cosine_to_clean": float(row_cosines(d64, p64).mean()), "score_noise_corr": float(corr.mean())}
-
-
-def abstract_sentences(doc: str, *, min_words: int = 5, max_words: int = 40) -> list[str]:
-    """The sentences of a SciFact document's abstract (its title, up to the first ". ", dropped) of
-    ``min_words``..``max_words`` words: what the privacy benchmarks attack as "SciFact sentences"."""
-    return [s for s in split_sentences(doc.split(". ", 1)[-1]) if min_words <= len(s.split()) <= max_words]
 
 
 def privacy_texts(docs: list[str], *, n: int, tokenizer: Any, max_tokens: int, seed: int) -> list[str]:
@@ -243,7 +168,7 @@ def measure_privacy(
 
 
 def _parser() -> argparse.ArgumentParser:
-    ap = base_parser(NAME, __doc__)
+    ap = base_parser(SCRIPT, __doc__)
     ap.add_argument(
         "--privacy",
         action=argparse.BooleanOptionalAction,
@@ -330,26 +255,22 @@ def main(argv: list[str] | None = None) -> int:
         )
 
     seconds = time.perf_counter() - t_all
-    meta = make_meta(
-        name=NAME,
-        size=size,
-        seed=args.seed,
-        argv=argv,
-        encoder=encoder,
-        dataset={
+    settings = {
+        "dataset": {
             "name": "BEIR SciFact (test qrels)",
             "n_docs": len(rs.docs),
             "n_queries": len(rs.queries),
             "doc_text": "title + '. ' + abstract, truncated by the encoder at 256 WordPieces",
         },
-        index=index.describe(),
-        attack_config=priv_meta,
-        textcrafter_policies=used,
-        textcrafter_fit=policies.fit_size.as_dict(),
-        embedding_seconds=round(t_enc.seconds, 1),
-        runtime_seconds=round(seconds, 1),
-        protect_queries_verdict=protect_queries_verdict(rows)[0],
-    )
+        "index": index.describe(),
+        "attack_config": priv_meta,
+        "textcrafter_policies": used,
+        "textcrafter_fit": policies.fit_size.as_dict(),
+        "embedding_seconds": round(t_enc.seconds, 1),
+        "runtime_seconds": round(seconds, 1),
+        "protect_queries_verdict": protect_queries_verdict(rows)[0],
+    }
+    meta = make_meta(SCRIPT, argv, size=size, seed=args.seed, encoder=encoder, **settings)
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     plot = out / f"{result_name(NAME, size, args.tag)}.png"

@@ -15,8 +15,8 @@ default policy (TextCrafter eps 1.0), queried with each variant. The attacker's 
 privacy benchmark's (trained on WikiText-2 train sentences, cached); ``--modes adaptive`` adds the
 attacker fine-tuned on 30,000 (text, noisy vector) pairs::
 
-    python -m benchmarks.queries                       # writes benchmarks/results/queries.{json,md}
-    python -m benchmarks.queries --smoke               # seconds; numbers are not meaningful
+    python -m benchmarks.retrieval.queries                       # writes benchmarks/results/queries.{json,md}
+    python -m benchmarks.retrieval.queries --smoke               # seconds; numbers are not meaningful
 """
 
 from __future__ import annotations
@@ -28,6 +28,10 @@ from typing import Any
 import faiss
 import numpy as np
 
+from benchmarks.common.attack_rows import AttackRun, fixed_adapt_config, floor_row, privacy_fields, run_attack
+from benchmarks.common.caches import cache_dir, embed_cached
+from benchmarks.common.options import base_parser, resolve_data_or_none, resolve_size, set_threads
+from benchmarks.common.reporting import Script, fmt, make_meta, md_table, write_results
 from textcrafter_rag.attacks import AttackConfig
 from textcrafter_rag.data import load_scifact, wikitext_sentences
 from textcrafter_rag.encoders import bundled_minilm
@@ -35,17 +39,13 @@ from textcrafter_rag.mechanisms import GaussianNoise, Mechanism, NoDefense
 from textcrafter_rag.metrics import retrieval_metrics
 from textcrafter_rag.textcrafter import TextCrafter
 
-from .attack_rows import AttackRun, fixed_adapt_config, floor_row, privacy_fields, run_attack
-from .caches import cache_dir, embed_cached
-from .options import base_parser, resolve_data_or_none, resolve_size, set_threads
-from .reporting import fmt, make_meta, md_table, write_results
-
 NAME = "queries"
+SCRIPT = Script(NAME, "benchmarks.retrieval.queries")
 NOISE_NORMS = (0.25, 0.5, 1.0)
 
 
 def _parser() -> argparse.ArgumentParser:
-    ap = base_parser(NAME, __doc__)
+    ap = base_parser(SCRIPT, __doc__)
     ap.add_argument("--modes", nargs="+", default=["non-adaptive"], choices=["non-adaptive", "adaptive"])
     ap.add_argument("--noise-norms", nargs="*", type=float, default=list(NOISE_NORMS))
     return ap
@@ -131,18 +131,14 @@ def main(argv: list[str] | None = None) -> int:
         if size == "full"
         else "quick attacker (numbers not meaningful)"
     )
-    meta = make_meta(
-        name=NAME,
-        size=size,
-        seed=args.seed,
-        argv=argv,
-        encoder=encoder,
-        n_queries=len(queries_text),
-        n_docs=len(rs.docs),
-        attacker=attacker,
-        modes=list(args.modes),
-        noise_norms=args.noise_norms,
-    )
+    settings = {
+        "n_queries": len(queries_text),
+        "n_docs": len(rs.docs),
+        "attacker": attacker,
+        "modes": list(args.modes),
+        "noise_norms": args.noise_norms,
+    }
+    meta = make_meta(SCRIPT, argv, size=size, seed=args.seed, encoder=encoder, **settings)
     md = _markdown(
         [{**r, **{k: fmt(r.get(k)) for k in ("ndcg10", "content_f1", "bleu", "token_f1", "cosine")}} for r in rows],
         meta,

@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from .attack_rows import floor_row
-from .reporting import fmt, load_results, md_table, setup_matplotlib, write_markdown
+from benchmarks.common.attack_rows import floor_row
+from benchmarks.common.reporting import fmt, load_results, md_table, setup_matplotlib, write_markdown
 
 __all__ = ["make_plot", "protect_queries_verdict", "render_markdown", "rerender"]
 

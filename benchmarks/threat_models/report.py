@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .reporting import fmt, md_table
+from benchmarks.common.reporting import fmt, md_table
 
 __all__ = ["HOLD_FRACTION", "render_markdown", "summary_lines"]
 

@@ -31,16 +31,11 @@ import numpy as np
 from sklearn.linear_model import LogisticRegression
 from tqdm.auto import tqdm
 
-from textcrafter_rag.attacks import AttackConfig
-from textcrafter_rag.data import load_classification, wikitext_sentences
-from textcrafter_rag.encoders import bundled_minilm
-from textcrafter_rag.metrics import classification_metrics
-
-from .attack_rows import AttackRun, fixed_adapt_config, privacy_fields, privacy_subset, run_attack
-from .caches import cache_dir, embed_cached
-from .fitted_policies import PolicySource
-from .grid import DefenseSpec, add_grid_options, build_grid, perturbation_norm
-from .options import (
+from benchmarks.common.attack_rows import AttackRun, fixed_adapt_config, privacy_fields, privacy_subset, run_attack
+from benchmarks.common.caches import cache_dir, embed_cached
+from benchmarks.common.fitted_policies import PolicySource
+from benchmarks.common.grid import DefenseSpec, add_grid_options, build_grid, perturbation_norm
+from benchmarks.common.options import (
     add_rerender_option,
     base_parser,
     quiet_seed_warnings,
@@ -48,10 +43,16 @@ from .options import (
     resolve_size,
     set_threads,
 )
-from .reporting import make_meta, result_name, write_results
-from .utility_report import make_plots, render_markdown, rerender
+from benchmarks.common.reporting import Script, make_meta, result_name, write_results
+from textcrafter_rag.attacks import AttackConfig
+from textcrafter_rag.data import load_classification, wikitext_sentences
+from textcrafter_rag.encoders import bundled_minilm
+from textcrafter_rag.metrics import classification_metrics
+
+from .report import make_plots, render_markdown, rerender
 
 NAME = "utility"
+SCRIPT = Script(NAME, "benchmarks.utility")
 DATASETS = ("financial_phrasebank", "ade", "sst2", "ag_news")
 SIZES: dict[str, dict[str, int]] = {
     "smoke": {"n_train": 40, "n_test": 20, "privacy_n": 8},
@@ -149,7 +150,7 @@ class DatasetRun:
 
 
 def _parser() -> argparse.ArgumentParser:
-    ap = base_parser(NAME, __doc__)
+    ap = base_parser(SCRIPT, __doc__)
     ap.add_argument("--datasets", nargs="*", default=list(DATASETS), choices=DATASETS)
     ap.add_argument("--n-train", type=int, default=None, help="override: training rows per dataset")
     ap.add_argument("--n-test", type=int, default=None, help="override: test rows per dataset")
@@ -231,19 +232,14 @@ def main(argv: list[str] | None = None) -> int:
         if size == "full"
         else "quick"
     )
-    meta = make_meta(
-        name=NAME,
-        size=size,
-        seed=args.seed,
-        argv=argv,
-        encoder=encoder,
-        dataset_sizes=sizes,
-        classifier="LogisticRegression(C=1, lbfgs, max_iter=2000) on the raw vectors",
-        scenarios={
+    settings = {
+        "dataset_sizes": sizes,
+        "classifier": "LogisticRegression(C=1, lbfgs, max_iter=2000) on the raw vectors",
+        "scenarios": {
             "development": "train and test on protected vectors",
             "deployment": "train on clean vectors, test on protected vectors",
         },
-        attack_config={
+        "attack_config": {
             "enabled": args.privacy,
             "modes": list(args.attack_modes) if args.privacy else [],
             "n_test_texts": cfg["privacy_n"] if args.privacy else 0,
@@ -251,10 +247,11 @@ def main(argv: list[str] | None = None) -> int:
             "defenses": args.privacy_defenses,
             "quick_attack": size != "full",
         },
-        textcrafter_fit=policies.fit_size.as_dict(),
-        runtime_seconds=round(seconds, 1),
-        paper_reference=PAPER_REFERENCE,
-    )
+        "textcrafter_fit": policies.fit_size.as_dict(),
+        "runtime_seconds": round(seconds, 1),
+        "paper_reference": PAPER_REFERENCE,
+    }
+    meta = make_meta(SCRIPT, argv, size=size, seed=args.seed, encoder=encoder, **settings)
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     plots = make_plots(rows, out, result_name(NAME, size, args.tag))

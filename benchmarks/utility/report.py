@@ -10,8 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .attack_rows import floor_row
-from .reporting import load_results, md_table, setup_matplotlib, write_markdown
+from benchmarks.common.attack_rows import floor_row
+from benchmarks.common.reporting import load_results, md_table, setup_matplotlib, write_markdown
 
 __all__ = ["PAPER_CLAIM", "claim_rows", "make_plots", "render_markdown", "rerender"]
 

@@ -9,7 +9,7 @@ never recomputed; each keeps the name of the file it came from.
 
 Usage::
 
-    python -m benchmarks.table1                # after the utility.py privacy runs
+    python -m benchmarks.utility.table1                # after the utility.py privacy runs
 """
 
 from __future__ import annotations
@@ -18,11 +18,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .attack_rows import floor_row
-from .options import script_parser
-from .reporting import RESULTS_DIR, load_results, make_meta, md_table, write_results
+from benchmarks.common.attack_rows import floor_row
+from benchmarks.common.options import script_parser
+from benchmarks.common.reporting import RESULTS_DIR, Script, load_results, make_meta, md_table, write_results
 
 NAME = "table1"
+SCRIPT = Script(NAME, "benchmarks.utility.table1")
 COLUMNS = [
     "dataset",
     "defense_label",
@@ -100,7 +101,7 @@ def collect(paths: list[Path]) -> list[dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = script_parser(NAME, __doc__)
+    ap = script_parser(SCRIPT, __doc__)
     ap.add_argument("--results-dir", default=str(RESULTS_DIR), help="where the utility_privacy_*.json are")
     ap.add_argument("--out-dir", default=str(RESULTS_DIR))
     args = ap.parse_args(argv)
@@ -115,20 +116,17 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     rows = collect(paths)
-    meta = make_meta(
-        name=NAME,
-        size="full",
-        seed=0,
-        argv=argv,
-        sources=[p.name for p in paths],
-        note="collected from utility.py privacy runs; nothing measured here",
-    )
+    settings = {
+        "sources": [p.name for p in paths],
+        "note": "collected from utility.py privacy runs; nothing measured here",
+    }
+    meta = make_meta(SCRIPT, argv, size="full", seed=0, **settings)
     datasets = list(dict.fromkeys(r["dataset"] for r in rows))
     md = [
         f"# Table I across datasets ({', '.join(datasets)})",
         "",
         (
-            "Collected by `python -m benchmarks.table1` from the `utility.py --privacy` runs listed in the last "
+            "Collected by `python -m benchmarks.utility.table1` from the `utility.py --privacy` runs listed in the last "
             "column (each file's own Markdown has every column, the settings and the machine). Encoder "
             "all-MiniLM-L6-v2 (384-d); 200 test sentences per dataset; the attacker is trained on WikiText-2 "
             "(the adaptive one fine-tuned on 30,000 protected WikiText-2 pairs, one pass); dev acc: logistic "

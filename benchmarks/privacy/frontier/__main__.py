@@ -14,12 +14,12 @@ the same target and attacker, and the issue's aims as verdicts computed from the
 
 Usage::
 
-    python -m benchmarks.frontier --attackers non-adaptive          # every point, non-adaptive (first pass)
-    python -m benchmarks.frontier --max-minutes 120                  # then everything, resumable
-    python -m benchmarks.frontier --adapt-pairs 10000 --best textcrafter   # a smaller adaptive budget
-    python -m benchmarks.frontier --candidates gaussian ldp --targets 0.9
-    python -m benchmarks.frontier --smoke                           # seconds; numbers are not meaningful
-    python -m benchmarks.frontier --from-json benchmarks/results/frontier.json   # re-render only
+    python -m benchmarks.privacy.frontier --attackers non-adaptive          # every point, non-adaptive (first pass)
+    python -m benchmarks.privacy.frontier --max-minutes 120                  # then everything, resumable
+    python -m benchmarks.privacy.frontier --adapt-pairs 10000 --best textcrafter   # a smaller adaptive budget
+    python -m benchmarks.privacy.frontier --candidates gaussian ldp --targets 0.9
+    python -m benchmarks.privacy.frontier --smoke                           # seconds; numbers are not meaningful
+    python -m benchmarks.privacy.frontier --from-json benchmarks/results/frontier.json   # re-render only
 """
 
 from __future__ import annotations
@@ -30,23 +30,24 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from benchmarks.common.attack_rows import SMOKE_TRAIN, fixed_adapt_config
+from benchmarks.common.caches import cache_dir, embed_cached
+from benchmarks.common.fitted_policies import PolicySource
+from benchmarks.common.options import add_rerender_option, base_parser, resolve_data_or_none, resolve_size, set_threads
+from benchmarks.common.reporting import Script, make_meta, result_name, write_results
+from benchmarks.common.scifact import subsample
 from textcrafter_rag.attacks import AttackConfig
 from textcrafter_rag.data import load_scifact
 from textcrafter_rag.encoders import bundled_minilm
 from textcrafter_rag.mechanisms import NoDefense
 
-from .attack_rows import SMOKE_TRAIN, fixed_adapt_config
-from .caches import cache_dir, embed_cached
-from .fitted_policies import PolicySource
-from .frontier_attacks import CORPORA, AttackPlan, AttackSizes
-from .frontier_candidates import CANDIDATES, DEFAULT_CANDIDATES, FrontierContext
-from .frontier_report import make_plot, render_markdown, rerender
-from .frontier_search import FrontierPoint, RetrievalProbe, SearchConfig, find_point
-from .options import add_rerender_option, base_parser, resolve_data_or_none, resolve_size, set_threads
-from .reporting import make_meta, result_name, write_results
-from .retrieval import subsample
+from .attacks import CORPORA, AttackPlan, AttackSizes
+from .candidates import CANDIDATES, DEFAULT_CANDIDATES, FrontierContext
+from .report import make_plot, render_markdown, rerender
+from .search import FrontierPoint, RetrievalProbe, SearchConfig, find_point
 
 NAME = "frontier"
+SCRIPT = Script(NAME, "benchmarks.privacy.frontier")
 TARGETS = (0.95, 0.9, 0.8)
 #: The target at which every mechanism meets the adaptive attacker.
 ADAPT_ALL = 0.9
@@ -100,7 +101,7 @@ CAVEATS = [
 
 
 def _parser() -> argparse.ArgumentParser:
-    ap = base_parser(NAME, __doc__)
+    ap = base_parser(SCRIPT, __doc__)
     ap.add_argument("--candidates", nargs="+", default=list(DEFAULT_CANDIDATES), choices=sorted(CANDIDATES))
     ap.add_argument("--targets", nargs="+", type=float, default=list(TARGETS), help="shares of clean NDCG@10")
     ap.add_argument(
@@ -298,27 +299,24 @@ def main(argv: list[str] | None = None) -> int:
         )
 
     seconds = time.perf_counter() - t_start
-    meta = make_meta(
-        name=NAME,
-        size=size,
-        seed=args.seed,
-        argv=argv,
-        encoder=encoder,
-        n_docs=len(rs.docs),
-        n_queries=len(rs.queries),
-        clean_ndcg10=clean,
-        targets=list(args.targets),
-        tolerance=search.tolerance,
-        max_iter=search.max_iter,
-        candidates={c.name: {"strength": c.strength, "about": c.about, "bracket": list(c.bracket)} for c in candidates},
-        points=[p.as_dict() for p in points.values()],
-        corpora=list(args.corpora),
-        corpora_about=CORPORA_ABOUT,
-        n_test=sizes.n_test,
-        n_pii_train=sizes.n_pii_train,
-        pairs=attack.pairs_budget,
-        best=best,
-        attack_config={
+    settings = {
+        "n_docs": len(rs.docs),
+        "n_queries": len(rs.queries),
+        "clean_ndcg10": clean,
+        "targets": list(args.targets),
+        "tolerance": search.tolerance,
+        "max_iter": search.max_iter,
+        "candidates": {
+            c.name: {"strength": c.strength, "about": c.about, "bracket": list(c.bracket)} for c in candidates
+        },
+        "points": [p.as_dict() for p in points.values()],
+        "corpora": list(args.corpora),
+        "corpora_about": CORPORA_ABOUT,
+        "n_test": sizes.n_test,
+        "n_pii_train": sizes.n_pii_train,
+        "pairs": attack.pairs_budget,
+        "best": best,
+        "attack_config": {
             "inverter": f"{args.inverter.name} (weights sha256 {plan.inverter_id[:16]})"
             if args.inverter
             else "textcrafter_rag.attacks defaults (cached)",
@@ -329,11 +327,12 @@ def main(argv: list[str] | None = None) -> int:
             "pii_attacker": f"clean inverter fine-tuned on {sizes.n_pii_train} own PII notes, one pass",
             "quick": attack.quick,
         },
-        examples=examples,
-        caveats=caveats,
-        not_measured=missing,
-        seconds={**plan.seconds, "total": round(seconds, 1)},
-    )
+        "examples": examples,
+        "caveats": caveats,
+        "not_measured": missing,
+        "seconds": {**plan.seconds, "total": round(seconds, 1)},
+    }
+    meta = make_meta(SCRIPT, argv, size=size, seed=args.seed, encoder=encoder, **settings)
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     plot = out / f"{result_name(NAME, size, args.tag)}.png"

@@ -33,6 +33,10 @@ import numpy as np
 import torch
 from torch import nn
 
+from benchmarks.common.attack_rows import AttackRun, fixed_adapt_config, privacy_fields, run_attack
+from benchmarks.common.caches import cache_key
+from benchmarks.common.reporting import clean_json
+from benchmarks.common.scifact import abstract_sentences
 from textcrafter_rag.artifacts import CONFIG_NAME
 from textcrafter_rag.attacks import AttackConfig, Inverter, TrainConfig, adapt_inverter, clean_inverter
 from textcrafter_rag.attacks.cache import defense_key
@@ -41,8 +45,6 @@ from textcrafter_rag.data import wikitext_sentences
 from textcrafter_rag.embedding import texts_hash
 from textcrafter_rag.mechanisms import Mechanism, NoDefense
 
-from .attack_rows import AttackRun, fixed_adapt_config, privacy_fields, run_attack
-from .caches import cache_key
 from .pii_sentences import (
     PIISentence,
     attacker_pii_sentences,
@@ -50,8 +52,6 @@ from .pii_sentences import (
     entity_tokens,
     victim_pii_sentences,
 )
-from .reporting import clean_json
-from .retrieval import abstract_sentences
 
 __all__ = ["CORPORA", "AttackPlan", "AttackSizes", "scifact_sentences"]
 

@@ -29,14 +29,13 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.common.caches import cache_key
+from benchmarks.common.fitted_policies import PolicySource
+from benchmarks.common.options import quiet_seed_warnings
 from textcrafter_rag.autofit import AutoFitConfig
 from textcrafter_rag.mechanisms import GaussianNoise, LDPGaussian, Mechanism, NullspaceNoise, SpectralNoise
 from textcrafter_rag.noise_fitting import fit_nullspace_for_encoder, fit_spectral_for_encoder
 from textcrafter_rag.textcrafter import AwareRewardConfig, TextCrafter, calibrate, fit_textcrafter
-
-from .caches import cache_key
-from .fitted_policies import PolicySource
-from .options import quiet_seed_warnings
 
 __all__ = ["CANDIDATES", "DEFAULT_CANDIDATES", "Candidate", "FrontierContext", "register"]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .reporting import fmt, load_results, md_table, setup_matplotlib, write_markdown
+from benchmarks.common.reporting import fmt, load_results, md_table, setup_matplotlib, write_markdown
 
 __all__ = ["AIM_CONTENT_F1", "add_relative", "make_plot", "render_markdown", "rerender", "verdicts"]
 
@@ -23,7 +23,7 @@ _ENTITY_RULE = (
     "8-digit account numbers) that occur in the reconstruction; case-insensitive, whole tokens (`[a-z0-9]+` after "
     "lower-casing, so 'Ann' is not recovered by 'Anna'); a multi-token entity counts token by token ('14 March 2021' "
     "with only '2021' right scores 1/3); `exact` is the share of entities whose whole token sequence appears. Victim "
-    "and attacker PII sentences come from disjoint templates and entity values (benchmarks/pii_sentences.py)."
+    "and attacker PII sentences come from disjoint templates and entity values (benchmarks/privacy/frontier/pii_sentences.py)."
 )
 
 

@@ -18,15 +18,15 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.common.caches import cache_key
+from benchmarks.common.grid import perturbation_norm
+from benchmarks.common.reporting import clean_json
+from benchmarks.common.scifact import ndcg10_flat
 from textcrafter_rag.attacks.cache import defense_key
 from textcrafter_rag.data import RetrievalSet
 from textcrafter_rag.mechanisms import Mechanism
 
-from .caches import cache_key
-from .frontier_candidates import Candidate, FrontierContext
-from .grid import perturbation_norm
-from .reporting import clean_json
-from .retrieval import ndcg10_flat
+from .candidates import Candidate, FrontierContext
 
 __all__ = ["FrontierPoint", "RetrievalProbe", "SearchConfig", "bisect_strength", "find_point"]
 
