@@ -56,7 +56,7 @@ def test_ray_throughput_smoke(tmp_path: Path) -> None:
             assert not isinstance(v, (dict, list)), f"row not flat: {k}"
             if isinstance(v, float):
                 assert math.isfinite(v), (k, r)
-        assert r["defense"] == "textcrafter" and r["n_vectors"] == 4096 and r["vectors_per_s"] > 0
+        assert r["mechanism"] == "textcrafter" and r["n_vectors"] == 4096 and r["vectors_per_s"] > 0
     assert [(r["mode"], r["workers"], r["batch_size"]) for r in rows] == [
         ("single_process", 1, 1024),
         ("ray_data", 2, 1024),

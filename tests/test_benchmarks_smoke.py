@@ -8,6 +8,7 @@ repository root (the working directory of ``python -m pytest``).
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import json
 import math
@@ -19,6 +20,8 @@ import pytest
 from benchmarks.common import fitted_policies
 from benchmarks.common.caches import embed_cached, embedding_file
 from benchmarks.common.fitted_policies import PolicySource
+from benchmarks.common.grid import add_grid_options
+from benchmarks.common.reporting import load_results
 from benchmarks.privacy import __main__ as privacy
 from benchmarks.retrieval import __main__ as retrieval
 from benchmarks.speed import __main__ as speed
@@ -101,7 +104,7 @@ def _check(path: Path, *, benchmark: str) -> list[dict]:
     assert {"platform", "cpu_count", "torch"} <= set(meta["machine"])
     assert rows, "no rows"
     for r in rows:
-        assert "defense" in r
+        assert "mechanism" in r and "defense" not in r
         for k, v in r.items():
             assert not isinstance(v, (dict, list)), f"row not flat: {k}"
             if isinstance(v, float):
@@ -175,7 +178,7 @@ def test_speed_smoke(tmp_path: Path, data_dir: Path, bench_cache: Path) -> None:
     rows = _check(tmp_path / "speed_smoke.json", benchmark="speed")
     kinds = {r["kind"] for r in rows}
     assert kinds == {"encode", "protect", "fit"}
-    tc = [r for r in rows if r["kind"] == "protect" and r["defense"] == "textcrafter"]
+    tc = [r for r in rows if r["kind"] == "protect" and r["mechanism"] == "textcrafter"]
     assert tc and all(abs(r["perturbation_norm"] - 2.5) < 1e-3 for r in tc)
 
 
@@ -203,7 +206,7 @@ def test_privacy_smoke(data_dir: Path, bench_cache: Path, tmp_path: Path) -> Non
     )
     assert code == 0
     rows = _check(tmp_path / "privacy_smoke.json", benchmark="privacy")
-    labels = {(r["defense_label"], r["attacker"].startswith("adaptive")) for r in rows}
+    labels = {(r["mechanism_label"], r["attacker"].startswith("adaptive")) for r in rows}
     assert ("none", False) in labels and ("textcrafter:eps=1", True) in labels
     adaptive = [r for r in rows if r["attacker"].startswith("adaptive")]
     assert all(r["n_pairs"] == r["pairs_seen"] > 0 for r in adaptive)
@@ -211,6 +214,7 @@ def test_privacy_smoke(data_dir: Path, bench_cache: Path, tmp_path: Path) -> Non
 
 
 def _fake_privacy_row(label: str, defense: str, content_f1: float, **extra) -> dict:
+    """A privacy row as the committed results files have it (keys from before ``defense`` became ``mechanism``)."""
     return {
         "dataset": "sst2",
         "defense": defense,
@@ -301,12 +305,13 @@ def test_table1_collects_privacy_runs(tmp_path: Path) -> None:
         (tmp_path / name).write_text(json.dumps({"meta": {}, "rows": util + priv}))
     assert table1.main(["--results-dir", str(tmp_path), "--out-dir", str(tmp_path)]) == 0
     rows = json.loads((tmp_path / "table1.json").read_text())["rows"]
-    got = {(r["defense_label"], r["mode"]): r for r in rows}
+    got = {(r["mechanism_label"], r["mode"]): r for r in rows}
     assert got[("none", "non-adaptive")]["content_f1"] == 13.5
     assert got[("textcrafter", "adaptive")]["pairs_seen"] == 30000
     assert got[("textcrafter", "non-adaptive")]["dev_acc"] == 70.0
-    assert [r["defense"] for r in rows].count("floor") == 1
-    assert rows[-1]["defense"] == "floor" and rows[-1]["content_f1"] == 0.47
+    assert [r["mechanism"] for r in rows].count("floor") == 1
+    assert rows[-1]["mechanism"] == "floor" and rows[-1]["content_f1"] == 0.47
+    assert not any("defense" in r or "defense_label" in r for r in rows)
 
 
 @pytest.mark.parametrize("command", SCRIPTS)
@@ -341,6 +346,27 @@ def test_every_script_is_listed() -> None:
             found.add(".".join(parts[:-1] if parts[-1] == "__main__" else parts))
     assert found == set(SCRIPTS)
     assert not any(c.startswith("benchmarks.common") for c in found)
+
+
+def test_old_results_rows_are_read_with_todays_keys(tmp_path: Path) -> None:
+    """Files written before the rename name the mechanism ``defense``; the frontier's named its spec so."""
+    old = {"defense": "gaussian", "defense_label": "gaussian:s=0.1", "accuracy": 1.0}
+    frontier_row = {"mechanism": "gaussian", "defense": "gaussian:s=0.1", "content_f1": 1.0}
+    (tmp_path / "old.json").write_text(json.dumps({"meta": {}, "rows": [old, frontier_row]}))
+    _, rows = load_results(tmp_path / "old.json")
+    assert rows == [
+        {"mechanism": "gaussian", "mechanism_label": "gaussian:s=0.1", "accuracy": 1.0},
+        {"mechanism": "gaussian", "mechanism_spec": "gaussian:s=0.1", "content_f1": 1.0},
+    ]
+
+
+def test_old_option_spelling_still_works_with_a_warning() -> None:
+    """``--defenses`` (the commands of the committed results) still selects, and says it is now ``--mechanisms``."""
+    ap = argparse.ArgumentParser()
+    add_grid_options(ap)
+    with pytest.warns(FutureWarning, match="deprecated; use --(privacy-)?mechanisms$"):
+        args = ap.parse_args(["--defenses", "none", "gaussian", "--privacy-defenses", "all"])
+    assert args.mechanisms == ["none", "gaussian"] and args.privacy_mechanisms == "all"
 
 
 class _FakeEncoder:

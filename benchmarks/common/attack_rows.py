@@ -15,7 +15,7 @@ from textcrafter_rag.attacks import AttackConfig, Inverter, TrainConfig, evaluat
 from textcrafter_rag.attacks.config import DEFAULT_ADAPT_CONFIG
 from textcrafter_rag.mechanisms import Mechanism
 
-from .grid import DefenseSpec
+from .grid import MechanismSpec
 from .options import quiet_seed_warnings
 
 __all__ = [
@@ -109,11 +109,11 @@ def timed_adapt_config(minutes: float) -> TrainConfig:
     return replace(DEFAULT_ADAPT_CONFIG, time_budget_min=minutes)
 
 
-def privacy_subset(grid: list[DefenseSpec], which: str) -> list[DefenseSpec]:
+def privacy_subset(grid: list[MechanismSpec], which: str) -> list[MechanismSpec]:
     """``all`` defenses, or ``core``: none, TextCrafter and the equal-norm Gaussians (the comparison that matters)."""
     if which == "all":
         return list(grid)
-    return [s for s in grid if s.defense in ("none", "textcrafter") or s.comparison == "equal_norm"]
+    return [s for s in grid if s.family in ("none", "textcrafter") or s.comparison == "equal_norm"]
 
 
 def privacy_fields(result: dict[str, Any]) -> dict[str, Any]:
@@ -137,7 +137,7 @@ def floor_row(privacy_rows: Sequence[dict[str, Any]], **fields: Any) -> dict[str
     floor = {k: first.get(f"floor_{k}") for k in FLOOR_KEYS}
     return {
         **fields,
-        "defense_label": "floor (ignores the vector)",
+        "mechanism_label": "floor (ignores the vector)",
         "mode": "–",
         "attacker": "best trivial",
         **floor,

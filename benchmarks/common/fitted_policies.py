@@ -86,7 +86,7 @@ class PolicySource:
         return FIT_SIZES[self.size]
 
     def at_size(self, size: str) -> PolicySource:
-        """The same source at another benchmark size (``speed.py`` times a quick fit in any run)."""
+        """The same source at another benchmark size (``benchmarks.speed`` times a quick fit in any run)."""
         return replace(self, size=size)
 
     def calibration(self) -> Calibration:

@@ -1,4 +1,4 @@
-"""The defense grid of ``retrieval.py`` and ``utility.py``, and what a defense does to the vectors.
+"""The mechanism grid of the retrieval and utility studies, and what a mechanism does to the vectors.
 
 The paper's grid, adapted to a unit-norm 384-d encoder (see benchmarks/README.md): Gaussian noise
 over ``s``, the LDP Gaussian and Purkayastha over ``eps``, TextCrafter over ``eps``, and a Gaussian
@@ -18,14 +18,15 @@ from textcrafter_rag.mechanisms import GaussianNoise, LDPGaussian, Mechanism, No
 from textcrafter_rag.numerics import row_norms
 
 from .fitted_policies import PolicySource
+from .options import add_renamed_option
 
 __all__ = [
     "GRID_VALUES",
-    "DefenseSpec",
+    "MechanismSpec",
     "GridValues",
     "add_grid_options",
     "build_grid",
-    "defense_grid",
+    "mechanism_grid",
     "perturbation_norm",
 ]
 
@@ -56,18 +57,18 @@ GRID_VALUES: dict[str, GridValues] = {
 
 
 @dataclass
-class DefenseSpec:
-    """One entry of a defense grid.
+class MechanismSpec:
+    """One entry of a mechanism grid.
 
     Attributes:
-        defense: Family name (``none``, ``shuffle``, ``gaussian``, ``ldp``, ``purkayastha``, ``textcrafter``).
+        family: Family name (``none``, ``shuffle``, ``gaussian``, ``ldp``, ``purkayastha``, ``textcrafter``).
         params: Public parameters for the result rows (``s``, ``eps``, ``delta``, ...).
         build: ``seed -> Mechanism`` (a fresh, seeded instance, so every scenario sees the same noise).
         comparison: ``grid`` or ``equal_norm`` (a Gaussian matched to a TextCrafter eps).
         extra: More columns for the result rows.
     """
 
-    defense: str
+    family: str
     params: dict[str, Any]
     build: Callable[[int], Mechanism]
     comparison: str = "grid"
@@ -77,22 +78,22 @@ class DefenseSpec:
     def label(self) -> str:
         """A unique, readable name such as ``gaussian:s=0.05`` or ``gaussian:s=0.05@norm``."""
         p = ",".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in self.params.items())
-        tag = f"{self.defense}:{p}" if p else self.defense
+        tag = f"{self.family}:{p}" if p else self.family
         return tag + ("@norm" if self.comparison == "equal_norm" else "")
 
     def row_fields(self) -> dict[str, Any]:
-        """The defense columns of a result row."""
+        """The mechanism columns of a result row."""
         params = {f"param_{k}": v for k, v in self.params.items()}
         return {
-            "defense": self.defense,
+            "mechanism": self.family,
             **params,
             "comparison": self.comparison,
-            "defense_label": self.label,
+            "mechanism_label": self.label,
             **self.extra,
         }
 
 
-def defense_grid(
+def mechanism_grid(
     *,
     size: str,
     dim: int,
@@ -100,8 +101,8 @@ def defense_grid(
     values: GridValues | None = None,
     equal_norm: bool = True,
     only: Sequence[str] | None = None,
-) -> list[DefenseSpec]:
-    """The benchmark defense grid.
+) -> list[MechanismSpec]:
+    """The benchmark mechanism grid.
 
     Args:
         size: ``smoke``, ``quick`` or ``full``: picks :data:`GRID_VALUES` and whether ``shuffle`` is in.
@@ -114,25 +115,27 @@ def defense_grid(
     """
     v = values or GRID_VALUES[size]
     te = v.textcrafter_eps if textcrafter is not None else ()
-    specs: list[DefenseSpec] = [DefenseSpec("none", {}, lambda seed: NoDefense())]
+    specs: list[MechanismSpec] = [MechanismSpec("none", {}, lambda seed: NoDefense())]
     if size != "smoke":
-        specs.append(DefenseSpec("shuffle", {}, lambda seed: Shuffle(seed=seed)))
-    specs += [DefenseSpec("gaussian", {"s": s}, lambda seed, s=s: GaussianNoise(s=s, seed=seed)) for s in v.gaussian_s]
+        specs.append(MechanismSpec("shuffle", {}, lambda seed: Shuffle(seed=seed)))
     specs += [
-        DefenseSpec("ldp", {"eps": e, "delta": 1e-5}, lambda seed, e=e: LDPGaussian(epsilon=e, seed=seed))
+        MechanismSpec("gaussian", {"s": s}, lambda seed, s=s: GaussianNoise(s=s, seed=seed)) for s in v.gaussian_s
+    ]
+    specs += [
+        MechanismSpec("ldp", {"eps": e, "delta": 1e-5}, lambda seed, e=e: LDPGaussian(epsilon=e, seed=seed))
         for e in v.ldp_eps
     ]
     specs += [
-        DefenseSpec("purkayastha", {"eps": e}, lambda seed, e=e: Purkayastha(epsilon=e, seed=seed))
+        MechanismSpec("purkayastha", {"eps": e}, lambda seed, e=e: Purkayastha(epsilon=e, seed=seed))
         for e in v.purkayastha_eps
     ]
     if textcrafter is not None:
-        specs += [DefenseSpec("textcrafter", {"eps": e}, lambda seed, e=e: textcrafter(e, seed)) for e in te]
+        specs += [MechanismSpec("textcrafter", {"eps": e}, lambda seed, e=e: textcrafter(e, seed)) for e in te]
     if equal_norm:
         for e in te:
             g = GaussianNoise.at_norm(e, dim=dim)
             specs.append(
-                DefenseSpec(
+                MechanismSpec(
                     "gaussian",
                     {"s": g.s},
                     lambda seed, s=g.s: GaussianNoise(s=s, seed=seed),
@@ -141,17 +144,19 @@ def defense_grid(
                 )
             )
     if only:
-        specs = [s for s in specs if s.defense in set(only)]
+        specs = [s for s in specs if s.family in set(only)]
     return specs
 
 
 def add_grid_options(ap: argparse.ArgumentParser) -> None:
-    """The defense-grid and privacy-attack options ``retrieval.py`` and ``utility.py`` share."""
-    ap.add_argument(
+    """The mechanism-grid and privacy-attack options the retrieval and utility studies share."""
+    add_renamed_option(
+        ap,
+        "--privacy-mechanisms",
         "--privacy-defenses",
         choices=("core", "all"),
         default="core",
-        help="attack 'core' (none, TextCrafter, Gaussian at TextCrafter's norm) or 'all' defenses",
+        help="attack 'core' (none, TextCrafter, Gaussian at TextCrafter's norm) or 'all' mechanisms",
     )
     ap.add_argument(
         "--attack-modes",
@@ -160,7 +165,7 @@ def add_grid_options(ap: argparse.ArgumentParser) -> None:
         default=["non-adaptive", "adaptive"],
         help="attacker modes to run with privacy",
     )
-    ap.add_argument("--defenses", nargs="*", default=None, help="keep only these families")
+    add_renamed_option(ap, "--mechanisms", "--defenses", nargs="*", default=None, help="keep only these families")
     ap.add_argument(
         "--textcrafter-eps",
         nargs="+",
@@ -170,17 +175,17 @@ def add_grid_options(ap: argparse.ArgumentParser) -> None:
     )
 
 
-def build_grid(args: argparse.Namespace, *, policies: PolicySource, dim: int) -> list[DefenseSpec]:
-    """:func:`defense_grid` with the options of :func:`add_grid_options` and cached TextCrafter policies."""
+def build_grid(args: argparse.Namespace, *, policies: PolicySource, dim: int) -> list[MechanismSpec]:
+    """:func:`mechanism_grid` with the options of :func:`add_grid_options` and cached TextCrafter policies."""
     values = GRID_VALUES[policies.size]
     if args.textcrafter_eps is not None:
         values = replace(values, textcrafter_eps=tuple(args.textcrafter_eps))
-    return defense_grid(
+    return mechanism_grid(
         size=policies.size,
         dim=dim,
         textcrafter=lambda eps, seed: policies.textcrafter(eps, noise_seed=seed),
         values=values,
-        only=args.defenses,
+        only=args.mechanisms,
     )
 
 

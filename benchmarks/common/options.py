@@ -24,6 +24,7 @@ from .reporting import RESULTS_DIR, Script
 
 __all__ = [
     "SIZES",
+    "add_renamed_option",
     "add_rerender_option",
     "base_parser",
     "quiet_seed_warnings",
@@ -114,3 +115,23 @@ def set_threads() -> None:
     """
     n = int(os.environ.get("TEXTCRAFTER_BENCH_THREADS") or 0) or max(1, min(os.cpu_count() or 1, 16))
     torch.set_num_threads(n)
+
+
+class _RenamedOption(argparse.Action):
+    """Stores the option's value like ``store``; its old spelling still works, with a warning."""
+
+    def __init__(self, option_strings: list[str], dest: str, *, old: str, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, **kwargs)
+        self.old, self.new = old, option_strings[0]
+
+    def __call__(
+        self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object, option_string=None
+    ) -> None:
+        if option_string == self.old:
+            warnings.warn(f"{self.old} is deprecated; use {self.new}", FutureWarning, stacklevel=2)
+        setattr(namespace, self.dest, values)
+
+
+def add_renamed_option(ap: argparse.ArgumentParser, new: str, old: str, **kwargs: object) -> None:
+    """Option ``new``, still accepting ``old`` (deprecated): the benchmarks call a protection a *mechanism*."""
+    ap.add_argument(new, old, action=_RenamedOption, old=old, **kwargs)

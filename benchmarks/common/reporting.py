@@ -31,6 +31,7 @@ __all__ = [
     "Timer",
     "check_rows",
     "clean_json",
+    "current_row",
     "fmt",
     "load_results",
     "machine_info",
@@ -173,11 +174,28 @@ def write_markdown(path: Path, markdown: str) -> None:
 
 
 def load_results(path: str | os.PathLike[str]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """``(meta, rows)`` of a results JSON written by :func:`write_results` (for re-rendering reports)."""
+    """``(meta, rows)`` of a results JSON written by :func:`write_results` (for re-rendering reports).
+
+    Rows of files written before the rename carry today's keys (:func:`current_row`).
+    """
     data = json.loads(Path(path).read_text(encoding="utf-8"))
     if not isinstance(data, dict) or "meta" not in data or "rows" not in data:
         raise ValueError(f"{path} is not a benchmark results file (expected 'meta' and 'rows')")
-    return data["meta"], data["rows"]
+    return data["meta"], [current_row(r) for r in data["rows"]]
+
+
+#: Row keys renamed when the project picked one name, *mechanism*, for a protection.
+RENAMED_KEYS = {"defense": "mechanism", "defense_label": "mechanism_label"}
+
+
+def current_row(row: dict[str, Any]) -> dict[str, Any]:
+    """``row`` with the keys of results written before the rename replaced by today's.
+
+    Older rows named the mechanism family ``defense`` (and its label ``defense_label``); the frontier's
+    rows, which already had ``mechanism``, used ``defense`` for the mechanism's spec string.
+    """
+    renamed = {**RENAMED_KEYS, "defense": "mechanism_spec"} if "mechanism" in row else RENAMED_KEYS
+    return {renamed.get(k, k): v for k, v in row.items()}
 
 
 def fmt(v: Any, digits: int = 2) -> str:

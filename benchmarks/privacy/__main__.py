@@ -35,7 +35,9 @@ from benchmarks.common.reporting import (
     RESULTS_DIR,
     Script,
     clean_json,
+    current_row,
     fmt,
+    load_results,
     make_meta,
     md_table,
     result_name,
@@ -88,8 +90,8 @@ def _retrieval_ndcg(label: str) -> float | None:
     }
     defense, comparison, scenario = want[_family(label)]
     eps = _eps(label)
-    for r in json.loads(path.read_text())["rows"]:
-        if (r.get("index"), r.get("defense"), r.get("comparison"), r.get("scenario")) != (
+    for r in load_results(path)[1]:
+        if (r.get("index"), r.get("mechanism"), r.get("comparison"), r.get("scenario")) != (
             "flat",
             defense,
             comparison,
@@ -126,15 +128,15 @@ class PrivacyPlan:
         )
         part = self.cache / "privacy" / f"{key}.json"
         if part.is_file():
-            return json.loads(part.read_text())
+            return current_row(json.loads(part.read_text()))
         if self.cached_only:
             return None
         t0 = time.perf_counter()
         result = run_attack(defense, mode, run=run)
         row = {
             "dataset": "wikitext2",
-            "defense": _family(label),
-            "defense_label": label,
+            "mechanism": _family(label),
+            "mechanism_label": label,
             "param_eps": _eps(label),
             "perturbation_norm": None,
             "attacker": mode,
@@ -156,8 +158,8 @@ def _plot(rows: list[dict[str, Any]], path: Path) -> bool:
     fig, ax = plt.subplots(figsize=(7, 5))
     style = {"none": ("k", "*"), "textcrafter": ("tab:red", "D"), "gaussian": ("tab:blue", "o")}
     for r in pts:
-        color, marker = style.get(r["defense"], ("gray", "s"))
-        filled = str(r.get("attacker", "")).startswith("adaptive") or r["defense"] == "none"
+        color, marker = style.get(r["mechanism"], ("gray", "s"))
+        filled = str(r.get("attacker", "")).startswith("adaptive") or r["mechanism"] == "none"
         ax.scatter(
             r["content_f1"],
             r["ndcg@10"],
@@ -169,7 +171,7 @@ def _plot(rows: list[dict[str, Any]], path: Path) -> bool:
         )
         if filled:  # one label per defense, at its adaptive point
             ax.annotate(
-                r["defense_label"],
+                r["mechanism_label"],
                 (r["content_f1"], r["ndcg@10"]),
                 textcoords="offset points",
                 xytext=(6, -12),
@@ -191,7 +193,7 @@ def _plot(rows: list[dict[str, Any]], path: Path) -> bool:
 
 def _markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     cols = [
-        "defense_label",
+        "mechanism_label",
         "attacker",
         "content_f1",
         "bleu",
@@ -205,7 +207,7 @@ def _markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         "pairs_seen",
         "minutes",
     ]
-    floor = next((r for r in rows if r["defense_label"] == "none"), {})
+    floor = next((r for r in rows if r["mechanism_label"] == "none"), {})
     lines = [
         "# Privacy under the non-adaptive and the adaptive attacker (WikiText-2)",
         "",

@@ -1,7 +1,7 @@
 """The example audit in ``results/audit_example/``: build a raw store, then run ``textcrafter audit`` on it.
 
 The store is the first ``--n`` held-out WikiText-2 test sentences of at most 24 words (the selection
-of ``privacy.py``, so the audit's "before" row is comparable with its ``none`` row), embedded with the
+of ``benchmarks.privacy``, so the audit's "before" row is comparable with its ``none`` row), embedded with the
 bundled MiniLM: ``STORE/store.npy`` (raw, unprotected ``(n, 384)`` vectors) and ``STORE/texts.jsonl``
 (row i's text). The audit then attacks it before and after the shipped eps 1.0 policy::
 

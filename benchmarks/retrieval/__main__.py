@@ -34,7 +34,7 @@ from tqdm.auto import tqdm
 from benchmarks.common.attack_rows import AttackRun, privacy_fields, privacy_subset, run_attack, timed_adapt_config
 from benchmarks.common.caches import cache_dir, embed_cached
 from benchmarks.common.fitted_policies import PolicySource
-from benchmarks.common.grid import DefenseSpec, add_grid_options, build_grid, perturbation_norm
+from benchmarks.common.grid import MechanismSpec, add_grid_options, build_grid, perturbation_norm
 from benchmarks.common.options import (
     add_rerender_option,
     base_parser,
@@ -94,7 +94,7 @@ def privacy_texts(docs: list[str], *, n: int, tokenizer: Any, max_tokens: int, s
 
 
 def measure_retrieval(
-    grid: list[DefenseSpec],
+    grid: list[MechanismSpec],
     rs: RetrievalSet,
     docs: np.ndarray,
     queries: np.ndarray,
@@ -110,7 +110,7 @@ def measure_retrieval(
     for spec in tqdm(grid, desc="Defenses", disable=not progress):
         with quiet_seed_warnings():
             mech = spec.build(seed)
-        if spec.defense == "textcrafter":
+        if spec.family == "textcrafter":
             policies[spec.label] = str(getattr(mech, "path", None))
         t0 = time.perf_counter()
         docs_p = mech.protect(docs)
@@ -126,7 +126,7 @@ def measure_retrieval(
             "n_docs": len(rs.docs),
             "n_queries": len(rs.queries),
         }
-        scenarios = ("clean",) if spec.defense == "none" else SCENARIOS[1:]
+        scenarios = ("clean",) if spec.family == "none" else SCENARIOS[1:]
         for kind in ("flat", "hnsw"):
             with Timer() as t_idx:
                 idx = build_index(kind, docs_p, config=index)
@@ -149,7 +149,7 @@ def measure_retrieval(
 
 
 def measure_privacy(
-    specs: list[DefenseSpec], *, run: AttackRun, modes: tuple[str, ...], rows: list[dict[str, Any]]
+    specs: list[MechanismSpec], *, run: AttackRun, modes: tuple[str, ...], rows: list[dict[str, Any]]
 ) -> list[dict[str, Any]]:
     """Inversion metrics of protected document sentences per defense and attacker mode.
 
@@ -162,7 +162,7 @@ def measure_privacy(
             privacy_rows.append({"dataset": "scifact", **spec.row_fields(), "mode": mode, **res})
             suffix = mode.replace("-", "_")
             for r in rows:
-                if r["defense_label"] == spec.label:
+                if r["mechanism_label"] == spec.label:
                     r.update({f"{k}_{suffix}": res.get(k) for k in ("bleu", "token_f1", "content_f1")})
     return privacy_rows
 
@@ -244,14 +244,14 @@ def main(argv: list[str] | None = None) -> int:
                 "test_texts": "first sentence of random SciFact abstracts, <= 32 WordPieces",
                 "train_texts": "WikiText-2 train sentences",
                 "quick_attack": size != "full",
-                "defenses": args.privacy_defenses,
+                "mechanisms": args.privacy_mechanisms,
                 "keyword_and_pii_probes": False,
                 "evaluator": "textcrafter_rag.attacks.evaluate_attacks (beam 4 + rerank)",
                 "adapt_minutes": args.adapt_minutes,
             }
         )
         privacy_rows = measure_privacy(
-            privacy_subset(grid, args.privacy_defenses), run=run, modes=tuple(args.attack_modes), rows=rows
+            privacy_subset(grid, args.privacy_mechanisms), run=run, modes=tuple(args.attack_modes), rows=rows
         )
 
     seconds = time.perf_counter() - t_all

@@ -1,4 +1,4 @@
-"""The report of ``retrieval.py``: the plot, the ``protect_queries`` verdict and the Markdown.
+"""The report of ``benchmarks.retrieval``: the plot, the ``protect_queries`` verdict and the Markdown.
 
 Kept apart from the measurement so that ``--from-json`` can rebuild a report from an earlier
 run's JSON, and so that a layout change never needs a rerun.
@@ -40,7 +40,7 @@ def _family_points(ret: list[dict[str, Any]], fam: str, xkey: str) -> list[tuple
     return sorted(
         (r[xkey], r["ndcg@10"])
         for r in ret
-        if r["defense"] == fam
+        if r["mechanism"] == fam
         and r.get("comparison") == "grid"
         and r.get(xkey) is not None
         and r["scenario"] != "clean"
@@ -90,18 +90,18 @@ def protect_queries_verdict(rows: list[dict[str, Any]]) -> tuple[str, list[dict[
     by: dict[str, dict[str, float]] = {}
     for r in rows:
         if r.get("index") == "flat" and r["scenario"] in ("protected_docs", "protected_docs_queries"):
-            by.setdefault(r["defense_label"], {})[r["scenario"]] = r["ndcg@10"]
+            by.setdefault(r["mechanism_label"], {})[r["scenario"]] = r["ndcg@10"]
     table = [
         {
-            "defense_label": k,
+            "mechanism_label": k,
             "docs_only": v.get("protected_docs"),
             "docs_and_queries": v.get("protected_docs_queries"),
             "delta": v.get("protected_docs_queries", np.nan) - v.get("protected_docs", np.nan),
         }
         for k, v in by.items()
     ]
-    tc = [t for t in table if t["defense_label"].startswith("textcrafter")]
-    noisy = [t for t in table if not t["defense_label"].startswith(("shuffle", "none"))]
+    tc = [t for t in table if t["mechanism_label"].startswith("textcrafter")]
+    noisy = [t for t in table if not t["mechanism_label"].startswith(("shuffle", "none"))]
     better_off = sum(1 for t in noisy if t["delta"] < -0.5)
     text = (
         f"Protecting queries as well lowers NDCG@10 for {better_off} of {len(noisy)} noise-based settings "
@@ -109,9 +109,9 @@ def protect_queries_verdict(rows: list[dict[str, Any]]) -> tuple[str, list[dict[
     )
     mean_tc = float(np.nanmean([t["delta"] for t in tc])) if tc else float("nan")
     if tc:
-        changes = ", ".join(f"{t['defense_label']}: {t['delta']:+.2f}" for t in tc)
+        changes = ", ".join(f"{t['mechanism_label']}: {t['delta']:+.2f}" for t in tc)
         text += f"for TextCrafter the change is {changes} NDCG@10 points (mean {mean_tc:+.2f}). "
-    shuf = next((t for t in table if t["defense_label"] == "shuffle"), None)
+    shuf = next((t for t in table if t["mechanism_label"] == "shuffle"), None)
     if shuf:
         text += (
             "Shuffling is the exception: it only works when queries get the same permutation "
@@ -149,8 +149,8 @@ _NOTES = [
 
 
 def _index_tables(rows: list[dict[str, Any]]) -> list[str]:
-    cols = ["defense_label", "perturbation_norm", "recall@1", "recall@10", "mrr@10", "ndcg@10"]
-    hdr = ["defense", "‖x'−x‖", "R@1", "R@10", "MRR@10", "NDCG@10"]
+    cols = ["mechanism_label", "perturbation_norm", "recall@1", "recall@10", "mrr@10", "ndcg@10"]
+    hdr = ["mechanism", "‖x'−x‖", "R@1", "R@10", "MRR@10", "NDCG@10"]
     parts: list[str] = []
     for kind, title in (("flat", "Exact inner product (IndexFlatIP)"), ("hnsw", "HNSW (IndexHNSWFlat, inner product)")):
         for scen, stitle in (
@@ -168,13 +168,13 @@ def _equal_norm_table(rows: list[dict[str, Any]]) -> list[str]:
         for r in rows
         if r["index"] == "flat"
         and r["scenario"] == "protected_docs"
-        and (r["defense"] == "textcrafter" or r.get("comparison") == "equal_norm")
+        and (r["mechanism"] == "textcrafter" or r.get("comparison") == "equal_norm")
     ]
     if not eq:
         return []
-    eq.sort(key=lambda r: (r.get("param_eps") or r.get("matched_textcrafter_eps") or 0, r["defense"]))
-    cols = ["defense_label", "perturbation_norm", "cosine_to_clean", "score_noise_corr", "recall@10", "ndcg@10"]
-    hdr = ["defense", "‖x'−x‖", "cos(x', x)", "corr(<q,x>, <q,x'−x>)", "R@10", "NDCG@10"]
+    eq.sort(key=lambda r: (r.get("param_eps") or r.get("matched_textcrafter_eps") or 0, r["mechanism"]))
+    cols = ["mechanism_label", "perturbation_norm", "cosine_to_clean", "score_noise_corr", "recall@10", "ndcg@10"]
+    hdr = ["mechanism", "‖x'−x‖", "cos(x', x)", "corr(<q,x>, <q,x'−x>)", "R@10", "NDCG@10"]
     return [
         "## TextCrafter vs Gaussian at equal perturbation norm (exact IP, protected docs)",
         "",
@@ -209,15 +209,15 @@ def render_markdown(
         "",
         md_table(
             pq_table,
-            ["defense_label", "docs_only", "docs_and_queries", "delta"],
-            headers=["defense", "NDCG@10 docs only", "NDCG@10 docs + queries", "Δ"],
+            ["mechanism_label", "docs_only", "docs_and_queries", "delta"],
+            headers=["mechanism", "NDCG@10 docs only", "NDCG@10 docs + queries", "Δ"],
         ),
         "",
         *_index_tables(rows),
         *_equal_norm_table(rows),
     ]
     if privacy_rows:
-        pcols = ["defense_label", "mode", "attacker", "bleu", "token_f1", "content_f1", "cosine"]
+        pcols = ["mechanism_label", "mode", "attacker", "bleu", "token_f1", "content_f1", "cosine"]
         floor = floor_row(privacy_rows)
         parts += [
             "## Inversion of protected document sentences",

@@ -142,7 +142,7 @@ def measure_encoding(encoder: Encoder, texts: list[str], *, batch_size: int, dat
     return {
         "kind": "encode",
         "dataset": dataset,
-        "defense": "none",
+        "mechanism": "none",
         "dim": 384,
         "batch_size": batch_size,
         "vectors_per_s": len(texts) / t_enc.seconds,
@@ -186,7 +186,7 @@ def measure_protect(
             vps = b / sec
             row = {
                 "kind": "protect",
-                "defense": name,
+                "mechanism": name,
                 **{f"param_{k}": v for k, v in params.items()},
                 "dim": dim,
                 "batch_size": b,
@@ -233,7 +233,7 @@ def measure_fit(policies: PolicySource, *, steps: int, rng: np.random.Generator)
     print(f"[speed] quick fit: {t_fit.seconds:.1f}s ({rep.steps_run} steps)", flush=True)
     return {
         "kind": "fit",
-        "defense": "textcrafter",
+        "mechanism": "textcrafter",
         "param_eps": 2.5,
         "dim": 384,
         "fit_seconds": t_fit.seconds,
@@ -334,8 +334,8 @@ def render_markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
             for r in rows
             if r.get("kind") == "protect" and r["dim"] == dim
         ]
-        cols = ["defense", "batch_size", "vectors_per_s", "latency_ms"]
-        hdr = ["defense", "batch", "vectors/s", "ms/call"]
+        cols = ["mechanism", "batch_size", "vectors_per_s", "latency_ms"]
+        hdr = ["mechanism", "batch", "vectors/s", "ms/call"]
         if dim == 384:
             cols.append("overhead_vs_encoding")
             hdr.append("protect time / encode time")

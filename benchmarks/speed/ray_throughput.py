@@ -209,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(
                 {
                     "mode": "single_process",
-                    "defense": "textcrafter",
+                    "mechanism": "textcrafter",
                     "param_eps": EPS,
                     "workers": 1,
                     "threads_per_worker": torch.get_num_threads(),
@@ -230,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append(
                     {
                         "mode": "ray_data",
-                        "defense": "textcrafter",
+                        "mechanism": "textcrafter",
                         "param_eps": EPS,
                         "workers": w,
                         "threads_per_worker": 1,

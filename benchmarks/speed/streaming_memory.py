@@ -250,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
                 return 2
             m = _STREAM_LINE.search(res["output"])
             row: dict[str, Any] = {
-                "defense": "textcrafter",
+                "mechanism": "textcrafter",
                 "param_eps": 1.0,
                 "format": fmt,
                 "output_format": fmt,

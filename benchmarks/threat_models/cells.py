@@ -220,9 +220,8 @@ def attack_rows(
     order += [(r, c) for kind in ("unkey", "query") for r in releases for c in cols if c.kind == kind]
     for rel, col in order:
         row: dict[str, Any] = {"protection": rel.label, "family": rel.family, "attacker": col.label, "column": col.kind}
-        row.update(
-            {"k": col.k, "domain": col.domain or None, "defense": rel.spec() if rel.unavailable is None else rel.label}
-        )
+        spec = rel.spec() if rel.unavailable is None else rel.label
+        row.update({"k": col.k, "domain": col.domain or None, "mechanism_spec": spec})
         path = _cell_path(rel, col, st) if rel.unavailable is None else None
         if rel.unavailable is not None:
             row["status"] = f"unavailable: {rel.unavailable}"

@@ -34,7 +34,7 @@ from tqdm.auto import tqdm
 from benchmarks.common.attack_rows import AttackRun, fixed_adapt_config, privacy_fields, privacy_subset, run_attack
 from benchmarks.common.caches import cache_dir, embed_cached
 from benchmarks.common.fitted_policies import PolicySource
-from benchmarks.common.grid import DefenseSpec, add_grid_options, build_grid, perturbation_norm
+from benchmarks.common.grid import MechanismSpec, add_grid_options, build_grid, perturbation_norm
 from benchmarks.common.options import (
     add_rerender_option,
     base_parser,
@@ -127,7 +127,7 @@ class DatasetRun:
         """Rows and classes, for the results ``meta``."""
         return {"train": len(self.train_texts), "test": len(self.test_texts), "classes": len(set(self.train_y))}
 
-    def measure(self, spec: DefenseSpec, *, seed: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    def measure(self, spec: MechanismSpec, *, seed: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """The defense columns shared by this dataset's rows, and its development and deployment rows."""
         with quiet_seed_warnings():
             mech = spec.build(seed)
@@ -192,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
         progress=progress,
     )
     grid = build_grid(args, policies=policies, dim=encoder.dimension)
-    attacked = privacy_subset(grid, args.privacy_defenses) if args.privacy else []
+    attacked = privacy_subset(grid, args.privacy_mechanisms) if args.privacy else []
     train_texts = wikitext_sentences("train", data_dir=data_dir) if args.privacy else []
     # The full size uses the fixed adaptive budget of the privacy tables; smaller ones the quick attacker.
     attack = AttackConfig(
@@ -220,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
             if spec not in attacked:
                 continue
             for mode in args.attack_modes:
-                if mode == "adaptive" and spec.defense == "none":
+                if mode == "adaptive" and spec.family == "none":
                     continue  # nothing to adapt to: the non-adaptive attacker is trained on clean vectors
                 res = run_attack(spec.build(args.seed), mode, run=run)
                 rows.append({**base, "kind": "privacy", "mode": mode, **privacy_fields(res)})
@@ -244,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
             "modes": list(args.attack_modes) if args.privacy else [],
             "n_test_texts": cfg["privacy_n"] if args.privacy else 0,
             "adaptive": adaptive,
-            "defenses": args.privacy_defenses,
+            "mechanisms": args.privacy_mechanisms,
             "quick_attack": size != "full",
         },
         "textcrafter_fit": policies.fit_size.as_dict(),

@@ -1,4 +1,4 @@
-"""The report of ``utility.py``: per-dataset plots, the privacy-utility frontier, the Markdown.
+"""The report of ``benchmarks.utility``: per-dataset plots, the privacy-utility frontier, the Markdown.
 
 Kept apart from the measurement so that ``--from-json`` can rebuild a report from an earlier
 run's JSON. The paper's headline claim (>= 70% accuracy at BLEU < 3 and ROUGE-L < 15) is checked
@@ -33,12 +33,12 @@ _FAMILIES = [
 
 def _family_panel(ax: Any, sel: list[dict[str, Any]], fam: str, key: str, label: str) -> None:
     """Accuracy vs the family's privacy parameter, development and deployment."""
-    clean = next((r["accuracy"] for r in sel if r["defense"] == "none" and r["scenario"] == "development"), None)
+    clean = next((r["accuracy"] for r in sel if r["mechanism"] == "none" and r["scenario"] == "development"), None)
     for scen, style in (("development", "o-"), ("deployment", "s--")):
         pts = sorted(
             (r[key], r["accuracy"])
             for r in sel
-            if r["defense"] == fam and r["scenario"] == scen and r.get("comparison") == "grid"
+            if r["mechanism"] == fam and r["scenario"] == scen and r.get("comparison") == "grid"
         )
         if pts:
             ax.plot(*zip(*pts), style, label=scen)
@@ -57,7 +57,7 @@ def _norm_panel(ax: Any, sel: list[dict[str, Any]]) -> None:
         pts = sorted(
             (max(r["perturbation_norm"], 1e-3), r["accuracy"])
             for r in sel
-            if r["defense"] == fam and r["scenario"] == "development"
+            if r["mechanism"] == fam and r["scenario"] == "development"
         )
         if pts:
             ax.plot(*zip(*pts), style, label=fam)
@@ -70,18 +70,18 @@ def _norm_panel(ax: Any, sel: list[dict[str, Any]]) -> None:
 
 def frontier_panel(ax: Any, priv: list[dict[str, Any]], util: list[dict[str, Any]]) -> None:
     """Privacy-utility frontier: development accuracy vs attack content-F1, one line per defense and attacker."""
-    acc = {r["defense_label"]: r["accuracy"] for r in util if r["scenario"] == "development"}
+    acc = {r["mechanism_label"]: r["accuracy"] for r in util if r["scenario"] == "development"}
     groups = (
-        ("textcrafter", lambda r: r["defense"] == "textcrafter", "C3"),
+        ("textcrafter", lambda r: r["mechanism"] == "textcrafter", "C3"),
         ("gaussian @ TextCrafter norm", lambda r: r.get("comparison") == "equal_norm", "C0"),
-        ("none", lambda r: r["defense"] == "none", "k"),
+        ("none", lambda r: r["mechanism"] == "none", "k"),
     )
     for mode, ls in (("non-adaptive", "-"), ("adaptive", "--")):
         for name, keep, color in groups:
             pts = sorted(
-                (r["content_f1"], acc[r["defense_label"]])
+                (r["content_f1"], acc[r["mechanism_label"]])
                 for r in priv
-                if r["mode"] == mode and keep(r) and r.get("content_f1") is not None and r["defense_label"] in acc
+                if r["mode"] == mode and keep(r) and r.get("content_f1") is not None and r["mechanism_label"] in acc
             )
             if pts:
                 ax.plot(*zip(*pts), ls, marker="*" if name == "none" else "o", color=color, label=f"{name} ({mode})")
@@ -101,7 +101,7 @@ def make_plots(rows: list[dict[str, Any]], out: Path, base: str) -> list[Path]:
     paths = []
     for ds in sorted({r["dataset"] for r in rows if "accuracy" in r}):
         sel = [r for r in rows if r["dataset"] == ds and "accuracy" in r]
-        fams = [f for f in _FAMILIES if any(r["defense"] == f[0] and r.get("comparison") == "grid" for r in sel)]
+        fams = [f for f in _FAMILIES if any(r["mechanism"] == f[0] and r.get("comparison") == "grid" for r in sel)]
         priv = [r for r in rows if r["dataset"] == ds and r.get("kind") == "privacy"]
         n_panels = len(fams) + 1 + bool(priv)
         fig, axes = plt.subplots(1, n_panels, figsize=(4.2 * n_panels, 3.8), squeeze=False)
@@ -121,10 +121,10 @@ def make_plots(rows: list[dict[str, Any]], out: Path, base: str) -> list[Path]:
 
 def claim_rows(priv: list[dict[str, Any]], util: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per dataset, defense family and attacker: settings meeting BLEU<3 & ROUGE-L<15 and their best dev accuracy."""
-    acc = {(r["dataset"], r["defense_label"]): r["accuracy"] for r in util if r["scenario"] == "development"}
+    acc = {(r["dataset"], r["mechanism_label"]): r["accuracy"] for r in util if r["scenario"] == "development"}
     groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
     for r in priv:
-        fam = "gaussian @ TextCrafter norm" if r.get("comparison") == "equal_norm" else r["defense"]
+        fam = "gaussian @ TextCrafter norm" if r.get("comparison") == "equal_norm" else r["mechanism"]
         groups.setdefault((r["dataset"], fam, r["mode"]), []).append(r)
     out = []
     for (ds, fam, mode), rs in groups.items():
@@ -133,15 +133,15 @@ def claim_rows(priv: list[dict[str, Any]], util: list[dict[str, Any]]) -> list[d
             for r in rs
             if r.get("bleu") is not None and r.get("rouge_l") is not None and r["bleu"] < 3 and r["rouge_l"] < 15
         ]
-        best = max(ok, key=lambda r: acc.get((ds, r["defense_label"]), -1.0), default=None)
+        best = max(ok, key=lambda r: acc.get((ds, r["mechanism_label"]), -1.0), default=None)
         out.append(
             {
                 "dataset": ds,
-                "defense": fam,
+                "mechanism": fam,
                 "mode": mode,
                 "n_meeting": f"{len(ok)} of {len(rs)}",
-                "best_dev_acc": acc.get((ds, best["defense_label"])) if best else None,
-                "at_setting": best["defense_label"] if best else "–",
+                "best_dev_acc": acc.get((ds, best["mechanism_label"])) if best else None,
+                "at_setting": best["mechanism_label"] if best else "–",
             }
         )
     return out
@@ -154,20 +154,19 @@ def _utility_tables(util: list[dict[str, Any]], meta: dict[str, Any]) -> list[st
         sz = meta["dataset_sizes"][ds]
         merged: dict[str, dict[str, Any]] = {}
         for r in (r for r in util if r["dataset"] == ds):
-            m = merged.setdefault(
-                r["defense_label"], {"defense_label": r["defense_label"], "perturbation_norm": r["perturbation_norm"]}
-            )
+            label = r["mechanism_label"]
+            m = merged.setdefault(label, {"mechanism_label": label, "perturbation_norm": r["perturbation_norm"]})
             m[f"{r['scenario']}_acc"] = r["accuracy"]
             m[f"{r['scenario']}_f1"] = r["macro_f1"]
         cols = [
-            "defense_label",
+            "mechanism_label",
             "perturbation_norm",
             "development_acc",
             "development_f1",
             "deployment_acc",
             "deployment_f1",
         ]
-        hdr = ["defense", "‖x'−x‖", "dev acc", "dev macro-F1", "deploy acc", "deploy macro-F1"]
+        hdr = ["mechanism", "‖x'−x‖", "dev acc", "dev macro-F1", "deploy acc", "deploy macro-F1"]
         parts += [
             f"## {ds} (train {sz['train']}, test {sz['test']}, {sz['classes']} classes)",
             "",
@@ -178,7 +177,7 @@ def _utility_tables(util: list[dict[str, Any]], meta: dict[str, Any]) -> list[st
 
 
 _PRIVACY_COLS = [
-    "defense_label",
+    "mechanism_label",
     "perturbation_norm",
     "dev_acc",
     "deploy_acc",
@@ -195,7 +194,7 @@ _PRIVACY_COLS = [
     "pii_auc",
 ]
 _PRIVACY_HDR = [
-    "defense",
+    "mechanism",
     "‖x'−x‖",
     "dev acc",
     "deploy acc",
@@ -228,12 +227,12 @@ def _privacy_tables(priv: list[dict[str, Any]], util: list[dict[str, Any]], meta
         "",
     ]
     for ds in dict.fromkeys(r["dataset"] for r in priv):
-        acc = {(r["defense_label"], r["scenario"]): r["accuracy"] for r in util if r["dataset"] == ds}
+        acc = {(r["mechanism_label"], r["scenario"]): r["accuracy"] for r in util if r["dataset"] == ds}
         table = [
             {
                 **r,
-                "dev_acc": acc.get((r["defense_label"], "development")),
-                "deploy_acc": acc.get((r["defense_label"], "deployment")),
+                "dev_acc": acc.get((r["mechanism_label"], "development")),
+                "deploy_acc": acc.get((r["mechanism_label"], "deployment")),
                 "pairs_seen": r.get("pairs_seen") if r["mode"] == "adaptive" else None,
             }
             for r in priv
@@ -246,8 +245,9 @@ def _privacy_tables(priv: list[dict[str, Any]], util: list[dict[str, Any]], meta
             md_table([*table, *([floor] if floor else [])], _PRIVACY_COLS, headers=_PRIVACY_HDR),
             "",
         ]
-    claim_cols = ["dataset", "defense", "mode", "n_meeting", "best_dev_acc", "at_setting"]
-    claim_hdr = ["dataset", "defense", "attacker", "settings with BLEU<3 & ROUGE-L<15", "best dev acc among them", "at"]
+    claim_cols = ["dataset", "mechanism", "mode", "n_meeting", "best_dev_acc", "at_setting"]
+    claim_hdr = ["dataset", "mechanism", "attacker", "settings with BLEU<3 & ROUGE-L<15", "best dev acc among them"]
+    claim_hdr.append("at")
     return [
         *parts,
         "### The paper's headline claim, checked on these rows",

@@ -1,7 +1,7 @@
-"""Table I across datasets: one summary of the per-dataset privacy runs of ``utility.py``.
+"""Table I across datasets: one summary of the per-dataset privacy runs of ``benchmarks.utility``.
 
 Measures nothing. It reads ``results/utility_privacy_*.json`` (the ``--privacy`` runs of
-``utility.py``, one or more per dataset: non-adaptive over the whole TextCrafter grid, and both
+``benchmarks.utility``, one or more per dataset: non-adaptive over the whole TextCrafter grid, and both
 attackers at eps 1.0) and writes ``results/table1.{json,md}``: per dataset, development accuracy
 and inversion content-F1 / BLEU / ROUGE-L for no defense, TextCrafter and Gaussian noise of the
 same norm, under each attacker that was run, with the floor row of the same run. Rows are copied,
@@ -9,7 +9,7 @@ never recomputed; each keeps the name of the file it came from.
 
 Usage::
 
-    python -m benchmarks.utility.table1                # after the utility.py privacy runs
+    python -m benchmarks.utility.table1                # after the utility --privacy runs
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ NAME = "table1"
 SCRIPT = Script(NAME, "benchmarks.utility.table1")
 COLUMNS = [
     "dataset",
-    "defense_label",
+    "mechanism_label",
     "perturbation_norm",
     "dev_acc",
     "mode",
@@ -40,7 +40,7 @@ COLUMNS = [
 ]
 HEADERS = [
     "dataset",
-    "defense",
+    "mechanism",
     "‖x'−x‖",
     "dev acc",
     "attacker",
@@ -61,7 +61,7 @@ def collect(paths: list[Path]) -> list[dict[str, Any]]:
     for path in paths:
         _, all_rows = load_results(path)
         acc = {
-            (r["dataset"], r["defense_label"]): r["accuracy"]
+            (r["dataset"], r["mechanism_label"]): r["accuracy"]
             for r in all_rows
             if r.get("scenario") == "development" and "accuracy" in r
         }
@@ -69,7 +69,7 @@ def collect(paths: list[Path]) -> list[dict[str, Any]]:
         for ds in dict.fromkeys(r["dataset"] for r in priv):
             mine = [r for r in priv if r["dataset"] == ds]
             for r in mine:
-                key = (ds, r["defense_label"], r["mode"])
+                key = (ds, r["mechanism_label"], r["mode"])
                 if key in seen:  # the same measurement in two runs: keep the first file's
                     continue
                 seen.add(key)
@@ -77,8 +77,8 @@ def collect(paths: list[Path]) -> list[dict[str, Any]]:
                     {
                         **{k: r.get(k) for k in COLUMNS},
                         "comparison": r.get("comparison"),
-                        "defense": r["defense"],
-                        "dev_acc": acc.get((ds, r["defense_label"])),
+                        "mechanism": r["mechanism"],
+                        "dev_acc": acc.get((ds, r["mechanism_label"])),
                         "pairs_seen": r.get("pairs_seen") if r["mode"] == "adaptive" else None,
                         "source": path.name,
                     }
@@ -86,12 +86,12 @@ def collect(paths: list[Path]) -> list[dict[str, Any]]:
             floor = floor_row(mine, dataset=ds)  # same test sentences and seed in every run of ds
             if floor is not None and (ds, "floor", "") not in seen:
                 seen.add((ds, "floor", ""))
-                rows.append({**floor, "defense": "floor", "source": path.name})
+                rows.append({**floor, "mechanism": "floor", "source": path.name})
     order = {"none": 0, "textcrafter": 1, "gaussian": 2, "shuffle": 3, "ldp": 4, "purkayastha": 5, "floor": 9}
     rows.sort(
         key=lambda r: (
             r["dataset"],
-            order.get(r["defense"], 9),
+            order.get(r["mechanism"], 9),
             r.get("perturbation_norm") or 0,
             r.get("mode") != "non-adaptive",
             r["source"],
@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = collect(paths)
     settings = {
         "sources": [p.name for p in paths],
-        "note": "collected from utility.py privacy runs; nothing measured here",
+        "note": "collected from benchmarks.utility --privacy runs; nothing measured here",
     }
     meta = make_meta(SCRIPT, argv, size="full", seed=0, **settings)
     datasets = list(dict.fromkeys(r["dataset"] for r in rows))
@@ -126,8 +126,9 @@ def main(argv: list[str] | None = None) -> int:
         f"# Table I across datasets ({', '.join(datasets)})",
         "",
         (
-            "Collected by `python -m benchmarks.utility.table1` from the `utility.py --privacy` runs listed in the last "
-            "column (each file's own Markdown has every column, the settings and the machine). Encoder "
+            "Collected by `python -m benchmarks.utility.table1` from the `python -m benchmarks.utility --privacy` "
+            "runs listed in the last column (each file's own Markdown has every column, the settings and the machine). "
+            "Encoder "
             "all-MiniLM-L6-v2 (384-d); 200 test sentences per dataset; the attacker is trained on WikiText-2 "
             "(the adaptive one fine-tuned on 30,000 protected WikiText-2 pairs, one pass); dev acc: logistic "
             "regression trained and tested on protected vectors. `floor` ignores the vector. Content-F1 first: "

@@ -85,8 +85,8 @@ SIZES: dict[str, dict[str, Any]] = {
     },
 }
 CORPORA_ABOUT = (
-    "`wikitext`: WikiText-2 test sentences of <= 24 words (as privacy.py; attacker trained on WikiText-2 train); "
-    "`scifact`: one random sentence (5-40 words, <= 32 WordPieces) of each of random SciFact abstracts, the "
+    "`wikitext`: WikiText-2 test sentences of <= 24 words (as the privacy study; attacker trained on WikiText-2 "
+    "train); `scifact`: one random sentence (5-40 words, <= 32 WordPieces) of each of random SciFact abstracts, the "
     "retrieval corpus itself (same attacker); `pii`: synthetic support tickets, clinical, HR and bank notes "
     "(Faker en_GB, templates and values disjoint from the policy's PII corpus and from the attacker's), attacked "
     "by the clean inverter extended with the WordPieces of the attacker's own in-domain notes and fine-tuned on "
@@ -167,7 +167,7 @@ def _floor_row(none: dict[str, Any]) -> dict[str, Any]:
         "corpus": none["corpus"],
         **{k: none.get(f"floor_{k}") for k in keys},
         "floor_text": none.get("floor_text"),
-        "defense": "floor (ignores the vector)",
+        "mechanism_spec": "floor (ignores the vector)",
     }
 
 
@@ -268,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
         row = _row(res, mechanism=name, corpus=corpus, mode=mode, point=point)
         if point is None:
             row.update(ndcg10=clean, ndcg_ratio=1.0)
-        row["defense"] = mech.spec()
+        row["mechanism_spec"] = mech.spec()
         rows.append(row)
         print(f"[frontier] {label}: content-F1 {row['content_f1']:.2f} ({res['minutes']:.1f} min)", flush=True)
 

@@ -2,7 +2,7 @@
 
 Corpora (each with the attacker's own texts):
 
-* ``wikitext``: held-out WikiText-2 test sentences (<= 24 words, as ``privacy.py``); the attacker's
+* ``wikitext``: held-out WikiText-2 test sentences (<= 24 words, as ``benchmarks.privacy``); the attacker's
   texts are WikiText-2 train sentences (the clean inverter's training set, so its cache is reused);
 * ``scifact``: sentences of SciFact abstracts, the retrieval corpus itself (one random sentence of a
   random abstract, 5-40 words, <= the inverter's ``max_len`` WordPieces, not truncated); same attacker;

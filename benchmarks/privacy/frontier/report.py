@@ -1,4 +1,4 @@
-"""The report of ``frontier.py``: content-F1 at equal NDCG relative to Gaussian, the verdicts, the plot.
+"""The report of ``benchmarks.privacy.frontier``: content-F1 at equal NDCG relative to Gaussian, the verdicts, the plot.
 
 Kept apart from the measurement so that ``--from-json`` rebuilds the report from a run's JSON. The
 verdicts are computed from the rows, never typed in: the issue's aim (adaptive content-F1 <= 5 at
@@ -23,7 +23,8 @@ _ENTITY_RULE = (
     "8-digit account numbers) that occur in the reconstruction; case-insensitive, whole tokens (`[a-z0-9]+` after "
     "lower-casing, so 'Ann' is not recovered by 'Anna'); a multi-token entity counts token by token ('14 March 2021' "
     "with only '2021' right scores 1/3); `exact` is the share of entities whose whole token sequence appears. Victim "
-    "and attacker PII sentences come from disjoint templates and entity values (benchmarks/privacy/frontier/pii_sentences.py)."
+    "and attacker PII sentences come from disjoint templates and entity values "
+    "(benchmarks/privacy/frontier/pii_sentences.py)."
 )
 
 
