@@ -9,6 +9,7 @@ the bundled MiniLM (eps 1.0 and 2.5) when they are installed.
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import asdict, astuple, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ from textcrafter_rag.textcrafter import (
 from textcrafter_rag.textcrafter.pii import PIIClassifier
 from textcrafter_rag.textcrafter.priors import ClusterPrior
 
-from .caches import cache_key
+from .caches import cache_dir, cache_key
 from .options import quiet_seed_warnings
 
 __all__ = ["FIT_SIZES", "FitSize", "PolicySource"]
@@ -79,6 +80,14 @@ class PolicySource:
     cache: Path
     seed: int = 0
     progress: bool = True
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace, *, size: str, encoder: Any, data_dir: Path) -> PolicySource:
+        """The source of a script's run: its ``--cache-dir``, ``--seed`` and ``--no-progress``."""
+        cache = cache_dir(args.cache_dir)
+        return cls(
+            size=size, encoder=encoder, data_dir=data_dir, cache=cache, seed=args.seed, progress=not args.no_progress
+        )
 
     @property
     def fit_size(self) -> FitSize:

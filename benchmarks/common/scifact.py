@@ -6,17 +6,30 @@ threat-model matrix, so that all of them score retrieval and pick "SciFact sente
 
 from __future__ import annotations
 
+import argparse
 import random
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, NamedTuple
 
 import faiss
 import numpy as np
 
-from textcrafter_rag.data import RetrievalSet, split_sentences
+from textcrafter_rag.data import RetrievalSet, load_scifact, split_sentences
 from textcrafter_rag.metrics import retrieval_metrics
 
-__all__ = ["IndexConfig", "abstract_sentences", "build_index", "ndcg10_flat", "search", "subsample"]
+from .caches import embed_cached
+
+__all__ = [
+    "EmbeddedSciFact",
+    "IndexConfig",
+    "abstract_sentences",
+    "build_index",
+    "embedded_scifact",
+    "ndcg10_flat",
+    "search",
+    "subsample",
+]
 
 
 @dataclass(frozen=True)
@@ -92,3 +105,27 @@ def abstract_sentences(doc: str, *, min_words: int = 5, max_words: int = 40) -> 
     """The sentences of a SciFact document's abstract (its title, up to the first ". ", dropped) of
     ``min_words``..``max_words`` words: what the privacy benchmarks attack as "SciFact sentences"."""
     return [s for s in split_sentences(doc.split(". ", 1)[-1]) if min_words <= len(s.split()) <= max_words]
+
+
+class EmbeddedSciFact(NamedTuple):
+    """SciFact (``full``), the run's subsample (``rs``) and the clean embeddings of its docs and queries."""
+
+    full: RetrievalSet
+    rs: RetrievalSet
+    docs: np.ndarray
+    queries: np.ndarray
+
+
+def embedded_scifact(
+    encoder: Any, args: argparse.Namespace, n_queries: int, n_docs: int, *, data_dir: Path, cache: Path
+) -> EmbeddedSciFact:
+    """SciFact subsampled (:func:`subsample`, with ``--seed``) and embedded, sliced from the cached embeddings
+    of the whole set (``n_queries`` / ``n_docs`` 0: all)."""
+    progress = not args.no_progress
+    full = load_scifact(data_dir=data_dir)
+    rs = subsample(full, n_queries=n_queries, n_docs=n_docs, seed=args.seed)
+    docs = embed_cached(encoder, rs.docs, cache=cache, desc="Embedding docs", progress=progress, superset=full.docs)
+    queries = embed_cached(
+        encoder, rs.queries, cache=cache, desc="Embedding queries", progress=progress, superset=full.queries
+    )
+    return EmbeddedSciFact(full, rs, docs, queries)

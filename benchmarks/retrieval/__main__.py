@@ -32,7 +32,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from benchmarks.common.attack_rows import AttackRun, privacy_fields, privacy_subset, run_attack, timed_adapt_config
-from benchmarks.common.caches import cache_dir, embed_cached
+from benchmarks.common.caches import cache_dir
 from benchmarks.common.fitted_policies import PolicySource
 from benchmarks.common.grid import MechanismSpec, add_grid_options, build_grid, perturbation_norm
 from benchmarks.common.options import (
@@ -44,9 +44,9 @@ from benchmarks.common.options import (
     set_threads,
 )
 from benchmarks.common.reporting import Script, Timer, make_meta, result_name, write_results
-from benchmarks.common.scifact import IndexConfig, build_index, search, subsample
+from benchmarks.common.scifact import IndexConfig, build_index, embedded_scifact, search
 from textcrafter_rag.attacks import AttackConfig
-from textcrafter_rag.data import RetrievalSet, load_scifact, split_sentences, wikitext_sentences
+from textcrafter_rag.data import RetrievalSet, split_sentences, wikitext_sentences
 from textcrafter_rag.encoders import bundled_minilm
 from textcrafter_rag.metrics import retrieval_metrics
 from textcrafter_rag.numerics import row_cosines
@@ -107,7 +107,7 @@ def measure_retrieval(
     rows: list[dict[str, Any]] = []
     policies: dict[str, str] = {}
     dim = docs.shape[1]
-    for spec in tqdm(grid, desc="Defenses", disable=not progress):
+    for spec in tqdm(grid, desc="Mechanisms", disable=not progress):
         with quiet_seed_warnings():
             mech = spec.build(seed)
         if spec.family == "textcrafter":
@@ -211,17 +211,12 @@ def main(argv: list[str] | None = None) -> int:
 
     cache = cache_dir(args.cache_dir)
     encoder = bundled_minilm()
-    full = load_scifact(data_dir=data_dir)
-    rs = subsample(full, n_queries=cfg["n_queries"], n_docs=cfg["n_docs"], seed=args.seed)
-    print(f"[retrieval] SciFact: {len(rs.docs)} docs, {len(rs.queries)} queries ({size})", flush=True)
     with Timer() as t_enc:
-        docs = embed_cached(encoder, rs.docs, cache=cache, desc="Embedding docs", progress=progress, superset=full.docs)
-        queries = embed_cached(
-            encoder, rs.queries, cache=cache, desc="Embedding queries", progress=progress, superset=full.queries
+        _, rs, docs, queries = embedded_scifact(
+            encoder, args, cfg["n_queries"], cfg["n_docs"], data_dir=data_dir, cache=cache
         )
-    policies = PolicySource(
-        size=size, encoder=encoder, data_dir=data_dir, cache=cache, seed=args.seed, progress=progress
-    )
+    print(f"[retrieval] SciFact: {len(rs.docs)} docs, {len(rs.queries)} queries ({size})", flush=True)
+    policies = PolicySource.from_args(args, size=size, encoder=encoder, data_dir=data_dir)
     grid = build_grid(args, policies=policies, dim=docs.shape[1])
     index = IndexConfig(hnsw_m=args.hnsw_m, ef_construction=args.ef_construction, ef_search=args.ef_search)
     rows, used = measure_retrieval(grid, rs, docs, queries, seed=args.seed, index=index, progress=progress)

@@ -25,7 +25,6 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from benchmarks.common.caches import cache_dir
 from benchmarks.common.fitted_policies import PolicySource
 from benchmarks.common.grid import perturbation_norm
 from benchmarks.common.options import base_parser, quiet_seed_warnings, resolve_data_or_none, resolve_size, set_threads
@@ -257,14 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     set_threads()
     t_all = time.perf_counter()
     encoder = bundled_minilm()
-    policies = PolicySource(
-        size=size,
-        encoder=encoder,
-        data_dir=data_dir,
-        cache=cache_dir(args.cache_dir),
-        seed=args.seed,
-        progress=not args.no_progress,
-    )
+    policies = PolicySource.from_args(args, size=size, encoder=encoder, data_dir=data_dir)
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
     # Encoding throughput on real sentences (same process, same machine state).

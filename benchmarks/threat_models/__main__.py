@@ -49,9 +49,9 @@ from benchmarks.common.options import (
     set_threads,
 )
 from benchmarks.common.reporting import Script, load_results, make_meta, write_markdown, write_results
-from benchmarks.common.scifact import abstract_sentences, ndcg10_flat, subsample
+from benchmarks.common.scifact import abstract_sentences, embedded_scifact, ndcg10_flat
 from textcrafter_rag.attacks import AttackConfig, clean_inverter
-from textcrafter_rag.data import load_classification, load_scifact, wikitext_sentences
+from textcrafter_rag.data import load_classification, wikitext_sentences
 from textcrafter_rag.encoders import bundled_minilm
 
 from .cells import KEY_PAIRS, Setting, attack_rows, columns
@@ -160,11 +160,8 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     cache = cache_dir(args.cache_dir)
     encoder = bundled_minilm()
-    full = load_scifact(data_dir=data_dir)
-    rs = subsample(full, n_queries=cfg["queries"], n_docs=cfg["docs"], seed=args.seed)
-    docs = embed_cached(encoder, rs.docs, cache=cache, desc="Embedding docs", progress=progress, superset=full.docs)
-    queries = embed_cached(
-        encoder, rs.queries, cache=cache, desc="Embedding queries", progress=progress, superset=full.queries
+    full, rs, docs, queries = embedded_scifact(
+        encoder, args, cfg["queries"], cfg["docs"], data_dir=data_dir, cache=cache
     )
     victims, store, same = store_texts(full.docs, tokenizer=encoder.model.tokenizer, size=cfg, seed=args.seed)
     other = load_classification("ag_news", "train", data_dir=data_dir)[0]

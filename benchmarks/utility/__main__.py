@@ -32,7 +32,7 @@ from sklearn.linear_model import LogisticRegression
 from tqdm.auto import tqdm
 
 from benchmarks.common.attack_rows import AttackRun, fixed_adapt_config, privacy_fields, privacy_subset, run_attack
-from benchmarks.common.caches import cache_dir, embed_cached
+from benchmarks.common.caches import embed_cached
 from benchmarks.common.fitted_policies import PolicySource
 from benchmarks.common.grid import MechanismSpec, add_grid_options, build_grid, perturbation_norm
 from benchmarks.common.options import (
@@ -183,14 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     t_all = time.perf_counter()
 
     encoder = bundled_minilm()
-    policies = PolicySource(
-        size=size,
-        encoder=encoder,
-        data_dir=data_dir,
-        cache=cache_dir(args.cache_dir),
-        seed=args.seed,
-        progress=progress,
-    )
+    policies = PolicySource.from_args(args, size=size, encoder=encoder, data_dir=data_dir)
     grid = build_grid(args, policies=policies, dim=encoder.dimension)
     attacked = privacy_subset(grid, args.privacy_mechanisms) if args.privacy else []
     train_texts = wikitext_sentences("train", data_dir=data_dir) if args.privacy else []

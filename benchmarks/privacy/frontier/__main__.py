@@ -31,13 +31,12 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common.attack_rows import SMOKE_TRAIN, fixed_adapt_config
-from benchmarks.common.caches import cache_dir, embed_cached
+from benchmarks.common.caches import cache_dir
 from benchmarks.common.fitted_policies import PolicySource
 from benchmarks.common.options import add_rerender_option, base_parser, resolve_data_or_none, resolve_size, set_threads
 from benchmarks.common.reporting import Script, make_meta, result_name, write_results
-from benchmarks.common.scifact import subsample
+from benchmarks.common.scifact import embedded_scifact
 from textcrafter_rag.attacks import AttackConfig
-from textcrafter_rag.data import load_scifact
 from textcrafter_rag.encoders import bundled_minilm
 from textcrafter_rag.mechanisms import NoDefense
 
@@ -211,11 +210,8 @@ def main(argv: list[str] | None = None) -> int:
     deadline = None if args.max_minutes is None else t_start + 60 * args.max_minutes
     cache = cache_dir(args.cache_dir)
     encoder = bundled_minilm()
-    full = load_scifact(data_dir=data_dir)
-    rs = subsample(full, n_queries=cfg["n_queries"], n_docs=cfg["n_docs"], seed=args.seed)
-    docs = embed_cached(encoder, rs.docs, cache=cache, desc="Embedding docs", progress=progress, superset=full.docs)
-    queries = embed_cached(
-        encoder, rs.queries, cache=cache, desc="Embedding queries", progress=progress, superset=full.queries
+    full, rs, docs, queries = embedded_scifact(
+        encoder, args, cfg["n_queries"], cfg["n_docs"], data_dir=data_dir, cache=cache
     )
     probe = RetrievalProbe(rs=rs, docs=docs, queries=queries)
     clean = probe.clean_ndcg()
