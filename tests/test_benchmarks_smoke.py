@@ -9,6 +9,7 @@ repository root (the working directory of ``python -m pytest``).
 from __future__ import annotations
 
 import argparse
+import ast
 import importlib
 import json
 import math
@@ -340,15 +341,31 @@ def test_the_package_docstring_and_readme_list_every_script() -> None:
 
 
 def test_every_script_is_listed() -> None:
-    """A module with a ``main`` is a script and is in ``SCRIPTS``; the shared helpers have none."""
+    """Every script (a package's ``__main__.py``, or a module run as ``__main__``) is in ``SCRIPTS``."""
     root = Path(importlib.import_module("benchmarks").__file__).parent
     found = set()
     for path in root.rglob("*.py"):
-        if "def main(" in path.read_text(encoding="utf-8"):
-            parts = path.relative_to(root.parent).with_suffix("").parts
-            found.add(".".join(parts[:-1] if parts[-1] == "__main__" else parts))
+        parts = path.relative_to(root.parent).with_suffix("").parts
+        if parts[-1] == "__main__":
+            found.add(".".join(parts[:-1]))
+        elif 'if __name__ == "__main__":' in path.read_text(encoding="utf-8"):
+            found.add(".".join(parts))
     assert found == set(SCRIPTS)
     assert not any(c.startswith("benchmarks.common") for c in found)
+
+
+def test_the_shared_helpers_import_no_study() -> None:
+    """``benchmarks.common`` is the lowest layer of the benchmarks: it imports no study folder."""
+    root = Path(importlib.import_module("benchmarks").__file__).parent
+    bad = []
+    for path in (root / "common").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):
+                name = ("." * node.level) + (node.module or "")
+                study = name.startswith("benchmarks.") and not name.startswith("benchmarks.common")
+                if name.startswith("..") or study:
+                    bad.append(f"{path.name}: {name}")
+    assert not bad, bad
 
 
 def test_old_results_rows_are_read_with_todays_keys(tmp_path: Path) -> None:

@@ -4,8 +4,9 @@ Trains the clean inverter on WikiText-2 train (sentences of at most 32 WordPiece
 held-out WikiText-2 test sentences (checked not to occur in training, by text) with no defense,
 and reports greedy, beam, beam + rerank (black-box re-embedding) and iterative-correction
 results next to the floor attackers. Writes ``benchmarks/results/attack_strength.{json,md}``.
-Maintained with the attacks package (its results rows are a list, not the ``meta``/``rows`` of the
-other benchmarks).
+Maintained with the attacks package. Results committed before the study folders are a plain list of
+rows; runs now write ``{"meta", "rows"}`` as every benchmark does (``--quick --tag T`` now writes
+``attack_strength_T_quick.*``).
 
 Usage::
 
@@ -22,7 +23,6 @@ its last checkpoint when the same command is run again (the time budget counts t
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import random
@@ -34,7 +34,7 @@ import numpy as np
 import torch
 
 from benchmarks.common.options import script_parser
-from benchmarks.common.reporting import RESULTS_DIR, Script
+from benchmarks.common.reporting import RESULTS_DIR, Script, make_meta, write_results
 from textcrafter_rag.attacks import (
     Inverter,
     InverterConfig,
@@ -299,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
     base = {
         "encoder": enc.model_id,
         "dim": int(test_emb.shape[1]),
-        "defense": "none",
+        "mechanism": "none",
         "seed": args.seed,
         "n_train": len(train),
         "extra_texts": list(args.extra_texts),
@@ -321,12 +321,25 @@ def main(argv: list[str] | None = None) -> int:
         r["total_minutes"] = _minutes_since(t_all)
         r["load_avg_5min_start_end"] = [round(load_start, 1), round(os.getloadavg()[1], 1)]
 
-    suffix = ("_quick" if args.quick else "") + (f"_{args.tag}" if args.tag else "")
-    out_dir = Path(args.out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / f"{NAME}{suffix}.json").write_text(json.dumps(table.rows, indent=2), encoding="utf-8")
+    settings = {
+        "inverter": base["inverter"],
+        "inverter_dir": base["inverter_dir"],
+        "n_train": len(train),
+        "extra_texts": list(args.extra_texts),
+        "n_test": len(test),
+        "budgets_minutes": {
+            "train": args.train_minutes,
+            "resume": args.resume_minutes,
+            "corrector": args.corrector_minutes,
+        },
+        "beam": args.beam,
+        "correction_steps": args.steps,
+        "attack_config": {"enabled": True, "mechanism": "none"},
+    }
+    size = "quick" if args.quick else "full"
+    meta = make_meta(SCRIPT, argv, size=size, seed=args.seed, encoder=enc, **settings)
     md = render_markdown(table, args)
-    (out_dir / f"{NAME}{suffix}.md").write_text(md + "\n", encoding="utf-8")
+    write_results(NAME, size=size, meta=meta, rows=table.rows, markdown=md, out_dir=args.out_dir, tag=args.tag)
     print(md)
     return 0
 
