@@ -1,17 +1,25 @@
-"""Benchmarks of textcrafter-rag: run each script from the repository root as ``python -m benchmarks.NAME``.
+"""Benchmarks of textcrafter-rag, a folder per study; run each script from the repository root.
 
-The scripts (``retrieval``, ``utility``, ``privacy``, ``attack_strength``, ``speed``,
-``streaming_memory``, ``ray_throughput``, ``table1``, ``audit_example``) share, by role:
+Scripts (each ``main(argv) -> int``; writes ``benchmarks/results/<name>.*`` by default):
 
-* :mod:`.options` — the command line (sizes, data folder, output), threads and warnings;
-* :mod:`.caches` — the cache folder, cache keys and cached clean embeddings;
-* :mod:`.fitted_policies` — the calibration and the TextCrafter policies of each size, cached;
-* :mod:`.grid` — the defense grid and the measured perturbation norm;
-* :mod:`.attack_rows` — the attacks package's results as flat rows, with the floor;
-* :mod:`.reporting` — metadata, results files, tables and plots.
+* retrieval — ``python -m benchmarks.retrieval`` (SciFact retrieval quality under protection),
+  ``python -m benchmarks.retrieval.queries`` (what an inverter recovers from the query vectors);
+* utility — ``python -m benchmarks.utility`` (classification accuracy, the paper's Table I utility
+  columns), ``python -m benchmarks.utility.table1`` (Table I collected from the privacy runs);
+* privacy — ``python -m benchmarks.privacy`` (both attackers at the shipped settings),
+  ``python -m benchmarks.privacy.frontier`` (privacy at equal retrieval quality),
+  ``python -m benchmarks.privacy.attack_strength`` (the attacker on undefended vectors),
+  ``python -m benchmarks.privacy.audit_example`` (the example ``textcrafter audit`` report);
+* threat_models — ``python -m benchmarks.threat_models`` (which protection survives which attacker);
+* speed — ``python -m benchmarks.speed`` (protection throughput and fit time),
+  ``python -m benchmarks.speed.ray_throughput`` (Ray Data), ``python -m benchmarks.speed.streaming_memory``
+  (peak memory of ``textcrafter protect``), ``python -m benchmarks.speed.autofit`` (zero-configuration cost);
+* two_stage — issue 21, lands separately.
 
-Benchmarks run offline: Hugging Face models come from the local cache (``HF_HUB_OFFLINE``, set here
-before any script imports a model library).
+A study's main script is its package's ``__main__``; the other modules of a study folder that have
+no ``main`` are its helpers (reports, cells, candidates). What several studies share is in
+:mod:`benchmarks.common`. Benchmarks run offline: Hugging Face models come from the local cache
+(``HF_HUB_OFFLINE``, set here before any script imports a model library).
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from textcrafter_rag.autofit import AUTO_FIT_ENV, HOME_ENV, AutoFitConfig, auto_
 from textcrafter_rag.encoders import Encoder
 from textcrafter_rag.textcrafter import CalibrationConfig, TextCrafter, TrainingConfig
 
-#: A recipe that fits in seconds (the real one takes minutes: benchmarks/autofit.py measures it).
+#: A recipe that fits in seconds (the real one takes minutes: benchmarks/speed/autofit.py measures it).
 TINY = AutoFitConfig(
     calibration=CalibrationConfig(n_pii=30, n_calibration=200, clusters=4),
     training=TrainingConfig(steps=10, batch_size=32, eval_every=5),

@@ -1,11 +1,11 @@
-"""``python -m benchmarks.autofit --smoke``: a first construction fits and caches, the second loads."""
+"""``python -m benchmarks.speed.autofit --smoke``: a first construction fits and caches, the second loads."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from benchmarks import autofit
+from benchmarks.speed import autofit
 
 
 def test_autofit_smoke_fits_once_then_loads(tmp_path: Path) -> None:
@@ -16,4 +16,4 @@ def test_autofit_smoke_fits_once_then_loads(tmp_path: Path) -> None:
     assert row["texts_encoded"] == autofit.SMOKE.texts_encoded
     assert 0 < row["second_construction_s"] < row["first_construction_s"]  # loading is cheaper than fitting
     assert row["norm_scale"] == 1.0  # MiniLM is unit-norm
-    assert data["meta"]["command"] == "python -m benchmarks.autofit --smoke --out " + str(tmp_path)
+    assert data["meta"]["command"] == "python -m benchmarks.speed.autofit --smoke --out " + str(tmp_path)

@@ -1,4 +1,4 @@
-"""Smoke test of ``python -m benchmarks.frontier --smoke``: structure, not numbers.
+"""Smoke test of ``python -m benchmarks.privacy.frontier --smoke``: structure, not numbers.
 
 Checks the rows (the issue's fields, none and floor rows per corpus, the adaptive attacker where the
 plan puts it), that every bisection lands within its tolerance on the smoke data, that a second run
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import frontier
+from benchmarks.privacy.frontier import __main__ as frontier
 
 FIELDS = {"mechanism", "ndcg_target", "ndcg10", "attacker", "pairs", "corpus", "content_f1", "pii_entity_recovery"}
 METRICS = {"strength", "perturbation_norm", "bleu", "token_f1", "keyword_f1"}
@@ -94,7 +94,7 @@ def test_help_names_the_module_command(capsys: pytest.CaptureFixture[str]) -> No
         frontier.main(["--help"])
     assert exc.value.code == 0
     out = capsys.readouterr().out
-    assert out.startswith("usage: python -m benchmarks.frontier") and "--max-minutes" in out
+    assert out.startswith("usage: python -m benchmarks.privacy.frontier") and "--max-minutes" in out
 
 
 def test_missing_data_dir_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

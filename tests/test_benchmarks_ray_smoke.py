@@ -1,4 +1,4 @@
-"""Smoke test of ``python -m benchmarks.ray_throughput`` at its ``--smoke`` size, into a tmp dir (needs Ray).
+"""Smoke test of ``python -m benchmarks.speed.ray_throughput`` at its ``--smoke`` size, into a tmp dir (needs Ray).
 
 The benchmark runs as a subprocess, exactly as documented, so that the Ray instance it starts and
 shuts down is its own and not shared with other tests in this process. Nothing here depends on
@@ -39,7 +39,8 @@ META_KEYS = {
 def test_ray_throughput_smoke(tmp_path: Path) -> None:
     pytest.importorskip("ray.data")
     env = dict(os.environ, TEXTCRAFTER_BENCH_THREADS="1")
-    cmd = [sys.executable, "-m", "benchmarks.ray_throughput", "--smoke", "--no-progress", "--out-dir", str(tmp_path)]
+    args = ["--smoke", "--no-progress", "--out-dir", str(tmp_path)]
+    cmd = [sys.executable, "-m", "benchmarks.speed.ray_throughput", *args]
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
 
@@ -49,13 +50,13 @@ def test_ray_throughput_smoke(tmp_path: Path) -> None:
     assert set(meta) >= META_KEYS, META_KEYS - set(meta)
     assert meta["benchmark"] == "ray_throughput" and meta["size"] == "smoke" and meta["ray"]["cluster"] == "local"
     assert meta["workers"] == [2] and meta["n_vectors"] == 4096
-    assert meta["command"] == "python -m benchmarks.ray_throughput --smoke --no-progress --out-dir " + str(tmp_path)
+    assert meta["command"] == " ".join(["python -m benchmarks.speed.ray_throughput", *args])
     for r in rows:
         for k, v in r.items():
             assert not isinstance(v, (dict, list)), f"row not flat: {k}"
             if isinstance(v, float):
                 assert math.isfinite(v), (k, r)
-        assert r["defense"] == "textcrafter" and r["n_vectors"] == 4096 and r["vectors_per_s"] > 0
+        assert r["mechanism"] == "textcrafter" and r["n_vectors"] == 4096 and r["vectors_per_s"] > 0
     assert [(r["mode"], r["workers"], r["batch_size"]) for r in rows] == [
         ("single_process", 1, 1024),
         ("ray_data", 2, 1024),

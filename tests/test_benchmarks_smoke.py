@@ -8,32 +8,54 @@ repository root (the working directory of ``python -m pytest``).
 
 from __future__ import annotations
 
+import argparse
+import ast
 import importlib
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from benchmarks import fitted_policies, privacy, retrieval, speed, table1, utility
-from benchmarks.caches import embed_cached, embedding_file
-from benchmarks.fitted_policies import PolicySource
+from benchmarks.common import fitted_policies
+from benchmarks.common.caches import embed_cached, embedding_file
+from benchmarks.common.fitted_policies import PolicySource
+from benchmarks.common.grid import add_grid_options
+from benchmarks.common.reporting import load_results
+from benchmarks.privacy import __main__ as privacy
+from benchmarks.retrieval import __main__ as retrieval
+from benchmarks.speed import __main__ as speed
+from benchmarks.utility import __main__ as utility
+from benchmarks.utility import table1
 from textcrafter_rag.numerics import row_norms, unit_rows
 
+#: Every script: the module ``python -m`` runs, and the module that holds its ``main`` (a study's main
+#: script is its package's ``__main__``).
 SCRIPTS = [
-    "retrieval",
-    "utility",
-    "privacy",
-    "attack_strength",
-    "speed",
-    "streaming_memory",
-    "ray_throughput",
-    "table1",
-    "audit_example",
-    "autofit",
-    "queries",
+    "benchmarks.retrieval",
+    "benchmarks.retrieval.queries",
+    "benchmarks.utility",
+    "benchmarks.utility.table1",
+    "benchmarks.privacy",
+    "benchmarks.privacy.attack_strength",
+    "benchmarks.privacy.audit_example",
+    "benchmarks.privacy.frontier",
+    "benchmarks.threat_models",
+    "benchmarks.speed",
+    "benchmarks.speed.streaming_memory",
+    "benchmarks.speed.ray_throughput",
+    "benchmarks.speed.autofit",
 ]
+
+
+def script_module(command: str) -> object:
+    """The module holding ``main`` for ``python -m command`` (a package runs its ``__main__``)."""
+    mod = importlib.import_module(command)
+    return importlib.import_module(f"{command}.__main__") if hasattr(mod, "__path__") else mod
+
+
 META_KEYS = {
     "benchmark",
     "size",
@@ -84,7 +106,7 @@ def _check(path: Path, *, benchmark: str) -> list[dict]:
     assert {"platform", "cpu_count", "torch"} <= set(meta["machine"])
     assert rows, "no rows"
     for r in rows:
-        assert "defense" in r
+        assert "mechanism" in r and "defense" not in r
         for k, v in r.items():
             assert not isinstance(v, (dict, list)), f"row not flat: {k}"
             if isinstance(v, float):
@@ -158,13 +180,13 @@ def test_speed_smoke(tmp_path: Path, data_dir: Path, bench_cache: Path) -> None:
     rows = _check(tmp_path / "speed_smoke.json", benchmark="speed")
     kinds = {r["kind"] for r in rows}
     assert kinds == {"encode", "protect", "fit"}
-    tc = [r for r in rows if r["kind"] == "protect" and r["defense"] == "textcrafter"]
+    tc = [r for r in rows if r["kind"] == "protect" and r["mechanism"] == "textcrafter"]
     assert tc and all(abs(r["perturbation_norm"] - 2.5) < 1e-3 for r in tc)
 
 
 @pytest.mark.parametrize("name", ["retrieval", "utility", "speed"])
 def test_missing_data_dir_exits_2(name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    mod = importlib.import_module(f"benchmarks.{name}")
+    mod = script_module(f"benchmarks.{name}")
     rc = mod.main(["--smoke", "--data-dir", str(tmp_path / "nope"), "--out-dir", str(tmp_path)])
     assert rc == 2
     assert "benchmark datasets not found" in capsys.readouterr().err
@@ -186,7 +208,7 @@ def test_privacy_smoke(data_dir: Path, bench_cache: Path, tmp_path: Path) -> Non
     )
     assert code == 0
     rows = _check(tmp_path / "privacy_smoke.json", benchmark="privacy")
-    labels = {(r["defense_label"], r["attacker"].startswith("adaptive")) for r in rows}
+    labels = {(r["mechanism_label"], r["attacker"].startswith("adaptive")) for r in rows}
     assert ("none", False) in labels and ("textcrafter:eps=1", True) in labels
     adaptive = [r for r in rows if r["attacker"].startswith("adaptive")]
     assert all(r["n_pairs"] == r["pairs_seen"] > 0 for r in adaptive)
@@ -194,6 +216,7 @@ def test_privacy_smoke(data_dir: Path, bench_cache: Path, tmp_path: Path) -> Non
 
 
 def _fake_privacy_row(label: str, defense: str, content_f1: float, **extra) -> dict:
+    """A privacy row as the committed results files have it (keys from before ``defense`` became ``mechanism``)."""
     return {
         "dataset": "sst2",
         "defense": defense,
@@ -284,24 +307,86 @@ def test_table1_collects_privacy_runs(tmp_path: Path) -> None:
         (tmp_path / name).write_text(json.dumps({"meta": {}, "rows": util + priv}))
     assert table1.main(["--results-dir", str(tmp_path), "--out-dir", str(tmp_path)]) == 0
     rows = json.loads((tmp_path / "table1.json").read_text())["rows"]
-    got = {(r["defense_label"], r["mode"]): r for r in rows}
+    got = {(r["mechanism_label"], r["mode"]): r for r in rows}
     assert got[("none", "non-adaptive")]["content_f1"] == 13.5
     assert got[("textcrafter", "adaptive")]["pairs_seen"] == 30000
     assert got[("textcrafter", "non-adaptive")]["dev_acc"] == 70.0
-    assert [r["defense"] for r in rows].count("floor") == 1
-    assert rows[-1]["defense"] == "floor" and rows[-1]["content_f1"] == 0.47
+    assert [r["mechanism"] for r in rows].count("floor") == 1
+    assert rows[-1]["mechanism"] == "floor" and rows[-1]["content_f1"] == 0.47
+    assert not any("defense" in r or "defense_label" in r for r in rows)
 
 
-@pytest.mark.parametrize("name", SCRIPTS)
-def test_help_names_the_module_command(name: str, capsys: pytest.CaptureFixture[str]) -> None:
-    """Every script is a module of the ``benchmarks`` package, and its help says how to run it."""
-    mod = importlib.import_module(f"benchmarks.{name}")
+@pytest.mark.parametrize("command", SCRIPTS)
+def test_help_names_the_module_command(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Every script is a module of its study's package, and its help says how to run it."""
+    mod = script_module(command)
     with pytest.raises(SystemExit) as exc:
         mod.main(["--help"])
     assert exc.value.code == 0
     out = capsys.readouterr().out
-    assert out.startswith(f"usage: python -m benchmarks.{name}")
-    assert f"python -m benchmarks.{name}" in mod.__doc__ and "benchmarks/" + name + ".py" not in out
+    assert out.startswith(f"usage: python -m {command}")
+    assert f"python -m {command}" in mod.__doc__ and ".py" not in out.splitlines()[0]
+    assert mod.SCRIPT.module == command
+
+
+def test_the_package_docstring_and_readme_list_every_script() -> None:
+    """``benchmarks/__init__.py`` and ``benchmarks/README.md`` name every script's command."""
+    import benchmarks
+
+    readme = (Path(benchmarks.__file__).parent / "README.md").read_text(encoding="utf-8")
+    missing = [
+        c for c in SCRIPTS for text in (readme, benchmarks.__doc__) if not re.search(rf"python -m {c}(?![\w.])", text)
+    ]
+    assert not missing, missing
+
+
+def test_every_script_is_listed() -> None:
+    """Every script (a package's ``__main__.py``, or a module run as ``__main__``) is in ``SCRIPTS``."""
+    root = Path(importlib.import_module("benchmarks").__file__).parent
+    found = set()
+    for path in root.rglob("*.py"):
+        parts = path.relative_to(root.parent).with_suffix("").parts
+        if parts[-1] == "__main__":
+            found.add(".".join(parts[:-1]))
+        elif 'if __name__ == "__main__":' in path.read_text(encoding="utf-8"):
+            found.add(".".join(parts))
+    assert found == set(SCRIPTS)
+    assert not any(c.startswith("benchmarks.common") for c in found)
+
+
+def test_the_shared_helpers_import_no_study() -> None:
+    """``benchmarks.common`` is the lowest layer of the benchmarks: it imports no study folder."""
+    root = Path(importlib.import_module("benchmarks").__file__).parent
+    bad = []
+    for path in (root / "common").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):
+                name = ("." * node.level) + (node.module or "")
+                study = name.startswith("benchmarks.") and not name.startswith("benchmarks.common")
+                if name.startswith("..") or study:
+                    bad.append(f"{path.name}: {name}")
+    assert not bad, bad
+
+
+def test_old_results_rows_are_read_with_todays_keys(tmp_path: Path) -> None:
+    """Files written before the rename name the mechanism ``defense``; the frontier's named its spec so."""
+    old = {"defense": "gaussian", "defense_label": "gaussian:s=0.1", "accuracy": 1.0}
+    frontier_row = {"mechanism": "gaussian", "defense": "gaussian:s=0.1", "content_f1": 1.0}
+    (tmp_path / "old.json").write_text(json.dumps({"meta": {}, "rows": [old, frontier_row]}))
+    _, rows = load_results(tmp_path / "old.json")
+    assert rows == [
+        {"mechanism": "gaussian", "mechanism_label": "gaussian:s=0.1", "accuracy": 1.0},
+        {"mechanism": "gaussian", "mechanism_spec": "gaussian:s=0.1", "content_f1": 1.0},
+    ]
+
+
+def test_old_option_spelling_still_works_with_a_warning() -> None:
+    """``--defenses`` (the commands of the committed results) still selects, and says it is now ``--mechanisms``."""
+    ap = argparse.ArgumentParser()
+    add_grid_options(ap)
+    with pytest.warns(FutureWarning, match="deprecated; use --(privacy-)?mechanisms$"):
+        args = ap.parse_args(["--defenses", "none", "gaussian", "--privacy-defenses", "all"])
+    assert args.mechanisms == ["none", "gaussian"] and args.privacy_mechanisms == "all"
 
 
 class _FakeEncoder:

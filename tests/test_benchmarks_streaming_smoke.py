@@ -1,4 +1,4 @@
-"""Smoke test for ``python -m benchmarks.streaming_memory`` at its ``--smoke`` size, into a tmp dir."""
+"""Smoke test for ``python -m benchmarks.speed.streaming_memory`` at its ``--smoke`` size, into a tmp dir."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import streaming_memory
+from benchmarks.speed import streaming_memory
 
 
 def test_streaming_memory_smoke(tmp_path: Path) -> None:
@@ -20,7 +20,7 @@ def test_streaming_memory_smoke(tmp_path: Path) -> None:
     assert set(doc) == {"meta", "rows"}
     meta, rows = doc["meta"], doc["rows"]
     assert meta["benchmark"] == "streaming_memory" and meta["size"] == "smoke" and meta["limit_mb"] == 1024
-    assert meta["command"].startswith("python -m benchmarks.streaming_memory --smoke")
+    assert meta["command"].startswith("python -m benchmarks.speed.streaming_memory --smoke")
     assert {"platform", "cpu_count", "torch"} <= set(meta["machine"])
     assert {r["format"] for r in rows} == {"npy", "parquet", "jsonl"}
     for r in rows:

@@ -8,12 +8,10 @@ import shutil
 import numpy as np
 import pytest
 
-from benchmarks import frontier
-from benchmarks.frontier_attacks import AttackPlan, AttackSizes, with_vocabulary
-from benchmarks.frontier_candidates import CANDIDATES, Candidate
-from benchmarks.frontier_report import render_markdown, verdicts
-from benchmarks.frontier_search import SearchConfig, bisect_strength
-from benchmarks.pii_sentences import (
+from benchmarks.privacy.frontier import __main__ as frontier
+from benchmarks.privacy.frontier.attacks import AttackPlan, AttackSizes, with_vocabulary
+from benchmarks.privacy.frontier.candidates import CANDIDATES, Candidate
+from benchmarks.privacy.frontier.pii_sentences import (
     ATTACKER_TEMPLATES,
     ENTITY_KINDS,
     VICTIM_TEMPLATES,
@@ -23,6 +21,8 @@ from benchmarks.pii_sentences import (
     entity_tokens,
     victim_pii_sentences,
 )
+from benchmarks.privacy.frontier.report import render_markdown, verdicts
+from benchmarks.privacy.frontier.search import SearchConfig, bisect_strength
 from textcrafter_rag.attacks import AttackConfig, Inverter, InverterConfig, pii_probe
 from textcrafter_rag.encoders import bundled_minilm
 from textcrafter_rag.numerics import row_norms, unit_rows
@@ -215,7 +215,7 @@ def test_verdicts_apply_the_issue_rules() -> None:
         "corpora": ["wikitext", "scifact", "pii"],
         "corpora_about": "three",
         "points": [],
-        "command": "python -m benchmarks.frontier",
+        "command": "python -m benchmarks.privacy.frontier",
     }
     md = render_markdown(rows, meta, None)
     assert md.startswith("# ") and "0.30× (-70%)" in md and "meets" in md

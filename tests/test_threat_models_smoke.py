@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import threat_models
+from benchmarks.threat_models import __main__ as threat_models
 from textcrafter_rag.data import find_data_dir
 
 

@@ -3,7 +3,7 @@
 The real ``OpenAIEmbeddings`` needs the network (and its tokenizer download), so a LangChain
 ``Embeddings`` of the same shape stands in: a model the package has never seen, backed by the
 bundled MiniLM. The first construction fits a policy (a small recipe here; the default one is
-measured by ``benchmarks/autofit.py``), the second loads it from the cache.
+measured by ``benchmarks/speed/autofit.py``), the second loads it from the cache.
 """
 
 from __future__ import annotations
