@@ -11,6 +11,10 @@ from __future__ import annotations
 
 __all__ = [
     "TextcrafterError",
+    "InvalidInputError",
+    "InvalidTypeError",
+    "ProtectionError",
+    "NotPicklableError",
     "ArtifactError",
     "MissingPolicyError",
     "FingerprintMismatch",
@@ -20,6 +24,25 @@ __all__ = [
 
 class TextcrafterError(Exception):
     """Base class of every error raised on purpose by textcrafter-rag."""
+
+
+class InvalidInputError(TextcrafterError, ValueError):
+    """An argument or input has the right type but a value this library refuses.
+
+    Wrong shape or dimension, NaN/Inf, an empty batch, an out-of-range option, an unknown spec.
+    """
+
+
+class InvalidTypeError(TextcrafterError, TypeError):
+    """An argument or input has a type this library refuses (a bare string for a list, integer vectors...)."""
+
+
+class ProtectionError(TextcrafterError, ValueError):
+    """A mechanism could not protect a row (its magnitude is beyond float32 arithmetic); nothing was released."""
+
+
+class NotPicklableError(TextcrafterError, TypeError):
+    """An object holding a secret key refuses to be pickled (copies would carry the key, or lose it silently)."""
 
 
 class ArtifactError(TextcrafterError, ValueError):
