@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from .encoders import Encoder, as_encoder, encoder_from_name
+from .errors import InvalidInputError
 from .keyed import KeyArg, KeyedRotation, TenantKey
 from .mechanisms import Mechanism
 from .specs import DEFAULT_POLICY, PolicyArg, resolve_policy
@@ -66,7 +67,7 @@ class Protector:
         tenant: str = "",
     ) -> None:
         if chunk_size < 1:
-            raise ValueError("chunk_size must be >= 1")
+            raise InvalidInputError("chunk_size must be >= 1")
         self._key = _tenant_key(key, tenant)  # checks the key before any model loads
         self._rotation: KeyedRotation | None = None
         self.encoder: Encoder | None = as_encoder(base) if base is not None else None
@@ -141,7 +142,7 @@ class Protector:
     def _require_encoder(self, *, query: bool = False) -> Encoder:
         enc = self.query_encoder if query else self.encoder
         if enc is None:
-            raise ValueError("this Protector has no base encoder; pass base=... to embed texts")
+            raise InvalidInputError("this Protector has no base encoder; pass base=... to embed texts")
         return enc
 
     def _empty(self) -> np.ndarray:
@@ -185,7 +186,7 @@ class Protector:
 def _tenant_key(key: KeyArg | TenantKey | None, tenant: str) -> TenantKey | None:
     if key is None:
         if tenant:
-            raise ValueError("tenant= needs key=: without a key every tenant would share one (unkeyed) space")
+            raise InvalidInputError("tenant= needs key=: without a key every tenant would share one (unkeyed) space")
         return None
     return TenantKey.of(key, tenant=tenant)
 

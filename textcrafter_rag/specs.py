@@ -13,7 +13,7 @@ from typing import Any
 
 from .autofit import AUTO, auto_policy
 from .encoders import Encoder
-from .errors import FingerprintMismatch
+from .errors import FingerprintMismatch, InvalidInputError, InvalidTypeError
 from .mechanisms import (
     GaussianNoise,
     LDPGaussian,
@@ -55,12 +55,12 @@ def _parse_params(text: str, spec: str) -> dict[str, Any]:
     params: dict[str, Any] = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
         if "=" not in part:
-            raise ValueError(f"bad parameter {part!r} in defense spec {spec!r}; expected key=value")
+            raise InvalidInputError(f"bad parameter {part!r} in defense spec {spec!r}; expected key=value")
         key, value = (s.strip() for s in part.split("=", 1))
         try:
             params[_ALIASES.get(key, key)] = float(value)
         except ValueError:
-            raise ValueError(f"parameter {key!r} in defense spec {spec!r} must be a number") from None
+            raise InvalidInputError(f"parameter {key!r} in defense spec {spec!r} must be a number") from None
     return params
 
 
@@ -69,13 +69,15 @@ def _load_fitted(name: str, rest: str, spec: str, *, encoder: Any, rng: dict[str
     match = _PATH_AND_OPTIONS.match(rest)
     path = match.group("path").strip() if match else ""
     if not path or "=" in path:
-        raise ValueError(
+        raise InvalidInputError(
             f"defense spec {spec!r} needs the directory of a fitted mechanism: '{name}:DIR[,{strength}=X]'"
         )
     params = _parse_params(match.group("opts"), spec)
     unknown = sorted(set(params) - {strength})
     if unknown:
-        raise ValueError(f"unknown parameter(s) {', '.join(unknown)} in defense spec {spec!r}; {name} takes {strength}")
+        raise InvalidInputError(
+            f"unknown parameter(s) {', '.join(unknown)} in defense spec {spec!r}; {name} takes {strength}"
+        )
     return cls.load(path, encoder=encoder, **{strength: params.get(strength)}, **rng)
 
 
@@ -91,7 +93,7 @@ def from_spec(spec: str, *, seed: int | None = None, secure_mode: bool = False, 
         ValueError: Unknown mechanism or malformed parameters.
     """
     if not isinstance(spec, str) or not spec.strip():
-        raise ValueError("defense spec must be a non-empty string such as 'gaussian:s=0.01'")
+        raise InvalidInputError("defense spec must be a non-empty string such as 'gaussian:s=0.01'")
     name, _, rest = spec.strip().partition(":")
     name = name.lower()
     rng = {"seed": seed, "secure_mode": secure_mode}
@@ -106,11 +108,11 @@ def from_spec(spec: str, *, seed: int | None = None, secure_mode: bool = False, 
         return _load_fitted(name, rest, spec, encoder=encoder, rng=rng)
     if name not in _CLASSES:
         known = ", ".join(["none", *_CLASSES, "textcrafter", *_FITTED])
-        raise ValueError(f"unknown defense {name!r}; choose from {known}")
+        raise InvalidInputError(f"unknown defense {name!r}; choose from {known}")
     try:
         return _CLASSES[name](**_parse_params(rest, spec), **rng)
     except TypeError as exc:
-        raise ValueError(f"bad parameters in defense spec {spec!r}: {exc}") from None
+        raise InvalidInputError(f"bad parameters in defense spec {spec!r}: {exc}") from None
 
 
 def resolve_policy(
@@ -136,7 +138,7 @@ def resolve_policy(
     """
     if isinstance(policy, Mechanism):
         if secure_mode and not policy.secure_mode:
-            raise ValueError(
+            raise InvalidInputError(
                 "secure_mode=True was requested but the given mechanism was built without it; "
                 "construct it with secure_mode=True (or pass a policy path)"
             )
@@ -151,4 +153,4 @@ def resolve_policy(
         return auto_policy(encoder, secure_mode=secure_mode, seed=seed)
     if isinstance(policy, (str, os.PathLike)):
         return TextCrafter.load(policy, encoder=encoder, secure_mode=secure_mode, seed=seed)
-    raise TypeError(f"policy must be 'auto', a path or a Mechanism, got {type(policy).__name__}")
+    raise InvalidTypeError(f"policy must be 'auto', a path or a Mechanism, got {type(policy).__name__}")

@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..randomness import NoiseSource, make_noise_source
-from ..validation import check_vectors
+from ..validation import check_released, check_vectors
 
 __all__ = ["Mechanism"]
 
@@ -52,17 +52,17 @@ class Mechanism(ABC):
             A new float32 array of shape ``(n, D)``.
 
         Raises:
-            TypeError: Non-float input.
-            ValueError: Wrong shape or dimension, empty batch, NaN/Inf or all-zero rows.
+            InvalidTypeError: Non-float input.
+            InvalidInputError: Wrong shape or dimension, empty batch, NaN/Inf or all-zero rows.
+            ProtectionError: A row too large for the mechanism's float32 arithmetic (named).
         """
         return self._release(check_vectors(x, dim=self.dim))
 
     def _release(self, x32: np.ndarray) -> np.ndarray:
         """Protect an already validated float32 batch and check the output (no second validation copy)."""
-        out = np.asarray(self._protect(x32), dtype=np.float32)
-        if out.shape != x32.shape or not np.isfinite(out).all():
-            raise RuntimeError(f"{type(self).__name__} produced an invalid output; nothing was released")
-        return out
+        with np.errstate(over="ignore", invalid="ignore"):  # checked below, row by row
+            out = np.asarray(self._protect(x32), dtype=np.float32)
+        return check_released(out, shape=x32.shape, by=type(self).__name__)
 
     @abstractmethod
     def _protect(self, x: np.ndarray) -> np.ndarray:

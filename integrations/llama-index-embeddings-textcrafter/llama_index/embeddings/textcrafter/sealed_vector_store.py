@@ -19,7 +19,7 @@ text, sparse and hybrid query modes over sealed texts.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from llama_index.core.bridge.pydantic import PrivateAttr
@@ -32,7 +32,7 @@ from llama_index.core.vector_stores.types import (
     VectorStoreQueryResult,
 )
 
-from textcrafter_rag.sealed_records import ID_FIELD, RecordSealer, canonical_record_id
+from textcrafter_rag.sealed_records import ID_FIELD, RecordSealer, canonical_record_id, filter_field_names
 from textcrafter_rag.sealing import SealError, SecretKey
 
 __all__ = ["NODE_FIELD", "SealedVectorStore"]
@@ -41,13 +41,18 @@ __all__ = ["NODE_FIELD", "SealedVectorStore"]
 NODE_FIELD = "node"
 
 
-def _filter_keys(filters: MetadataFilters | None) -> list[str]:
-    if filters is None:
-        return []
-    keys: list[str] = []
-    for f in filters.filters:
-        keys += _filter_keys(f) if isinstance(f, MetadataFilters) else [f.key]
-    return keys
+#: Store-specific keyword arguments that hold a filter without "filter" in their name (Chroma, Milvus).
+_FILTER_KWARGS = ("where", "where_document", "expr")
+
+
+def _filter_keys(filters: Any, store_kwargs: Mapping[str, Any] | None = None) -> list[str]:
+    """Field names in ``MetadataFilters`` and in store-specific filter arguments (``qdrant_filters=``, ``where=``).
+
+    One definition for both frameworks: :func:`textcrafter_rag.sealed_records.filter_field_names`
+    reads any filter form (Qdrant ``models.Filter``, dicts, expressions) without importing its package.
+    """
+    extra = [v for k, v in (store_kwargs or {}).items() if "filter" in k or k in _FILTER_KWARGS]
+    return sorted(filter_field_names([filters, *extra]) if extra else filter_field_names(filters))
 
 
 class SealedVectorStore(BasePydanticVectorStore):
@@ -158,8 +163,8 @@ class SealedVectorStore(BasePydanticVectorStore):
     def _shells(self, nodes: Iterable[BaseNode]) -> list[BaseNode]:
         return [self.seal_node(n) for n in nodes]
 
-    def _check(self, filters: MetadataFilters | None) -> None:
-        self._records.check_filter_keys(_filter_keys(filters))
+    def _check(self, filters: MetadataFilters | None, store_kwargs: Mapping[str, Any] | None = None) -> None:
+        self._records.check_filter_keys(_filter_keys(filters, store_kwargs))
 
     # -- the vector store protocol ---------------------------------------------------------------
 
@@ -173,12 +178,12 @@ class SealedVectorStore(BasePydanticVectorStore):
 
     def query(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
         """The wrapped store's query, its nodes opened (stores that keep no text return ids only)."""
-        self._check(query.filters)
+        self._check(query.filters, kwargs)
         return self._open_result(self._store.query(query, **kwargs))
 
     async def aquery(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
         """Async :meth:`query`."""
-        self._check(query.filters)
+        self._check(query.filters, kwargs)
         return self._open_result(await self._store.aquery(query, **kwargs))
 
     def get_nodes(self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None) -> list[BaseNode]:
