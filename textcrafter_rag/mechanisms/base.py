@@ -13,6 +13,9 @@ from ..validation import check_released, check_vectors
 
 __all__ = ["Mechanism"]
 
+_LOCK_TYPE = type(threading.Lock())
+_LOCKS = "__locks__"  # names of the locks a pickled mechanism had (re-created, never copied)
+
 
 class Mechanism(ABC):
     """A randomised map applied row-wise to a batch of embeddings.
@@ -57,6 +60,26 @@ class Mechanism(ABC):
             ProtectionError: A row too large for the mechanism's float32 arithmetic (named).
         """
         return self._release(check_vectors(x, dim=self.dim))
+
+    def __getstate__(self) -> dict[str, Any]:
+        locks = [k for k, v in self.__dict__.items() if isinstance(v, _LOCK_TYPE)]
+        state = {k: v for k, v in self.__dict__.items() if k not in locks}
+        state[_LOCKS] = locks
+        state.pop("_noise", None)  # never copied: see __setstate__
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """A copy (another process of a pool) gets its own locks and its own noise source.
+
+        Why: a copied generator state would give the copy the same noise draws as the original, and
+        two releases with the same noise leak their difference. Unseeded, the copy's noise is fresh;
+        seeded (experiments), it restarts from the seed.
+        """
+        state = dict(state)
+        for name in state.pop(_LOCKS, ["_lock"]):
+            state[name] = threading.Lock()
+        self.__dict__.update(state)
+        self._noise = make_noise_source(seed=self.seed, secure_mode=self.secure_mode, owner=type(self).__name__)
 
     def _release(self, x32: np.ndarray) -> np.ndarray:
         """Protect an already validated float32 batch and check the output (no second validation copy)."""

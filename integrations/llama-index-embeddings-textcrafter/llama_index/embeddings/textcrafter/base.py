@@ -12,6 +12,7 @@ this wrapper's public methods report vectors, and those are protected (queries t
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import warnings
 from collections.abc import Callable
@@ -24,6 +25,7 @@ from llama_index.core.instrumentation import DISPATCHER_SPAN_DECORATED_ATTR
 
 from textcrafter_rag import Encoder, Protector
 from textcrafter_rag.adapters import AdapterOptions, build_protector, per_text_encoder
+from textcrafter_rag.errors import InvalidInputError
 from textcrafter_rag.keyed import KeyArg
 from textcrafter_rag.specs import DEFAULT_POLICY, PolicyArg
 
@@ -113,6 +115,13 @@ class ProtectedEmbedding(BaseEmbedding):
             LlamaIndex base, ``embed_batch_size``, ``num_workers`` and ``rate_limiter`` default to
             the base's.
 
+    Pickling (``IngestionPipeline(num_workers=...)``, process pools) rebuilds the embedding from its
+    constructor arguments in the other process -- never LlamaIndex's default, which drops what it
+    cannot pickle and rebuilds a bundled-MiniLM copy. A key given by value refuses to be pickled
+    (:class:`~textcrafter_rag.errors.NotPicklableError`); a key read with
+    ``textcrafter_rag.sealing.load_key(PATH)`` or ``load_key(env=NAME)`` travels as that reference
+    and each process reads it itself.
+
     Raises:
         textcrafter_rag.MissingPolicyError: No policy ships or is cached for the encoder and
             ``TEXTCRAFTER_AUTO_FIT=0`` forbids fitting one.
@@ -121,6 +130,7 @@ class ProtectedEmbedding(BaseEmbedding):
 
     _base: Any = PrivateAttr()
     _protector: Protector = PrivateAttr()
+    _init_args: dict[str, Any] = PrivateAttr()
 
     def __init__(
         self,
@@ -144,10 +154,21 @@ class ProtectedEmbedding(BaseEmbedding):
             key=key,
             tenant=tenant,
         )
+        init_args = dict(
+            base=base,
+            policy=policy,
+            protect_queries=protect_queries,
+            secure_mode=secure_mode,
+            seed=seed,
+            chunk_size=chunk_size,
+            key=options.key,  # a SecretKey: pickles as a load_key reference, or refuses
+            tenant=tenant,
+            **kwargs,
+        )
         if key is not None and kwargs.get("embeddings_cache") is not None:
             # LlamaIndex keys its cache by the text alone: one cache would hand one tenant's (or key's)
             # rotated vectors to another, and a document's protected vector to a query of the same text
-            raise ValueError("embeddings_cache cannot be used with key=: its entries are keyed by text only")
+            raise InvalidInputError("embeddings_cache cannot be used with key=: its entries are keyed by text only")
         built = build_protector(base, options=options, paths=_paths)
         if isinstance(built.base, BaseEmbedding):
             if built.base.embeddings_cache is not None:
@@ -168,6 +189,10 @@ class ProtectedEmbedding(BaseEmbedding):
         super().__init__(**kwargs)
         self._base = built.base
         self._protector = built.protector
+        self._init_args = init_args
+
+    def __reduce__(self) -> Any:
+        return (functools.partial(type(self), **self._init_args), ())
 
     @classmethod
     def class_name(cls) -> str:
