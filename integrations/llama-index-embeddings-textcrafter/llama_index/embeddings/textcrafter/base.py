@@ -4,9 +4,10 @@ Raw vectors never pass through LlamaIndex's instrumentation: the base model is c
 only through its private ``_get_*`` methods (no ``EmbeddingEndEvent``, no callback
 payload, no ``embeddings_cache`` entry), and with the ``dispatcher.span`` decorator that
 LlamaIndex puts on every subclass's ``_get_text_embedding``/``_get_query_embedding``
-peeled off, so span handlers never receive a raw vector as a span result either. Only
-this wrapper's public methods report vectors, and those are protected (queries too if
-``protect_queries``).
+peeled off, so span handlers never receive a raw vector as a span result either. This
+wrapper's own methods report texts without vectors (:mod:`.instrumentation`): even protected
+vectors paired with their texts help an observer (a keyed rotation falls to a few hundred such
+pairs). ``report_vectors=True`` opts in to LlamaIndex's full events, protected vectors only.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ from textcrafter_rag.adapters import AdapterOptions, build_protector, per_text_e
 from textcrafter_rag.errors import InvalidInputError
 from textcrafter_rag.keyed import KeyArg
 from textcrafter_rag.specs import DEFAULT_POLICY, PolicyArg
+
+from .instrumentation import VectorFreeEmbedding, without_span
 
 __all__ = ["BypassedCacheWarning", "ProtectedEmbedding", "span_free_encoders"]
 
@@ -88,7 +91,7 @@ def _paths(base: Any) -> tuple[Any, Encoder | None]:
     return span_free_encoders(base) if isinstance(base, BaseEmbedding) else (base, None)
 
 
-class ProtectedEmbedding(BaseEmbedding):
+class ProtectedEmbedding(VectorFreeEmbedding):
     """Embed with any base model, then protect document vectors with a TextCrafter policy.
 
     All protection is done by :class:`textcrafter_rag.Protector`, one policy call per batch, built by
@@ -111,7 +114,9 @@ class ProtectedEmbedding(BaseEmbedding):
             :class:`textcrafter_rag.Protector`). Only the protector holds the key; it appears in no
             repr, serialisation or error.
         **kwargs: ``BaseEmbedding`` fields (``embed_batch_size``, ``embeddings_cache`` -- refused with
-            ``key``, since LlamaIndex keys it by text alone --, ...). For a
+            ``key``, since LlamaIndex keys it by text alone --, ...), and ``report_vectors``: put the
+            (protected) vectors in LlamaIndex's embedding events, callbacks and span results; off by
+            default, so observability handlers see texts without vectors. For a
             LlamaIndex base, ``embed_batch_size``, ``num_workers`` and ``rate_limiter`` default to
             the base's.
 
@@ -215,21 +220,27 @@ class ProtectedEmbedding(BaseEmbedding):
         return payload
 
     # Documents: always protected, one policy call per batch.
+    @without_span  # a span around it would hand its result, the vectors, to span handlers
     def _get_text_embedding(self, text: str) -> Embedding:
         return self._protector.embed_documents([text])[0].tolist()
 
+    @without_span  # a span around it would hand its result, the vectors, to span handlers
     def _get_text_embeddings(self, texts: list[str]) -> list[Embedding]:
         return self._protector.embed_documents(texts).tolist()
 
+    @without_span  # a span around it would hand its result, the vectors, to span handlers
     async def _aget_text_embedding(self, text: str) -> Embedding:
         return (await self._protector.aembed_documents([text]))[0].tolist()
 
+    @without_span  # a span around it would hand its result, the vectors, to span handlers
     async def _aget_text_embeddings(self, texts: list[str]) -> list[Embedding]:
         return (await self._protector.aembed_documents(texts)).tolist()
 
     # Queries: the base's query path; noised only if protect_queries, rotated whenever keyed.
+    @without_span  # a span around it would hand its result, the vectors, to span handlers
     def _get_query_embedding(self, query: str) -> Embedding:
         return self._protector.embed_query(query).tolist()
 
+    @without_span  # a span around it would hand its result, the vectors, to span handlers
     async def _aget_query_embedding(self, query: str) -> Embedding:
         return (await self._protector.aembed_query(query)).tolist()
