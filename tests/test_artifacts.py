@@ -9,7 +9,7 @@ from _textcrafter_helpers import make_textcrafter
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from textcrafter_rag.artifacts import ArtifactError
+from textcrafter_rag.artifacts import CONFIG_DIGEST, ArtifactError, config_digest
 from textcrafter_rag.textcrafter import TextCrafter
 
 
@@ -51,12 +51,76 @@ def test_config_records_versions_and_hash(saved) -> None:
     ],
 )
 def test_edited_config_is_refused(saved, tmp_path, edit, message) -> None:
+    """Even with its digest recomputed, an inconsistent config is refused by the checks behind the digest."""
+    dst = _copy(saved, tmp_path)
+    cfg = json.loads((dst / "config.json").read_text())
+    edit(cfg)
+    cfg[CONFIG_DIGEST] = config_digest(cfg)
+    (dst / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(ArtifactError, match=message):
+        TextCrafter.load(dst)
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda c: c.update(eps=0.01),  # issue 24.1: a quieter policy, released silently before
+        lambda c: c.update(norm_scale=1e-6),
+        lambda c: c["policy"].update(max_snr=100.0),
+        lambda c: c.update(provenance={"corpus": "edited"}),
+        lambda c: c.pop(CONFIG_DIGEST),
+        lambda c: c.update({CONFIG_DIGEST: "0" * 64}),
+    ],
+)
+def test_config_edited_without_its_digest_is_refused(saved, tmp_path, edit) -> None:
     dst = _copy(saved, tmp_path)
     cfg = json.loads((dst / "config.json").read_text())
     edit(cfg)
     (dst / "config.json").write_text(json.dumps(cfg))
-    with pytest.raises(ArtifactError, match=message):
+    with pytest.raises(ArtifactError, match=CONFIG_DIGEST):
         TextCrafter.load(dst)
+
+
+def test_digest_survives_reformatting(saved, tmp_path) -> None:
+    """The digest is over canonical JSON: re-indenting or reordering the same values keeps the policy loadable."""
+    dst = _copy(saved, tmp_path)
+    cfg = json.loads((dst / "config.json").read_text())
+    (dst / "config.json").write_text(json.dumps(dict(reversed(list(cfg.items())))))
+    assert TextCrafter.load(dst).eps == 2.5
+
+
+def test_shipped_policies_are_digested_and_their_edits_refused(tmp_path) -> None:
+    from textcrafter_rag import Protector
+    from textcrafter_rag.policies import SHIPPED, shipped_policy_path
+
+    for model_id, by_eps in SHIPPED.items():
+        for eps in by_eps:
+            path = shipped_policy_path(model_id, eps=eps)
+            cfg = json.loads((path / "config.json").read_text())
+            assert cfg[CONFIG_DIGEST] == config_digest(cfg)
+            assert TextCrafter.load(path).eps == eps
+    dst = tmp_path / "shipped-copy"
+    shutil.copytree(shipped_policy_path(next(iter(SHIPPED)), eps=1.0), dst)
+    cfg = json.loads((dst / "config.json").read_text())
+    cfg["eps"] = 0.01
+    (dst / "config.json").write_text(json.dumps(cfg, indent=2))
+    with pytest.raises(ArtifactError, match=CONFIG_DIGEST):
+        Protector(mechanism=str(dst))
+
+
+def test_restamp_vouches_for_a_legacy_config_and_keeps_the_weights(saved, tmp_path) -> None:
+    from textcrafter_rag.artifacts import restamp_artifact
+
+    dst = _copy(saved, tmp_path)
+    weights = (dst / "model.safetensors").read_bytes()
+    cfg = json.loads((dst / "config.json").read_text())
+    cfg.pop(CONFIG_DIGEST)
+    (dst / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(ArtifactError, match="restamp"):
+        TextCrafter.load(dst)
+    restamp_artifact(dst, kind="textcrafter-policy")
+    assert TextCrafter.load(dst).eps == 2.5
+    assert (dst / "model.safetensors").read_bytes() == weights
 
 
 def test_missing_or_garbage_files_are_refused(saved, tmp_path) -> None:

@@ -140,7 +140,7 @@ def test_tampered_adapted_attacker_is_refused(setup, tmp_path):
     cfg["architecture"]["n_layers"] = 2
     (entry / CONFIG_NAME).write_text(json.dumps(cfg))
     again = Counting()
-    with pytest.raises(ArtifactError, match="invalid textcrafter-inverter"):
+    with pytest.raises(ArtifactError, match="config_sha256"):  # the edit is caught by the config's digest
         adapt_inverter(
             inv, again, encoder=enc, texts=TEXTS, n_pairs=4, cache_dir=tmp_path, train_config=FAST, progress=False
         )

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from textcrafter_rag import MissingPolicyError, Protector
+from textcrafter_rag import MissingPolicyError, Protector, TextcrafterError
 from textcrafter_rag.autofit import AUTO_FIT_ENV, HOME_ENV, AutoFitConfig, auto_policy, cached_policy_dir
 from textcrafter_rag.encoders import Encoder
 from textcrafter_rag.textcrafter import CalibrationConfig, TextCrafter, TrainingConfig
@@ -108,3 +108,74 @@ def test_two_processes_fitting_at_once_fit_once(home: Path) -> None:
     results = sorted(out.strip().splitlines()[-1] for out, _ in outputs)
     assert results == ["FITTED", "LOADED"]  # the lock serialised them, whichever started first
     assert len(list((home / "policies").glob("*/config.json"))) == 1
+
+
+class _CountingEncoder(Encoder):
+    """A tiny deterministic encoder that counts every text it is sent (an API encoder's bill)."""
+
+    def __init__(self, name: str) -> None:
+        self.texts = 0
+
+        def encode(texts: list[str]) -> np.ndarray:
+            self.texts += len(texts)
+            rng = np.random.default_rng([len(t) for t in texts])
+            return rng.standard_normal((len(texts), 16))
+
+        super().__init__(encode, model_id=name)
+
+
+def test_an_unwritable_cache_refuses_before_any_text_is_encoded(tmp_path: Path, monkeypatch) -> None:
+    """Issue 24.7: an unwritable cache fitted (1,013 texts) on every start, then failed with a raw OSError."""
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the cache folder should be")
+    monkeypatch.setenv(HOME_ENV, str(blocker / "home"))
+    monkeypatch.delenv(AUTO_FIT_ENV, raising=False)
+    enc = _CountingEncoder("acme/api-embedder")
+    with pytest.raises(MissingPolicyError, match=f"cannot be written.*{HOME_ENV}.*textcrafter fit") as info:
+        auto_policy(enc, config=TINY, progress=False, log=None)
+    assert enc.texts == 0 and "OSError" not in type(info.value).__name__
+    assert isinstance(info.value, TextcrafterError)
+
+
+@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0, reason="root writes into read-only folders")
+def test_a_read_only_cache_with_a_stale_lock_refuses_before_fitting(home: Path) -> None:
+    root = home / "policies"
+    root.mkdir()
+    enc = _CountingEncoder("acme/api-embedder")
+    (root / "acme-api-embedder-16d-eps1-auto-v1-000000000000.lock").write_text("")  # left by a crashed process
+    root.chmod(0o555)
+    try:
+        with pytest.raises(MissingPolicyError, match="cannot be written"):
+            auto_policy(enc, config=TINY, progress=False, log=None)
+        assert enc.texts == 0
+    finally:
+        root.chmod(0o755)
+
+
+def test_a_cached_policy_in_a_cache_that_cannot_be_written_is_still_used(minilm, tmp_path: Path, monkeypatch) -> None:
+    """Only fitting needs a writable cache: a policy fitted earlier is found, whatever the folder's mode."""
+    enc = _scaled(minilm, 1.0, "acme/embedder-ro")
+    monkeypatch.setenv(HOME_ENV, str(tmp_path))
+    monkeypatch.delenv(AUTO_FIT_ENV, raising=False)
+    fitted = auto_policy(enc, config=TINY, progress=False, log=None)
+    import textcrafter_rag.autofit as autofit
+
+    monkeypatch.setattr(autofit, "_unwritable", lambda root: "PermissionError")  # as if mounted read-only
+    again = auto_policy(enc, config=TINY, progress=False, log=None)
+    assert again.path == fitted.path
+    with pytest.raises(MissingPolicyError, match="cannot be written"):
+        auto_policy(_scaled(minilm, 2.0, "acme/other-embedder"), config=TINY, progress=False, log=None)
+
+
+def test_an_edited_cached_policy_is_refused(minilm, home: Path) -> None:
+    """Issue 24.1 for auto-fit caches: the cached config is verified like a saved policy's."""
+    from textcrafter_rag.errors import ArtifactError
+
+    enc = _scaled(minilm, 1.0, "acme/embedder-edited")
+    auto_policy(enc, config=TINY, progress=False, log=None)
+    cfg_path = cached_policy_dir(enc) / "config.json"
+    cfg = json.loads(cfg_path.read_text())
+    cfg["eps"] = 0.01
+    cfg_path.write_text(json.dumps(cfg))
+    with pytest.raises(ArtifactError, match="config_sha256"):
+        auto_policy(enc, config=TINY, progress=False, log=None)

@@ -9,7 +9,7 @@ import textwrap
 import pytest
 
 from textcrafter_rag import TextcrafterError
-from textcrafter_rag.extras import MissingExtraError
+from textcrafter_rag.errors import MissingDependencyError
 from textcrafter_rag.metrics import corpus_bleu, rouge_l
 
 #: The packages of the ``audit`` extra (pyproject.toml), as imported.
@@ -46,6 +46,6 @@ def test_protection_and_the_cli_run_without_the_audit_extra() -> None:
 @pytest.mark.parametrize(("module", "call"), [("sacrebleu", corpus_bleu), ("rouge_score", rouge_l)])
 def test_a_missing_extra_is_named(monkeypatch, module, call) -> None:
     monkeypatch.setitem(sys.modules, module, None)  # `import module` now raises ImportError
-    with pytest.raises(MissingExtraError, match=r"pip install 'textcrafter-rag\[audit\]'") as raised:
+    with pytest.raises(MissingDependencyError, match=r"pip install 'textcrafter-rag\[audit\]'") as raised:
         call(["a b"], ["a b"])
     assert isinstance(raised.value, TextcrafterError) and isinstance(raised.value, ImportError)

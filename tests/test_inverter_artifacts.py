@@ -13,7 +13,7 @@ from _textcrafter_helpers import TINY_INVERTER_SENTENCES, make_textcrafter
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from textcrafter_rag.artifacts import CONFIG_NAME, WEIGHTS_NAME
+from textcrafter_rag.artifacts import CONFIG_DIGEST, CONFIG_NAME, WEIGHTS_NAME, config_digest
 from textcrafter_rag.attacks import Corrector, Inverter
 from textcrafter_rag.attacks.inverter_io import CORRECTOR_KIND, INVERTER_KIND, TOKENIZER_DIR
 from textcrafter_rag.errors import ArtifactError
@@ -33,9 +33,24 @@ def copy(saved, tmp_path):
 
 
 def _edit_config(path, edit) -> None:
+    """Edit the config and recompute its digest, so the checks behind the digest are what is tested."""
     cfg = json.loads((path / CONFIG_NAME).read_text())
     edit(cfg)
+    cfg[CONFIG_DIGEST] = config_digest(cfg)
     (path / CONFIG_NAME).write_text(json.dumps(cfg))
+
+
+def test_edited_config_without_its_digest_is_refused_and_a_legacy_one_read(copy):
+    """An inverter is the attacker's own cached model: one saved before configs were hashed still loads."""
+    cfg = json.loads((copy / CONFIG_NAME).read_text())
+    cfg["architecture"]["n_layers"] += 1
+    (copy / CONFIG_NAME).write_text(json.dumps(cfg))
+    with pytest.raises(ArtifactError, match=CONFIG_DIGEST):
+        Inverter.load(copy)
+    cfg["architecture"]["n_layers"] -= 1
+    del cfg[CONFIG_DIGEST]
+    (copy / CONFIG_NAME).write_text(json.dumps(cfg))
+    assert isinstance(Inverter.load(copy, device="cpu"), Inverter)
 
 
 def test_round_trip_is_exact(tiny_inverter, saved, minilm):

@@ -6,10 +6,12 @@ import uuid
 
 import pytest
 
+from textcrafter_rag.errors import TextcrafterError
 from textcrafter_rag.sealed_records import (
     ID_FIELD,
     RecordSealer,
     canonical_record_id,
+    filter_field_names,
     new_record_id,
 )
 from textcrafter_rag.sealing import Sealer, SealError, generate_key
@@ -118,3 +120,89 @@ def test_refusals(key: str, records: RecordSealer) -> None:
     records.check_filter_keys(["category", "pages"])
     assert key not in repr(records) and "redacted" in repr(records)
     assert records.plain_metadata(META) == {"category": "moves", "pages": 3}
+
+
+@pytest.mark.parametrize(
+    "change",
+    ["delete_author", "delete_both", "add_sealed_field", "opened_with_fewer_fields", "opened_with_more_fields_present"],
+)
+def test_the_set_of_sealed_fields_is_bound(key: str, records: RecordSealer, change: str) -> None:
+    """Issue 24.4: a record whose sealed field was deleted (a Qdrant payload overwritten) no longer opens without it."""
+    sealed = records.seal(TEXT, META, record_id="doc-1")
+    meta, opener = dict(sealed.metadata), records
+    if change == "delete_author":
+        del meta["author"]
+    elif change == "delete_both":
+        del meta["author"], meta["dob"]
+    elif change == "add_sealed_field":  # a record sealed without "dob" given one
+        sealed = records.seal(TEXT, {"author": "Jane Doe"}, record_id="doc-1")
+        meta = {**sealed.metadata, "dob": records.seal(TEXT, META, record_id="doc-1").metadata["dob"]}
+    elif change == "opened_with_fewer_fields":
+        opener = RecordSealer(key, sealed_metadata=("author",))
+    elif change == "opened_with_more_fields_present":
+        opener = RecordSealer(key, sealed_metadata=("author", "dob", "category"))
+    with pytest.raises(SealError, match="sealed metadata field was removed or added") as info:
+        opener.open(sealed.text, meta, store_id="doc-1")
+    assert key not in str(info.value) and "Jane" not in str(info.value)
+
+
+def test_reserved_and_plain_keys_are_not_part_of_the_bound_set(key: str, records: RecordSealer) -> None:
+    """Keys outside sealed_metadata (store-added fields, another layer's ``_tc_*`` values) may come and go."""
+    sealed = records.seal(TEXT, META, record_id="doc-1")
+    vec = records.seal_value([0.1, 0.2], record_id="doc-1", field="vector")
+    meta = {k: v for k, v in sealed.metadata.items() if k != "category"} | {"_tc_vec": vec, "_id": "doc-1"}
+    opened = records.open(sealed.text, meta, store_id="doc-1")
+    assert opened.text == TEXT and opened.metadata["author"] == "Jane Doe" and "category" not in opened.metadata
+    assert records.open_value(opened.metadata["_tc_vec"], record_id="doc-1", field="vector") == [0.1, 0.2]
+    # a field listed in sealed_metadata but absent from both sealing and opening changes nothing
+    wider = RecordSealer(key, sealed_metadata=("author", "dob", "email"))
+    assert wider.open(sealed.text, sealed.metadata, store_id="doc-1").text == TEXT
+
+
+def test_filters_on_sealed_fields_are_refused_whatever_their_form(records: RecordSealer) -> None:
+    """Issue 24.8: a Qdrant models.Filter on a sealed field matched nothing, silently."""
+    from llama_index.core.vector_stores.types import MetadataFilter, MetadataFilters
+    from qdrant_client import models
+
+    def field(key: str) -> models.FieldCondition:
+        return models.FieldCondition(key=key, match=models.MatchValue(value="x"))
+
+    sealed_filters = [
+        {"author": "Jane"},
+        {"$and": [{"category": "moves"}, {"$or": [{"dob": {"$eq": "1980"}}]}]},
+        {"bool": {"must": [{"term": {"metadata.author": "Jane"}}]}},  # Elasticsearch-style nesting
+        {"must": [{"key": "metadata.dob", "match": {"value": "1980"}}]},  # a dict-shaped Qdrant filter
+        models.Filter(must=[field("metadata.author")]),  # langchain_qdrant's payload layout
+        models.Filter(must=[field("category")], should=[models.Filter(must_not=[field("dob")])]),
+        models.Filter(min_should=models.MinShould(conditions=[field("author")], min_count=1)),
+        models.Filter(must=[models.IsEmptyCondition(is_empty=models.PayloadField(key="author"))]),
+        models.Filter(must=[models.NestedCondition(nested=models.Nested(key="author", filter=models.Filter()))]),
+        models.Filter(must=[field("author.city")]),  # a path under a sealed field
+        MetadataFilters(
+            filters=[
+                MetadataFilter(key="category", value="m"),
+                MetadataFilters(filters=[MetadataFilter(key="dob", value="1980")]),
+            ]
+        ),
+        "category == 'moves' and author == \"x\"",  # a Milvus-style expression
+    ]
+    for flt in sealed_filters:
+        with pytest.raises(ValueError, match="cannot filter on sealed") as info:
+            records.check_filter(flt)
+        assert isinstance(info.value, TextcrafterError)
+    plain_filters = [
+        None,
+        {"category": "moves", "pages": {"$gt": 2}},
+        {"category": "author"},  # a value equal to a sealed field's name is not a field
+        models.Filter(must=[field("metadata.category"), field("pages")]),
+        MetadataFilters(filters=[MetadataFilter(key="category", value="author")]),
+        "category == 'author'",
+        models.Filter(must=[field("authorship")]),  # another field sharing a prefix
+    ]
+    for flt in plain_filters:
+        records.check_filter(flt)
+    assert filter_field_names(models.Filter(must=[field("a")], should=[field("b")], must_not=[field("c")])) == {
+        "a",
+        "b",
+        "c",
+    }

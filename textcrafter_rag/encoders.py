@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import FingerprintMismatch
+from .errors import FingerprintMismatch, InvalidInputError, InvalidTypeError
 from .numerics import row_cosines
 from .validation import check_texts, check_vectors
 
@@ -82,13 +82,11 @@ class Encoder:
         return self._dimension
 
     def _check(self, out: Any, n: int) -> np.ndarray:
-        arr = check_vectors(
-            np.asarray(out, dtype=np.float64) if isinstance(out, list) else out,
-            dim=self._dimension,
-            name=f"output of encoder {self.model_id!r}",
+        arr = check_vectors(  # lists of ints are read as floats; strings are refused by type, never by value
+            out, dim=self._dimension, name=f"output of encoder {self.model_id!r}", cast_numbers=isinstance(out, list)
         )
         if arr.shape[0] != n:
-            raise ValueError(f"encoder {self.model_id!r} returned {arr.shape[0]} vectors for {n} texts")
+            raise InvalidInputError(f"encoder {self.model_id!r} returned {arr.shape[0]} vectors for {n} texts")
         if self._dimension is None:
             self._dimension = int(arr.shape[1])
         return arr
@@ -160,7 +158,7 @@ def as_encoder(base: Any, *, normalize: bool = True, batch_size: int = 64, model
     elif callable(base):
         enc = Encoder(base, model_id=getattr(base, "__name__", "callable"))
     else:
-        raise TypeError(
+        raise InvalidTypeError(
             f"cannot use {type(base).__name__} as a base encoder: pass a SentenceTransformer, a LangChain "
             "Embeddings, a LlamaIndex BaseEmbedding, or a callable list[str] -> array"
         )

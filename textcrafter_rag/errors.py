@@ -15,6 +15,7 @@ __all__ = [
     "InvalidTypeError",
     "ProtectionError",
     "NotPicklableError",
+    "MissingDependencyError",
     "ArtifactError",
     "MissingPolicyError",
     "FingerprintMismatch",
@@ -43,6 +44,10 @@ class ProtectionError(TextcrafterError, ValueError):
 
 class NotPicklableError(TextcrafterError, TypeError):
     """An object holding a secret key refuses to be pickled (copies would carry the key, or lose it silently)."""
+
+
+class MissingDependencyError(TextcrafterError, ImportError):
+    """An optional package or model this feature needs is not installed (the message says what to install)."""
 
 
 class ArtifactError(TextcrafterError, ValueError):

@@ -8,18 +8,14 @@ when one of its packages is missing, :func:`missing_extra` names the extra to in
 
 from __future__ import annotations
 
-from .errors import TextcrafterError
+from .errors import MissingDependencyError
 
-__all__ = ["MissingExtraError", "missing_extra"]
-
-
-class MissingExtraError(TextcrafterError, ImportError):
-    """An optional package is not installed; the message names the extra that installs it."""
+__all__ = ["missing_extra"]
 
 
-def missing_extra(package: str, *, extra: str, purpose: str) -> MissingExtraError:
+def missing_extra(package: str, *, extra: str, purpose: str) -> MissingDependencyError:
     """The error to raise (``from`` the ``ImportError``) when ``package`` of the extra ``extra`` is missing."""
-    return MissingExtraError(
+    return MissingDependencyError(
         f"{purpose} needs the package {package}, which textcrafter-rag installs only with an extra: "
         f"pip install 'textcrafter-rag[{extra}]'"
     )

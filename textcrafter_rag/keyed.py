@@ -45,8 +45,9 @@ from typing import Any
 import numpy as np
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
+from .errors import InvalidInputError, InvalidTypeError, NotPicklableError
 from .sealing import SecretKey
-from .validation import check_vectors
+from .validation import check_released, check_vectors
 
 __all__ = [
     "ALGORITHM",
@@ -75,9 +76,9 @@ KeyArg = bytes | str | SecretKey
 
 def _check_dim(dim: Any) -> int:
     if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)):
-        raise TypeError(f"dim must be an int, got {type(dim).__name__}")
+        raise InvalidTypeError(f"dim must be an int, got {type(dim).__name__}")
     if not 1 <= int(dim) <= MAX_DIM:
-        raise ValueError(f"dim must be between 1 and {MAX_DIM}, got {int(dim)}")
+        raise InvalidInputError(f"dim must be between 1 and {MAX_DIM}, got {int(dim)}")
     return int(dim)
 
 
@@ -106,7 +107,7 @@ def haar_from_subkey(subkey: bytes, dim: int) -> np.ndarray:
         dim: The dimension ``D``.
     """
     if not isinstance(subkey, bytes) or len(subkey) != 32:
-        raise ValueError("subkey must be 32 bytes")
+        raise InvalidInputError("subkey must be 32 bytes")
     dim = _check_dim(dim)
     g = keyed_normals(subkey, dim, dim * dim).reshape(dim, dim)
     q, r = np.linalg.qr(g)
@@ -174,7 +175,7 @@ class KeyedRotation:
 
     def __init__(self, key: bytes | str | SecretKey, *, tenant: str = "", dim: int) -> None:
         if not isinstance(tenant, str):
-            raise TypeError(f"tenant must be a str, got {type(tenant).__name__}")
+            raise InvalidTypeError(f"tenant must be a str, got {type(tenant).__name__}")
         self._dim = _check_dim(dim)
         self._tenant = tenant
         secret = SecretKey(key)
@@ -207,12 +208,16 @@ class KeyedRotation:
         always be moved; the protection entry points reject them before they get here.
         """
         x = check_vectors(x, dim=self._dim, name=name, allow_zero_rows=True)
-        return x @ self._q32.T
+        with np.errstate(over="ignore", invalid="ignore"):  # a row near float32's limit: refused, named, below
+            out = x @ self._q32.T
+        return check_released(out, shape=x.shape, by="the keyed rotation", name=name)
 
     def invert(self, y: Any, *, name: str = "stored vectors") -> np.ndarray:
         """Undo :meth:`apply`: ``y @ Q`` (only the key holder can)."""
         y = check_vectors(y, dim=self._dim, name=name, allow_zero_rows=True)
-        return y @ self._q32
+        with np.errstate(over="ignore", invalid="ignore"):
+            out = y @ self._q32
+        return check_released(out, shape=y.shape, by="the keyed rotation", name=name)
 
     def rekey_matrix(self, other: KeyedRotation) -> np.ndarray:
         """The float32 ``M = Q_self Q_other^T``, so ``y @ M == other.apply(self.invert(y))``.
@@ -220,9 +225,9 @@ class KeyedRotation:
         Computed in float64, so moving a store costs one float32 rounding, not two.
         """
         if not isinstance(other, KeyedRotation):
-            raise TypeError(f"other must be a KeyedRotation, got {type(other).__name__}")
+            raise InvalidTypeError(f"other must be a KeyedRotation, got {type(other).__name__}")
         if other.dim != self._dim:
-            raise ValueError(f"cannot rekey: this rotation is {self._dim}-d, the other {other.dim}-d")
+            raise InvalidInputError(f"cannot rekey: this rotation is {self._dim}-d, the other {other.dim}-d")
         return (self._q64 @ other._q64.T).astype(np.float32)
 
     def rekey(self, y: Any, other: KeyedRotation, *, name: str = "stored vectors") -> np.ndarray:
@@ -233,13 +238,15 @@ class KeyedRotation:
         """
         m = self.rekey_matrix(other)
         y = check_vectors(y, dim=self._dim, name=name, allow_zero_rows=True)
-        return y @ m
+        with np.errstate(over="ignore", invalid="ignore"):
+            out = y @ m
+        return check_released(out, shape=y.shape, by="the rekeying", name=name)
 
     def __repr__(self) -> str:
         return f"KeyedRotation(tenant={self._tenant!r}, dim={self._dim}, key=<redacted>)"
 
     def __reduce__(self) -> Any:
-        raise TypeError("a KeyedRotation is not picklable: pass the key to each process explicitly")
+        raise NotPicklableError("a KeyedRotation is not picklable: pass the key to each process explicitly")
 
     def __copy__(self) -> KeyedRotation:
         return self  # immutable
@@ -267,7 +274,7 @@ class TenantKey:
     def __post_init__(self) -> None:
         object.__setattr__(self, "key", SecretKey(self.key))
         if not isinstance(self.tenant, str):
-            raise TypeError(f"tenant must be a str, got {type(self.tenant).__name__}")
+            raise InvalidTypeError(f"tenant must be a str, got {type(self.tenant).__name__}")
 
     @classmethod
     def of(cls, key: KeyArg | TenantKey, *, tenant: str = "") -> TenantKey:
@@ -278,7 +285,7 @@ class TenantKey:
         """
         if isinstance(key, TenantKey):
             if tenant and tenant != key.tenant:
-                raise ValueError(f"tenant={tenant!r} contradicts the TenantKey's tenant {key.tenant!r}")
+                raise InvalidInputError(f"tenant={tenant!r} contradicts the TenantKey's tenant {key.tenant!r}")
             return key
         return cls(key, tenant)  # type: ignore[arg-type]
 
@@ -313,7 +320,7 @@ class Whitening:
         matrix = np.asarray(matrix, dtype=np.float64)
         d = mean.shape[0] if mean.ndim == 1 else -1
         if mean.ndim != 1 or matrix.shape != (d, d) or not (np.isfinite(mean).all() and np.isfinite(matrix).all()):
-            raise ValueError("a whitening needs a finite mean (D,) and a finite matrix (D, D)")
+            raise InvalidInputError("a whitening needs a finite mean (D,) and a finite matrix (D, D)")
         self._mean, self._w = mean, matrix
         self._inverse = np.linalg.inv(matrix)  # raises LinAlgError for a singular matrix
 
@@ -322,13 +329,13 @@ class Whitening:
         """Estimate mean and ``W`` from calibration embeddings ``(n, D)`` (``n`` well above ``D``)."""
         x = check_vectors(calibration, name="calibration embeddings").astype(np.float64)
         if not (np.isfinite(shrinkage) and shrinkage >= 0):
-            raise ValueError("shrinkage must be a finite number >= 0")
+            raise InvalidInputError("shrinkage must be a finite number >= 0")
         if x.shape[0] < 2:
-            raise ValueError("whitening needs at least 2 calibration embeddings")
+            raise InvalidInputError("whitening needs at least 2 calibration embeddings")
         vals, vecs = np.linalg.eigh(np.cov(x, rowvar=False))
         vals = np.maximum(vals, 0.0) + float(shrinkage) * max(float(vals.mean()), 1e-12)
         if vals.min() <= 0:
-            raise ValueError("the calibration covariance is singular: use shrinkage > 0 or more embeddings")
+            raise InvalidInputError("the calibration covariance is singular: use shrinkage > 0 or more embeddings")
         return cls(x.mean(axis=0), (vecs / np.sqrt(vals)) @ vecs.T)
 
     @property

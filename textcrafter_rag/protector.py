@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from .encoders import Encoder, as_encoder, encoder_from_name
+from .errors import InvalidInputError
 from .keyed import KeyArg, KeyedRotation, TenantKey
 from .mechanisms import Mechanism
 from .options import ProtectionOptions
@@ -125,7 +126,7 @@ class Protector:
     def _require_encoder(self, *, query: bool = False) -> Encoder:
         enc = self.query_encoder if query else self.encoder
         if enc is None:
-            raise ValueError("this Protector has no base encoder; pass base=... to embed texts")
+            raise InvalidInputError("this Protector has no base encoder; pass base=... to embed texts")
         return enc
 
     def _empty(self) -> np.ndarray:

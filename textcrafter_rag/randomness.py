@@ -17,6 +17,8 @@ import warnings
 
 import numpy as np
 
+from .errors import InvalidInputError
+
 __all__ = ["NoiseSource", "SeededNoise", "SecureNoise", "make_noise_source", "SeedWarning"]
 
 
@@ -106,7 +108,7 @@ def make_noise_source(*, seed: int | None, secure_mode: bool, owner: str) -> Noi
     """
     if secure_mode:
         if seed is not None:
-            raise ValueError("secure_mode=True cannot be combined with a fixed seed")
+            raise InvalidInputError("secure_mode=True cannot be combined with a fixed seed")
         return SecureNoise()
     if seed is not None:
         warnings.warn(

@@ -8,6 +8,10 @@ sealed and how, so that rule lives here, free of any framework:
 * the **metadata fields the user names** are sealed, each as JSON (field ``"metadata.<name>"``);
   every other field stays plain, so the store can still filter on it. A filter on a sealed field
   can never match (the store only holds ciphertext): :meth:`RecordSealer.check_filter_keys` refuses it;
+* the **set of sealed fields present** is bound into the text's associated data (the sorted names
+  of the ``sealed_metadata`` fields the record holds; reserved ``_tc_*`` keys are never part of
+  it), so a record whose sealed field was deleted (a payload overwritten) or added refuses to open
+  instead of opening without it;
 * the **record id** is the associated data of every sealed value, so a value moved to another
   record fails to open. Stores spell ids their own way (Qdrant returns ``"0"`` for ``0`` and a
   UUID in canonical form), so ids are compared by :func:`canonical_record_id`. The id is also kept
@@ -15,15 +19,23 @@ sealed and how, so that rule lives here, free of any framework:
   store does return one, the two must agree.
 
 Ids themselves are not sealed: do not put personal data in them.
+
+Filters: :func:`filter_field_names` reads the field names of a store filter whatever its form (dicts,
+Qdrant ``models.Filter``, LlamaIndex ``MetadataFilters``, Weaviate-style ``target`` objects, string
+expressions), without importing any store package, so both frameworks' sealed stores refuse a
+filter on a sealed field (:meth:`RecordSealer.check_filter`) instead of silently matching nothing.
 """
 
 from __future__ import annotations
 
+import json
+import re
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .errors import InvalidInputError, InvalidTypeError
 from .sealing import Sealer, SealError, SecretKey
 
 __all__ = [
@@ -33,6 +45,7 @@ __all__ = [
     "RecordSealer",
     "SealedRecord",
     "canonical_record_id",
+    "filter_field_names",
     "new_record_id",
 ]
 
@@ -41,6 +54,73 @@ ID_FIELD = "_tc_id"
 #: Field name the text is sealed under.
 TEXT_FIELD = "text"
 _METADATA_FIELD = "metadata."
+#: Attributes of typed filter objects holding a field name (Qdrant ``FieldCondition.key``,
+#: LlamaIndex ``MetadataFilter.key``, Weaviate ``target``) ...
+_FILTER_NAME_ATTRS = ("key", "target")
+#: ... and those holding sub-filters (Qdrant ``must``/``should``/``must_not``/``min_should``
+#: and ``MinShould.conditions``, nested and is-empty/is-null conditions; LlamaIndex ``filters``).
+_FILTER_CHILD_ATTRS = ("must", "should", "must_not", "min_should", "conditions", "filter", "filters", "nested")
+_FILTER_CHILD_ATTRS += ("is_empty", "is_null")
+_MAX_FILTER_DEPTH = 64
+_QUOTED = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"")
+_IDENTIFIER = re.compile(r"[A-Za-z_][\w.\[\]]*")
+
+
+def filter_field_names(flt: Any) -> set[str]:
+    """Every name a store filter may refer to a field by, whatever its form; imports no store package.
+
+    Dicts (``{"author": ...}``, ``{"$and": [...]}``, Elasticsearch-style nesting, a dict-shaped Qdrant
+    filter's ``"key"``): every key and every ``key``/``target`` value, recursively. Typed filters
+    (Qdrant ``models.Filter``, LlamaIndex ``MetadataFilters``, ...): their ``key``/``target``
+    attributes, recursively through the sub-filter attributes. A string filter (a Milvus-style
+    expression): every identifier outside quotes. Over-reading only names operators, which never
+    name a sealed field; under-reading would let a filter silently match nothing.
+    """
+    names: set[str] = set()
+    if isinstance(flt, str):
+        names.update(_IDENTIFIER.findall(_QUOTED.sub(" ", flt)))
+        return names
+    seen: set[int] = set()
+
+    def walk(node: Any, depth: int) -> None:
+        if node is None or isinstance(node, (str, bytes, int, float)) or depth > _MAX_FILTER_DEPTH:
+            return
+        if id(node) in seen:
+            return
+        seen.add(id(node))
+        if isinstance(node, Mapping):
+            for name, value in node.items():
+                if isinstance(name, str):
+                    names.add(name)
+                    if name in _FILTER_NAME_ATTRS and isinstance(value, str):
+                        names.add(value)
+                walk(value, depth + 1)
+            return
+        if isinstance(node, (list, tuple, set, frozenset)):
+            for item in node:
+                walk(item, depth + 1)
+            return
+        for attr in _FILTER_NAME_ATTRS:
+            value = getattr(node, attr, None)
+            if isinstance(value, str):
+                names.add(value)
+        for attr in _FILTER_CHILD_ATTRS:
+            walk(getattr(node, attr, None), depth + 1)
+
+    walk(flt, 0)
+    return names
+
+
+def _names_field(name: str, field: str) -> bool:
+    """Whether a filter's field name refers to ``field``: itself, a sub-path, or under ``metadata.``.
+
+    Stores address metadata by path: ``langchain_qdrant`` filters ``metadata.author``, nested
+    values are ``author.city`` or ``author[].city``.
+    """
+    for candidate in (name, name[len(_METADATA_FIELD) :] if name.startswith(_METADATA_FIELD) else None):
+        if candidate is not None and (candidate == field or candidate.startswith((field + ".", field + "["))):
+            return True
+    return False
 
 
 def canonical_record_id(value: Any) -> str:
@@ -100,12 +180,12 @@ class RecordSealer:
 
     def __init__(self, key: bytes | str | SecretKey, *, sealed_metadata: Sequence[str] = (), context: str = "") -> None:
         if isinstance(sealed_metadata, (str, bytes)):
-            raise TypeError("sealed_metadata must be a sequence of field names, e.g. ('author',), not a string")
+            raise InvalidTypeError("sealed_metadata must be a sequence of field names, e.g. ('author',), not a string")
         fields = tuple(dict.fromkeys(sealed_metadata))
         if not all(isinstance(f, str) and f for f in fields):
-            raise TypeError("sealed_metadata must contain non-empty field names (str)")
+            raise InvalidTypeError("sealed_metadata must contain non-empty field names (str)")
         if ID_FIELD in fields:
-            raise ValueError(f"{ID_FIELD!r} is reserved for the record id and stays plain")
+            raise InvalidInputError(f"{ID_FIELD!r} is reserved for the record id and stays plain")
         self._sealer = Sealer(key, context=context)
         self._fields = fields
 
@@ -129,17 +209,27 @@ class RecordSealer:
         """
         rid = canonical_record_id(record_id)
         if not isinstance(text, str):
-            raise TypeError(f"record {rid!r}: the text must be a str, got {type(text).__name__}")
+            raise InvalidTypeError(f"record {rid!r}: the text must be a str, got {type(text).__name__}")
         if Sealer.is_sealed(text):
-            raise ValueError(f"record {rid!r}: the text is already sealed; add the opened record instead")
+            raise InvalidInputError(f"record {rid!r}: the text is already sealed; add the opened record instead")
         meta = dict(metadata or {})
         if ID_FIELD in meta:
-            raise ValueError(f"record {rid!r}: metadata field {ID_FIELD!r} is reserved for the record id")
+            raise InvalidInputError(f"record {rid!r}: metadata field {ID_FIELD!r} is reserved for the record id")
         for name in self._fields:
             if name in meta:
                 meta[name] = self._sealer.seal_json(meta[name], record_id=rid, field=_METADATA_FIELD + name)
+        text_field = self._text_field(meta)
         meta[ID_FIELD] = rid
-        return SealedRecord(text=self._sealer.seal(text, record_id=rid, field=TEXT_FIELD), metadata=meta)
+        return SealedRecord(text=self._sealer.seal(text, record_id=rid, field=text_field), metadata=meta)
+
+    def _text_field(self, metadata: Mapping[str, Any]) -> str:
+        """The text's field name, binding the sorted names of the sealed fields the record holds.
+
+        Only names from ``sealed_metadata`` count: plain fields and reserved ``_tc_*`` keys may be
+        added by stores and other layers. A record with no sealed field keeps the plain name.
+        """
+        present = sorted(name for name in self._fields if name in metadata)
+        return TEXT_FIELD if not present else json.dumps([TEXT_FIELD, present], ensure_ascii=True)
 
     def open(self, text: Any, metadata: Mapping[str, Any] | None, *, store_id: Any = None) -> OpenedRecord:
         """Open a record read back from a store.
@@ -155,7 +245,16 @@ class RecordSealer:
         """
         meta = dict(metadata or {})
         rid = self.resolve_record_id(store_id, meta.pop(ID_FIELD, None))
-        opened_text = self._sealer.open(text if isinstance(text, str) else "", record_id=rid, field=TEXT_FIELD)
+        token = text if isinstance(text, str) else ""
+        try:
+            opened_text = self._sealer.open(token, record_id=rid, field=self._text_field(meta))
+        except SealError:
+            if not Sealer.is_sealed(token):
+                raise
+            raise SealError(
+                f"record {rid!r} cannot be opened: wrong key or context, edited, moved from another record, or a "
+                "sealed metadata field was removed or added (or sealed_metadata differs from when it was sealed)"
+            ) from None
         for name in self._fields:
             if name in meta:
                 meta[name] = self._sealer.open_json(meta[name], record_id=rid, field=_METADATA_FIELD + name)
@@ -194,15 +293,26 @@ class RecordSealer:
         """``metadata`` without the sealed fields: what may sit in a store beside an opaque sealed record."""
         return {k: v for k, v in (metadata or {}).items() if k not in self._fields}
 
+    def check_filter(self, flt: Any) -> None:
+        """Refuse a filter on a sealed field, whatever its form (see :func:`filter_field_names`).
+
+        Raises:
+            InvalidInputError: The filter names a sealed field.
+        """
+        self.check_filter_keys(filter_field_names(flt))
+
     def check_filter_keys(self, keys: Iterable[str]) -> None:
         """Refuse a filter on sealed fields: the store holds only ciphertext there, so it never matches.
 
+        A key names a field if it is the field, a path under it (``author.city``) or the same under
+        ``metadata.`` (how ``langchain_qdrant`` addresses metadata).
+
         Raises:
-            ValueError: A key names a sealed field.
+            InvalidInputError: A key names a sealed field.
         """
-        bad = sorted({k for k in keys if k in self._fields})
+        bad = sorted({f for f in self._fields for k in keys if isinstance(k, str) and _names_field(k, f)})
         if bad:
-            raise ValueError(
+            raise InvalidInputError(
                 f"cannot filter on sealed metadata field(s) {bad}: the store only holds their ciphertext. "
                 "Leave a field out of sealed_metadata to filter on it."
             )

@@ -28,13 +28,14 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from .errors import TextcrafterError
+from .errors import InvalidInputError, InvalidTypeError, NotPicklableError, TextcrafterError
 
 __all__ = [
     "SecretKey",
     "Sealer",
     "SealError",
     "InvalidKeyError",
+    "KeyFileNotFoundError",
     "generate_key",
     "load_key",
     "SEALED_PREFIX",
@@ -57,6 +58,10 @@ class InvalidKeyError(TextcrafterError, ValueError):
     """A key is not 32 bytes or their URL-safe base64 string."""
 
 
+class KeyFileNotFoundError(TextcrafterError, FileNotFoundError):
+    """The key file named does not exist."""
+
+
 def generate_key() -> str:
     """A new random key as URL-safe base64 (what ``textcrafter keygen`` prints)."""
     return base64.urlsafe_b64encode(os.urandom(KEY_BYTES)).decode("ascii")
@@ -68,15 +73,22 @@ class SecretKey:
     Args:
         key: The secret (bytes, base64 string, or another :class:`SecretKey`).
 
+    Pickling: a key given by value refuses to be pickled (:class:`NotPicklableError`), so no copy
+    ever carries it. A key read by :func:`load_key` pickles as its file path or variable name (with
+    a non-secret check value): the process that unpickles it reads the key itself, and refuses a
+    different one. That is how a keyed object reaches a process pool.
+
     Raises:
         InvalidKeyError: Not 32 bytes once decoded (the message never contains the key).
     """
 
-    __slots__ = ("_raw",)
+    __slots__ = ("_raw", "_source")
 
     def __init__(self, key: bytes | str | SecretKey) -> None:
+        self._source: tuple[str, str] | None = None
         if isinstance(key, SecretKey):
             raw = key._raw
+            self._source = key._source
         elif isinstance(key, (bytes, bytearray)):
             raw = bytes(key)
         elif isinstance(key, str):
@@ -101,8 +113,18 @@ class SecretKey:
     def __repr__(self) -> str:
         return "SecretKey(<redacted>)"
 
+    def _check_value(self) -> str:
+        # One-way and independent of every other subkey: identifies the key without revealing it.
+        return self.subkey("reference-check")[:8].hex()
+
     def __reduce__(self) -> Any:
-        raise TypeError("a SecretKey is not picklable: pass the key to each process explicitly")
+        if self._source is None:
+            raise NotPicklableError(
+                "a key given by value is not picklable (a copy would carry it): to use it in other processes, "
+                "read it with load_key(PATH) or load_key(env=NAME) -- such a key pickles as that reference "
+                "and each process reads the key itself -- or build the keyed object in each process"
+            )
+        return (_reload_key, (*self._source, self._check_value()))
 
     def __copy__(self) -> SecretKey:
         return self  # immutable; lets objects holding a key (pydantic models, dataclasses) be copied
@@ -111,35 +133,69 @@ class SecretKey:
         return self
 
 
+def _is_key_itself(name: str | os.PathLike[str]) -> bool:
+    """Whether a file path or variable name given for a key decodes as a key: the key passed by mistake."""
+    try:
+        SecretKey(os.fspath(name) if not isinstance(name, bytes) else name)
+    except (InvalidKeyError, TypeError):
+        return False
+    return True
+
+
+def _shown(name: str | os.PathLike[str], what: str) -> str:
+    """``name`` for an error message, unless it may be the key itself (then the message says so instead)."""
+    if _is_key_itself(name):
+        return f"(the {what} given looks like a key itself, so it is not shown: pass the {what}, not the key)"
+    return os.fspath(name) if not isinstance(name, bytes) else repr(name)
+
+
 def load_key(path: str | os.PathLike[str] | None = None, *, env: str | None = None) -> SecretKey:
     """Read a key from a file holding what ``textcrafter keygen`` printed, or from an environment variable.
 
     Why a path or a variable name rather than the key itself: command lines, job specs and Ray task
     arguments are logged or stored; a mounted secret file or a variable set by a secret manager is not.
+    Errors never show a path or name that decodes as a key (the key passed there by mistake).
 
     Args:
         path: A file whose content (surrounding whitespace ignored) is the key.
         env: The name of an environment variable holding the key (e.g. ``"TEXTCRAFTER_KEY"``).
 
     Raises:
-        ValueError: Neither or both of ``path`` and ``env`` given, or the variable is unset.
-        FileNotFoundError: The file does not exist.
+        InvalidInputError: Neither or both of ``path`` and ``env`` given, or the variable is unset.
+        FileNotFoundError: The file does not exist (a :class:`KeyFileNotFoundError`).
         InvalidKeyError: The content is not a key (the message never contains it).
     """
     if (path is None) == (env is None):
-        raise ValueError("give exactly one of a key file path or an environment variable name")
+        raise InvalidInputError("give exactly one of a key file path or an environment variable name")
     if env is not None:
         value = os.environ.get(env)
         if not value:
-            raise ValueError(f"the environment variable {env} holding the key is not set")
-        return SecretKey(value)
+            shown = _shown(env, "variable name")
+            raise InvalidInputError(f"the environment variable holding the key is not set: {shown}")
+        key = SecretKey(value)
+        key._source = ("env", env)
+        return key
+    shown = _shown(path, "file path")  # type: ignore[arg-type]
     file = Path(path)  # type: ignore[arg-type]
     if not file.is_file():
-        raise FileNotFoundError(f"key file {file} does not exist or is not a file")
+        raise KeyFileNotFoundError(f"the key file does not exist or is not a file: {shown}")
     try:
-        return SecretKey(file.read_text(encoding="ascii"))
+        key = SecretKey(file.read_text(encoding="ascii"))
     except UnicodeDecodeError:
-        raise InvalidKeyError(f"key file {file} does not hold a key (use `textcrafter keygen`)") from None
+        raise InvalidKeyError(f"the key file does not hold a key (use `textcrafter keygen`): {shown}") from None
+    key._source = ("file", str(file.resolve()))
+    return key
+
+
+def _reload_key(kind: str, location: str, check: str) -> SecretKey:
+    """Unpickle a key read by :func:`load_key`: read it again here, and refuse another key."""
+    key = load_key(location) if kind == "file" else load_key(env=location)
+    if key._check_value() != check:
+        raise InvalidKeyError(
+            "the key read again from its file or environment variable in this process differs from the key "
+            "the pickled object was built with"
+        )
+    return key
 
 
 class Sealer:
@@ -166,7 +222,7 @@ class Sealer:
     def seal(self, text: str, *, record_id: str, field: str = "text") -> str:
         """Encrypt ``text``; the result is ASCII, safe to store as a string anywhere."""
         if not isinstance(text, str):
-            raise TypeError(f"only str values can be sealed, got {type(text).__name__}; use seal_json")
+            raise InvalidTypeError(f"only str values can be sealed, got {type(text).__name__}; use seal_json")
         nonce = os.urandom(NONCE_BYTES)
         ct = self._aead.encrypt(nonce, text.encode("utf-8"), self._aad(record_id, field))
         return SEALED_PREFIX + base64.urlsafe_b64encode(nonce + ct).decode("ascii")

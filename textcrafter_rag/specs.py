@@ -14,7 +14,7 @@ from typing import Any
 from .autofit import AUTO, auto_policy
 from .deprecation import warn_renamed
 from .encoders import Encoder
-from .errors import FingerprintMismatch
+from .errors import FingerprintMismatch, InvalidInputError, InvalidTypeError
 from .mechanisms import (
     GaussianNoise,
     LDPGaussian,
@@ -56,12 +56,12 @@ def _parse_params(text: str, spec: str) -> dict[str, Any]:
     params: dict[str, Any] = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
         if "=" not in part:
-            raise ValueError(f"bad parameter {part!r} in mechanism spec {spec!r}; expected key=value")
+            raise InvalidInputError(f"bad parameter {part!r} in mechanism spec {spec!r}; expected key=value")
         key, value = (s.strip() for s in part.split("=", 1))
         try:
             params[_ALIASES.get(key, key)] = float(value)
         except ValueError:
-            raise ValueError(f"parameter {key!r} in mechanism spec {spec!r} must be a number") from None
+            raise InvalidInputError(f"parameter {key!r} in mechanism spec {spec!r} must be a number") from None
     return params
 
 
@@ -70,13 +70,13 @@ def _load_fitted(name: str, rest: str, spec: str, *, encoder: Any, rng: dict[str
     match = _PATH_AND_OPTIONS.match(rest)
     path = match.group("path").strip() if match else ""
     if not path or "=" in path:
-        raise ValueError(
+        raise InvalidInputError(
             f"mechanism spec {spec!r} needs the directory of a fitted mechanism: '{name}:DIR[,{strength}=X]'"
         )
     params = _parse_params(match.group("opts"), spec)
     unknown = sorted(set(params) - {strength})
     if unknown:
-        raise ValueError(
+        raise InvalidInputError(
             f"unknown parameter(s) {', '.join(unknown)} in mechanism spec {spec!r}; {name} takes {strength}"
         )
     return cls.load(path, encoder=encoder, **{strength: params.get(strength)}, **rng)
@@ -94,7 +94,7 @@ def from_spec(spec: str, *, seed: int | None = None, secure_mode: bool = False, 
         ValueError: Unknown mechanism or malformed parameters.
     """
     if not isinstance(spec, str) or not spec.strip():
-        raise ValueError("mechanism spec must be a non-empty string such as 'gaussian:s=0.01'")
+        raise InvalidInputError("mechanism spec must be a non-empty string such as 'gaussian:s=0.01'")
     name, _, rest = spec.strip().partition(":")
     name = name.lower()
     rng = {"seed": seed, "secure_mode": secure_mode}
@@ -109,11 +109,11 @@ def from_spec(spec: str, *, seed: int | None = None, secure_mode: bool = False, 
         return _load_fitted(name, rest, spec, encoder=encoder, rng=rng)
     if name not in _CLASSES:
         known = ", ".join(["none", *_CLASSES, "textcrafter", *_FITTED])
-        raise ValueError(f"unknown mechanism {name!r}; choose from {known}")
+        raise InvalidInputError(f"unknown mechanism {name!r}; choose from {known}")
     try:
         return _CLASSES[name](**_parse_params(rest, spec), **rng)
     except TypeError as exc:
-        raise ValueError(f"bad parameters in mechanism spec {spec!r}: {exc}") from None
+        raise InvalidInputError(f"bad parameters in mechanism spec {spec!r}: {exc}") from None
 
 
 def names_a_spec(text: str) -> bool:
@@ -147,7 +147,7 @@ def resolve_mechanism(
         mechanism = from_spec(mechanism, seed=seed, secure_mode=secure_mode, encoder=encoder)
     if isinstance(mechanism, Mechanism):
         if secure_mode and not mechanism.secure_mode:
-            raise ValueError(
+            raise InvalidInputError(
                 "secure_mode=True was requested but the given mechanism was built without it; "
                 "construct it with secure_mode=True (or pass a spec string or a policy path)"
             )
@@ -162,7 +162,8 @@ def resolve_mechanism(
         return auto_policy(encoder, secure_mode=secure_mode, seed=seed)
     if isinstance(mechanism, (str, os.PathLike)):
         return TextCrafter.load(mechanism, encoder=encoder, secure_mode=secure_mode, seed=seed)
-    raise TypeError(f"mechanism must be 'auto', a spec string, a path or a Mechanism, got {type(mechanism).__name__}")
+    kind = type(mechanism).__name__
+    raise InvalidTypeError(f"mechanism must be 'auto', a spec string, a path or a Mechanism, got {kind}")
 
 
 def resolve_policy(

@@ -15,6 +15,8 @@ Usage::
     python -m benchmarks.privacy.attack_strength --resume-minutes 15 --tag resumed35   # train it longer
     python -m benchmarks.privacy.attack_strength --train-minutes 65 --threads 2 \
         --extra-texts wikitext-valid bbc --tag parity                                 # the attacker at parity
+    python -m benchmarks.privacy.attack_strength --corpus public --layers 6 --train-minutes 240 --threads 2 \
+        --tag public6l                                                                # the stronger CPU recipe
 
 Training checkpoints itself every 5 minutes beside its cache entry; a run that is killed goes on from
 its last checkpoint when the same command is run again (the time budget counts training time only).
@@ -23,6 +25,7 @@ its last checkpoint when the same command is run again (the time budget counts t
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import random
@@ -45,6 +48,9 @@ from textcrafter_rag.attacks import (
     rerank,
     train_corrector,
 )
+from textcrafter_rag.attacks.inverter_io import STRENGTH_NAME
+from textcrafter_rag.attacks.inverter_model import DEVICES, resolve_device
+from textcrafter_rag.attacks.texts import public_corpus
 from textcrafter_rag.data import bbc_sentences, wikitext_sentences
 from textcrafter_rag.embedding import cached_embeddings
 from textcrafter_rag.encoders import bundled_minilm
@@ -103,6 +109,16 @@ def _parser() -> argparse.ArgumentParser:
         choices=sorted(EXTRA_TEXTS),
         help="public text the attacker trains on besides WikiText-2 train (never the test sentences)",
     )
+    ap.add_argument(
+        "--corpus",
+        choices=("wikitext", "public"),
+        default="wikitext",
+        help="train on WikiText-2 train, or on every public corpus (texts.public_corpus: the datasets' train "
+        "splits, BBC News, SciFact abstracts, deduplicated against every test split)",
+    )
+    ap.add_argument("--layers", type=int, default=3, help="decoder layers (6: every MiniLM layer reused)")
+    ap.add_argument("--batch-size", type=int, default=64)
+    ap.add_argument("--device", choices=DEVICES, default="auto", help="auto: CUDA when present")
     ap.add_argument("--tag", default="", help="suffix of the result file names")
     return ap
 
@@ -121,8 +137,11 @@ def _short(texts: list[str], tokenizer: Any, max_len: int) -> list[str]:
     return [t for t, n in zip(texts, Inverter.token_lengths(texts, tokenizer)) if n <= max_len]
 
 
-def split_sentences(args: argparse.Namespace, tokenizer: Any, max_len: int) -> tuple[list[str], list[str], int]:
-    """``(train, test, n_eligible)``: WikiText-2 train (plus ``--extra-texts``) and held-out test sentences.
+def split_sentences(
+    args: argparse.Namespace, tokenizer: Any, max_len: int
+) -> tuple[list[str], list[str], int, list[str]]:
+    """``(train, test, n_eligible, sources)``: the training sentences (WikiText-2 train, or every public
+    corpus with ``--corpus public``; plus ``--extra-texts``) and held-out WikiText-2 test sentences.
 
     The test sentences are sampled from WikiText-2 test sentences that do not occur in training, by
     text; extra texts lose any sentence they share with the test pool, so adding them never changes
@@ -135,6 +154,13 @@ def split_sentences(args: argparse.Namespace, tokenizer: Any, max_len: int) -> t
     test_all = _short(wikitext_sentences("test", data_dir=args.data_dir), tokenizer, max_len)
     test_all = [t for t in test_all if t not in train_set]
     test = random.Random(args.seed).sample(test_all, min(args.n_test, len(test_all)))
+    sources = ["WikiText-2 train"]
+    if args.corpus == "public":  # the same test sentences; the corpus excludes every test split's texts
+        fits = lambda texts: [n <= max_len for n in Inverter.token_lengths(texts, tokenizer)]
+        corpus = public_corpus(args.data_dir, fits=fits, max_per_source=500 if args.quick else None)
+        train = corpus.train[: args.max_train] if args.max_train else corpus.train
+        train_set, sources = set(train), [k for k, v in corpus.report["sources"].items() if v["kept"]]
+        print(json.dumps(corpus.report, indent=1))
     held_out = set(test_all)
     for name in args.extra_texts:
         extra = [t for t in EXTRA_TEXTS[name](args.data_dir) if t not in held_out and t not in train_set]
@@ -144,7 +170,7 @@ def split_sentences(args: argparse.Namespace, tokenizer: Any, max_len: int) -> t
         train += extra
         print(f"+ {len(extra)} {name} sentences")
     assert not set(test) & train_set
-    return train, test, len(test_all)
+    return train, test, len(test_all), sources
 
 
 def _train_minutes(inv: Inverter) -> float:
@@ -156,8 +182,10 @@ def inverter_for(
 ) -> tuple[Inverter, Path, float]:
     """``(inverter, its folder, training minutes)``: the cached clean inverter, trained longer with
     ``--resume-minutes`` (into a sibling folder, so the original entry stays as it was)."""
-    tc = TrainConfig(time_budget_min=args.train_minutes, seed=args.seed)
-    inv, inv_dir, cached = load_or_train_inverter(enc, train, config=cfg, train_config=tc, cache_dir=args.cache_dir)
+    tc = TrainConfig(time_budget_min=args.train_minutes, seed=args.seed, batch_size=args.batch_size)
+    inv, inv_dir, cached = load_or_train_inverter(
+        enc, train, config=cfg, train_config=tc, cache_dir=args.cache_dir, device=resolve_device(args.device)
+    )
     how = "loaded from" if cached else "trained and saved to"
     print(f"inverter {how} {inv_dir} ({_train_minutes(inv):.1f} train min)")
     if args.resume_minutes <= 0:
@@ -260,7 +288,7 @@ def render_markdown(table: AttackTable, args: argparse.Namespace) -> str:
         "",
         f"Encoder `{base['encoder']}` ({base['dim']}-d); inverter {base['inverter']}, trained "
         f"{base['train_minutes']} min ({base['train_steps']} steps, {base['epochs']} epochs) on {base['n_train']} "
-        f"sentences ({' + '.join(['WikiText-2 train', *args.extra_texts])}); {base['n_test']} held-out WikiText-2 "
+        f"sentences ({' + '.join([*base['corpus'], *args.extra_texts])}); {base['n_test']} held-out WikiText-2 "
         f"test sentences (<= 32 WordPieces, none in training). Machine: {base['machine']}; 5-min load average "
         f"{rows[-1]['load_avg_5min_start_end'][0]} at start, {rows[-1]['load_avg_5min_start_end'][1]} at end "
         "(above the core count, other jobs shared the machine and the time budgets bought fewer steps). "
@@ -289,8 +317,8 @@ def main(argv: list[str] | None = None) -> int:
     t_all = time.time()
     load_start = os.getloadavg()[1]
     enc = bundled_minilm()
-    cfg = InverterConfig(max_len=32)
-    train, test, n_eligible = split_sentences(args, enc.model.tokenizer, cfg.max_len)
+    cfg = InverterConfig(max_len=32, n_layers=args.layers)
+    train, test, n_eligible, sources = split_sentences(args, enc.model.tokenizer, cfg.max_len)
     print(f"train {len(train)} sentences, test {len(test)} (of {n_eligible} eligible)")
     inv, inv_dir, train_min = inverter_for(enc, train, cfg, args)
     history = inv.meta["training"]
@@ -303,6 +331,7 @@ def main(argv: list[str] | None = None) -> int:
         "seed": args.seed,
         "n_train": len(train),
         "extra_texts": list(args.extra_texts),
+        "corpus": sources,
         "n_test": len(test),
         "train_minutes": round(train_min, 2),
         "train_steps": sum(h["steps"] for h in history),
@@ -340,6 +369,7 @@ def main(argv: list[str] | None = None) -> int:
     meta = make_meta(SCRIPT, argv, size=size, seed=args.seed, encoder=enc, **settings)
     md = render_markdown(table, args)
     write_results(NAME, size=size, meta=meta, rows=table.rows, markdown=md, out_dir=args.out_dir, tag=args.tag)
+    (Path(inv_dir) / STRENGTH_NAME).write_text(json.dumps(table.rows, indent=2), encoding="utf-8")  # for the audit
     print(md)
     return 0
 

@@ -81,7 +81,7 @@ def load_inverter(
             kind of artifact (a policy, or a corrector loaded as an inverter) or an unknown format.
     """
     d = Path(directory)
-    config, tensors = load_artifact(d, kind=cls.artifact_kind)
+    config, tensors = load_artifact(d, kind=cls.artifact_kind, require_config_digest=False)  # attacker-side cache
     tok_dir = d / TOKENIZER_DIR
     _check_file_hashes(tok_dir, config.get("tokenizer_sha256"))
     from transformers import AutoTokenizer  # heavy: imported only when an inverter is loaded

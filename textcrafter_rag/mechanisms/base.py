@@ -9,9 +9,12 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..randomness import NoiseSource, make_noise_source
-from ..validation import check_vectors
+from ..validation import check_released, check_vectors
 
 __all__ = ["Mechanism"]
+
+_LOCK_TYPE = type(threading.Lock())
+_LOCKS = "__locks__"  # names of the locks a pickled mechanism had (re-created, never copied)
 
 
 class Mechanism(ABC):
@@ -52,17 +55,37 @@ class Mechanism(ABC):
             A new float32 array of shape ``(n, D)``.
 
         Raises:
-            TypeError: Non-float input.
-            ValueError: Wrong shape or dimension, empty batch, NaN/Inf or all-zero rows.
+            InvalidTypeError: Non-float input.
+            InvalidInputError: Wrong shape or dimension, empty batch, NaN/Inf or all-zero rows.
+            ProtectionError: A row too large for the mechanism's float32 arithmetic (named).
         """
         return self._release(check_vectors(x, dim=self.dim))
 
+    def __getstate__(self) -> dict[str, Any]:
+        locks = [k for k, v in self.__dict__.items() if isinstance(v, _LOCK_TYPE)]
+        state = {k: v for k, v in self.__dict__.items() if k not in locks}
+        state[_LOCKS] = locks
+        state.pop("_noise", None)  # never copied: see __setstate__
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """A copy (another process of a pool) gets its own locks and its own noise source.
+
+        Why: a copied generator state would give the copy the same noise draws as the original, and
+        two releases with the same noise leak their difference. Unseeded, the copy's noise is fresh;
+        seeded (experiments), it restarts from the seed.
+        """
+        state = dict(state)
+        for name in state.pop(_LOCKS, ["_lock"]):
+            state[name] = threading.Lock()
+        self.__dict__.update(state)
+        self._noise = make_noise_source(seed=self.seed, secure_mode=self.secure_mode, owner=type(self).__name__)
+
     def _release(self, x32: np.ndarray) -> np.ndarray:
         """Protect an already validated float32 batch and check the output (no second validation copy)."""
-        out = np.asarray(self._protect(x32), dtype=np.float32)
-        if out.shape != x32.shape or not np.isfinite(out).all():
-            raise RuntimeError(f"{type(self).__name__} produced an invalid output; nothing was released")
-        return out
+        with np.errstate(over="ignore", invalid="ignore"):  # checked below, row by row
+            out = np.asarray(self._protect(x32), dtype=np.float32)
+        return check_released(out, shape=x32.shape, by=type(self).__name__)
 
     @abstractmethod
     def _protect(self, x: np.ndarray) -> np.ndarray:

@@ -13,6 +13,7 @@ import numpy as np
 from scipy.optimize import brentq
 from scipy.special import log_ndtr, logsumexp, ndtr
 
+from ..errors import InvalidInputError
 from ..numerics import unit_rows
 from ..validation import check_positive
 from .base import Mechanism
@@ -39,7 +40,7 @@ def analytic_gaussian_sigma(*, epsilon: float, delta: float, sensitivity: float)
     epsilon = check_positive(epsilon, name="epsilon")
     sensitivity = check_positive(sensitivity, name="sensitivity")
     if not (0 < delta < 1):
-        raise ValueError(f"delta must lie in (0, 1), got {delta!r}")
+        raise InvalidInputError(f"delta must lie in (0, 1), got {delta!r}")
 
     def excess(log_sigma: float) -> float:
         return gaussian_delta(epsilon=epsilon, sigma=math.exp(log_sigma), sensitivity=sensitivity) - delta
@@ -112,7 +113,7 @@ class Purkayastha(Mechanism):
     ) -> None:
         epsilon = check_positive(epsilon, name="epsilon")
         if grid < 101:
-            raise ValueError("grid must have at least 101 points")
+            raise InvalidInputError("grid must have at least 101 points")
         super().__init__(seed=seed, secure_mode=secure_mode)
         self.epsilon = float(epsilon)
         self.kappa = self.epsilon / math.pi
@@ -139,7 +140,7 @@ class Purkayastha(Mechanism):
     def _protect(self, x: np.ndarray) -> np.ndarray:
         n, d = x.shape
         if d < 2:
-            raise ValueError("Purkayastha needs dimension >= 2")
+            raise InvalidInputError("Purkayastha needs dimension >= 2")
         u = unit_rows(x)
         t, cdf = self.angle_cdf(d)
         theta = np.interp(self._noise.uniform((n,)), cdf, t)

@@ -24,7 +24,7 @@ import numpy as np
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import train_test_split
 
-from ..errors import ArtifactError
+from ..errors import ArtifactError, InvalidInputError, InvalidTypeError
 from ..numerics import row_norms
 from ..validation import check_positive, check_vectors
 from .base import Mechanism
@@ -65,9 +65,9 @@ class NullspaceConfig:
         check_positive(self.s, name="s")
         check_positive(self.C, name="C")
         if self.max_directions < 1 or self.max_iterations < 1:
-            raise ValueError("max_directions and max_iterations must be >= 1")
+            raise InvalidInputError("max_directions and max_iterations must be >= 1")
         if not (0 <= self.tolerance < 1) or not (0 < self.test_fraction < 1):
-            raise ValueError("tolerance must lie in [0, 1) and test_fraction in (0, 1)")
+            raise InvalidInputError("tolerance must lie in [0, 1) and test_fraction in (0, 1)")
 
 
 class NullspaceNoise(Mechanism):
@@ -100,9 +100,9 @@ class NullspaceNoise(Mechanism):
     ) -> None:
         q = np.asarray(basis, dtype=np.float64)
         if q.ndim != 2 or q.shape[1] > q.shape[0] or q.shape[0] < 1 or not np.isfinite(q).all():
-            raise ValueError(f"basis must be a finite (D, k) matrix with k <= D, got shape {q.shape}")
+            raise InvalidInputError(f"basis must be a finite (D, k) matrix with k <= D, got shape {q.shape}")
         if not np.allclose(q.T @ q, np.eye(q.shape[1]), atol=1e-6):
-            raise ValueError("basis must have orthonormal columns")
+            raise InvalidInputError("basis must have orthonormal columns")
         self.s = check_positive(s, name="s")
         super().__init__(seed=seed, secure_mode=secure_mode)
         self.basis = q
@@ -189,7 +189,7 @@ class NullspaceNoise(Mechanism):
         try:
             basis = arrays["nullspace.basis"]
             if basis.shape[0] != config["dim"]:
-                raise ValueError(f"basis dimension {basis.shape[0]} != recorded dimension {config['dim']}")
+                raise InvalidInputError(f"basis dimension {basis.shape[0]} != recorded dimension {config['dim']}")
             out = cls(
                 basis=basis,
                 s=config["s"] if s is None else s,
@@ -248,12 +248,12 @@ def fit_nullspace_noise(
     x = check_vectors(embeddings, name="embeddings").astype(np.float64)
     y = np.asarray(labels)
     if y.ndim != 1 or y.shape[0] != x.shape[0]:
-        raise ValueError(f"labels must be 1-D with one label per embedding ({x.shape[0]}), got shape {y.shape}")
+        raise InvalidInputError(f"labels must be 1-D with one label per embedding ({x.shape[0]}), got shape {y.shape}")
     if y.dtype.kind not in "iu":
-        raise TypeError(f"labels must be integers, got dtype {y.dtype}")
+        raise InvalidTypeError(f"labels must be integers, got dtype {y.dtype}")
     classes, counts = np.unique(y, return_counts=True)
     if classes.size < 2 or counts.min() < 2:
-        raise ValueError("labels need at least two classes with at least two embeddings each")
+        raise InvalidInputError("labels need at least two classes with at least two embeddings each")
     x = x * (np.sqrt(x.shape[1]) / np.median(row_norms(x)))  # coordinates of order 1: C is encoder-independent
     x_tr, x_te, y_tr, y_te = train_test_split(x, y, test_size=cfg.test_fraction, random_state=cfg.seed, stratify=y)
     chance = float(np.bincount(np.searchsorted(classes, y_te)).max() / y_te.size)

@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 import numpy as np
 from scipy.special import gammaln
 
+from ..errors import InvalidInputError
 from .base import Mechanism
 
 __all__ = ["NoDefense", "Shuffle", "GaussianNoise"]
@@ -72,7 +73,7 @@ class GaussianNoise(Mechanism):
 
     def __init__(self, *, s: float, seed: int | None = None, secure_mode: bool = False) -> None:
         if not (isinstance(s, (int, float)) and math.isfinite(s) and s > 0):
-            raise ValueError(f"s must be a finite number > 0, got {s!r}")
+            raise InvalidInputError(f"s must be a finite number > 0, got {s!r}")
         super().__init__(seed=seed, secure_mode=secure_mode)
         self.s = float(s)
 

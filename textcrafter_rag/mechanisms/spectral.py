@@ -37,7 +37,7 @@ from typing import Any, ClassVar
 import numpy as np
 from scipy.optimize import brentq
 
-from ..errors import ArtifactError
+from ..errors import ArtifactError, InvalidInputError
 from ..validation import check_positive, check_vectors
 from .base import Mechanism
 from .fitted import load_fitted, save_fitted
@@ -62,12 +62,12 @@ def water_fill(eigenvalues: np.ndarray, query_moments: np.ndarray, budget: float
     q = np.asarray(query_moments, dtype=np.float64)
     budget = check_positive(budget, name="budget")
     if lam.ndim != 1 or lam.shape != q.shape or not (np.isfinite(lam).all() and np.isfinite(q).all()):
-        raise ValueError("eigenvalues and query_moments must be finite 1-D arrays of the same length")
+        raise InvalidInputError("eigenvalues and query_moments must be finite 1-D arrays of the same length")
     if (lam < 0).any() or (q <= 0).any():
-        raise ValueError("eigenvalues must be >= 0 and query_moments > 0")
+        raise InvalidInputError("eigenvalues must be >= 0 and query_moments > 0")
     active = lam > 0
     if not active.any():
-        raise ValueError("all eigenvalues are zero: there is no signal to shape noise for")
+        raise InvalidInputError("all eigenvalues are zero: there is no signal to shape noise for")
     la, qa = lam[active], q[active]
 
     def variances(t: float) -> np.ndarray:
@@ -104,7 +104,7 @@ class SpectralConfig:
     def __post_init__(self) -> None:
         check_positive(self.budget, name="budget")
         if not (0 < self.q_floor < 1):
-            raise ValueError(f"q_floor must lie in (0, 1), got {self.q_floor!r}")
+            raise InvalidInputError(f"q_floor must lie in (0, 1), got {self.q_floor!r}")
 
 
 class SpectralNoise(Mechanism):
@@ -141,9 +141,9 @@ class SpectralNoise(Mechanism):
         lam = np.asarray(eigenvalues, dtype=np.float64)
         u = np.asarray(eigenvectors, dtype=np.float64)
         if u.ndim != 2 or u.shape != (lam.size, lam.size) or not np.isfinite(u).all():
-            raise ValueError(f"eigenvectors must be a finite ({lam.size}, {lam.size}) matrix")
+            raise InvalidInputError(f"eigenvectors must be a finite ({lam.size}, {lam.size}) matrix")
         if not np.allclose(u.T @ u, np.eye(lam.size), atol=1e-6):
-            raise ValueError("eigenvectors must have orthonormal columns")
+            raise InvalidInputError("eigenvectors must have orthonormal columns")
         self.budget = check_positive(budget, name="budget")
         self.variances = water_fill(lam, query_moments, self.budget)
         super().__init__(seed=seed, secure_mode=secure_mode)

@@ -20,6 +20,8 @@ reaches the framework's hooks.
 from __future__ import annotations
 
 import asyncio
+import base64
+import pickle
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -32,11 +34,12 @@ import pytest
 
 from ..autofit import AUTO, AUTO_FIT_ENV, HOME_ENV
 from ..encoders import bundled_minilm
-from ..errors import FingerprintMismatch, MissingPolicyError
+from ..errors import FingerprintMismatch, MissingPolicyError, NotPicklableError
 from ..keyed import KeyedRotation
 from ..mechanisms import GaussianNoise, Mechanism, NoDefense
 from ..options import ProtectionOptions
 from ..randomness import SeedWarning
+from ..sealing import InvalidKeyError, generate_key, load_key
 from ..specs import DEFAULT_MECHANISM
 from .known import KnownVectors
 from .recording import RecordingMechanism
@@ -335,3 +338,43 @@ class ProtectedEmbeddingsContract(ABC):
             self.make_embeddings(base=self.make_base(known), mechanism=NoDefense(), key=_KEY[:-1])
         assert_no_key(_KEY, str(bad_text.value))
         assert_no_key(_KEY[:-1], str(bad_key.value), repr(bad_key.value))
+
+    def test_pickling_never_carries_a_key_and_rebuilds_the_same_adapter(
+        self, tmp_path: Path, recording: RecordingMechanism
+    ) -> None:
+        """Process pools pickle adapters: a key by value refuses, a key read by load_key travels as its reference.
+
+        Built on the bundled base (picklable); a framework's default pickling may drop what it cannot
+        pickle and rebuild a default adapter, so the round trip must keep every option.
+        """
+        keyed = self.make_embeddings(mechanism=NoDefense(), key=_KEY)
+        with pytest.raises(NotPicklableError, match="load_key") as refused:
+            pickle.dumps(keyed)
+        assert isinstance(refused.value, TypeError)
+        assert_no_key(_KEY, str(refused.value))
+
+        key_file = tmp_path / "textcrafter.key"
+        key_file.write_text(base64.urlsafe_b64encode(_KEY).decode())
+        by_reference = self.make_embeddings(mechanism=NoDefense(), key=load_key(key_file), tenant="acme")
+        blob = pickle.dumps(by_reference)
+        assert_no_key(_KEY, blob.decode("latin-1"))
+        copy = pickle.loads(blob)
+        assert (
+            type(copy) is type(by_reference)
+            and copy.protector.key_fingerprint == by_reference.protector.key_fingerprint
+        )
+        np.testing.assert_array_equal(
+            _f32(self.embed_documents(copy, list(self.TEXTS))),
+            _f32(self.embed_documents(by_reference, list(self.TEXTS))),
+        )
+        np.testing.assert_array_equal(
+            _f32(self.embed_query(copy, self.QUERY)), _f32(self.embed_query(by_reference, self.QUERY))
+        )
+        key_file.write_text(generate_key())  # another key under the same name where the copy is unpickled
+        with pytest.raises(InvalidKeyError, match="differs"):
+            pickle.loads(blob)
+
+        plain = self.make_embeddings(mechanism=GaussianNoise(s=0.05), protect_queries=True, chunk_size=7)
+        copy = pickle.loads(pickle.dumps(plain))
+        assert isinstance(copy.protector.mechanism, GaussianNoise) and copy.protector.mechanism.s == 0.05
+        assert copy.protector.protect_queries and copy.protector.chunk_size == 7 and not copy.protector.keyed

@@ -34,6 +34,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..errors import InvalidInputError
 from ..metrics import content_tokens
 
 __all__ = [
@@ -74,13 +75,13 @@ class AwareRewardConfig:
 
     def __post_init__(self) -> None:
         if not (self.retrieval_weight >= 0 and self.adversary_weight >= 0):
-            raise ValueError("retrieval_weight and adversary_weight must be >= 0")
+            raise InvalidInputError("retrieval_weight and adversary_weight must be >= 0")
         ints = ("neighbours", "vocab_size", "adversary_every", "adversary_samples", "adversary_epochs")
         for k in ints:
             if getattr(self, k) < 1:
-                raise ValueError(f"{k} must be >= 1")
+                raise InvalidInputError(f"{k} must be >= 1")
         if self.adversary_hidden < 0 or not self.adversary_lr > 0:
-            raise ValueError("adversary_hidden must be >= 0 and adversary_lr > 0")
+            raise InvalidInputError("adversary_hidden must be >= 0 and adversary_lr > 0")
 
     @property
     def enabled(self) -> bool:
@@ -95,7 +96,7 @@ def neighbour_indices(x: torch.Tensor, k: int, *, chunk: int = 1024) -> torch.Te
     """``(n, k)`` indices of each row's ``k`` most cosine-similar other rows (itself excluded)."""
     n = x.shape[0]
     if n < 2:
-        raise ValueError("need at least 2 calibration embeddings for neighbours")
+        raise InvalidInputError("need at least 2 calibration embeddings for neighbours")
     k = min(k, n - 1)
     u = F.normalize(x.float(), dim=-1)
     out = []
@@ -207,13 +208,13 @@ class AwareObjective:
         self.last_recall = float("nan")
         if config.adversary_weight > 0:
             if texts is None or len(texts) != self.x.shape[0]:
-                raise ValueError(
+                raise InvalidInputError(
                     "the adversary term needs the calibration texts, one per embedding "
                     "(Calibration.texts; calibrate() records them)"
                 )
             _, y = content_vocabulary(texts, config.vocab_size)
             if y.shape[1] == 0:
-                raise ValueError("the calibration texts have no content words for the adversary")
+                raise InvalidInputError("the calibration texts have no content words for the adversary")
             self.targets = torch.as_tensor(y)
             with torch.random.fork_rng():  # seeded initialisation without touching the caller's RNG
                 torch.manual_seed(seed)

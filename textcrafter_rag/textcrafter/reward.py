@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 
+from ..errors import InvalidInputError
 from .pii import PIIClassifier
 from .priors import ClusterPrior
 
@@ -29,7 +30,7 @@ class RewardWeights:
     def __post_init__(self) -> None:
         for k, v in asdict(self).items():
             if not v >= 0:
-                raise ValueError(f"{k} must be >= 0, got {v!r}")
+                raise InvalidInputError(f"{k} must be >= 0, got {v!r}")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

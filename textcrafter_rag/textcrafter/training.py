@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..errors import InvalidInputError
 from .aware import AwareObjective
 from .pii import PIIClassifier
 from .policy import TextCrafterPolicy
@@ -71,11 +72,11 @@ class TrainingConfig:
 
     def __post_init__(self) -> None:
         if self.steps < 1 or self.batch_size < 1 or self.eval_every < 1 or self.patience < 1:
-            raise ValueError("steps, batch_size, eval_every and patience must be >= 1")
+            raise InvalidInputError("steps, batch_size, eval_every and patience must be >= 1")
         if not 0.0 < self.val_fraction < 1.0:
-            raise ValueError("val_fraction must lie in (0, 1)")
+            raise InvalidInputError("val_fraction must lie in (0, 1)")
         if not self.lr > 0:
-            raise ValueError("lr must be > 0")
+            raise InvalidInputError("lr must be > 0")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -164,14 +165,16 @@ def train_policy(
     n = x.shape[0]
     n_val = max(1, round(config.val_fraction * n))
     if n - n_val < 2:
-        raise ValueError(f"need more calibration embeddings than {n} to train")
+        raise InvalidInputError(f"need more calibration embeddings than {n} to train")
     perm = torch.randperm(n, generator=gen)
     rows_val, rows_tr = perm[:n_val], perm[n_val:]
     x_val, x_tr = x[rows_val], x[rows_tr]
     z_val = torch.randn(x_val.shape, generator=gen)
     kw = {"eps": eps, "pii": pii, "prior": prior, "weights": weights}
     if aware is not None and aware.x.shape != x.shape:
-        raise ValueError(f"the aware objective holds {tuple(aware.x.shape)} embeddings, training has {tuple(x.shape)}")
+        raise InvalidInputError(
+            f"the aware objective holds {tuple(aware.x.shape)} embeddings, training has {tuple(x.shape)}"
+        )
     val = {"f0": x_val, "z": z_val, "rows": rows_val, "aware": aware, **kw}
     recall = _retrain_adversary(policy, aware, x_tr, rows_tr, eps) if aware is not None and aware.due(0) else None
 

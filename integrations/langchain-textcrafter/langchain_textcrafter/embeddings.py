@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import warnings
 from typing import Any
 
@@ -68,6 +69,12 @@ class ProtectedEmbeddings(Embeddings):
             secret orthogonal matrix; only the protector holds the key, it appears in no repr,
             serialisation or error). ``policy=`` is the deprecated name of ``mechanism=``.
 
+    Pickling (process pools) rebuilds the adapter from its constructor arguments in the other
+    process. A key given by value refuses to be pickled
+    (:class:`~textcrafter_rag.errors.NotPicklableError`); a key read with
+    ``textcrafter_rag.sealing.load_key(PATH)`` or ``load_key(env=NAME)`` travels as that reference
+    and each process reads it itself.
+
     Raises:
         textcrafter_rag.MissingPolicyError: No policy ships or is cached for the encoder and
             ``TEXTCRAFTER_AUTO_FIT=0`` forbids fitting one.
@@ -80,6 +87,11 @@ class ProtectedEmbeddings(Embeddings):
         built = build_protector(base, options=options, paths=_paths)
         self.base = built.base
         self.protector: Protector = built.protector
+        # what a pickled copy is rebuilt from: the options hold the key as a SecretKey (a reference, or refused)
+        self._init_args = {"base": base, "options": options}
+
+    def __reduce__(self) -> Any:
+        return (functools.partial(type(self), **self._init_args), ())
 
     @property
     def protect_queries(self) -> bool:

@@ -30,7 +30,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 from langchain_core.vectorstores.utils import maximal_marginal_relevance
 
-from textcrafter_rag.sealed_records import RecordSealer, new_record_id
+from textcrafter_rag.sealed_records import RecordSealer, filter_field_names, new_record_id
 from textcrafter_rag.sealing import SecretKey
 from textcrafter_rag.two_stage import VECTOR_KEY, TwoStage, TwoStageSearch, rerank
 
@@ -54,16 +54,11 @@ def _store_id_field(store: VectorStore) -> str:
 
 
 def _filter_keys(flt: Any) -> list[str]:
-    """Field names in a dict-style filter (``{"author": ..., "$and": [{...}]}``); other filters: none."""
-    if not isinstance(flt, Mapping):
-        return []
-    keys = []
-    for name, value in flt.items():
-        if isinstance(name, str) and not name.startswith("$"):
-            keys.append(name)
-        for sub in value if isinstance(value, list) else []:
-            keys += _filter_keys(sub)
-    return keys
+    """Field names in a store filter of any form: dicts, Qdrant ``models.Filter``, string expressions...
+
+    One definition for both frameworks: :func:`textcrafter_rag.sealed_records.filter_field_names`.
+    """
+    return sorted(filter_field_names(flt))
 
 
 #: What builds the wrapped store: called once with the embeddings it must be built with.

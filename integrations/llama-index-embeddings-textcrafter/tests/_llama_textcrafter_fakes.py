@@ -85,9 +85,10 @@ class MinimalBase(BaseEmbedding):
 
 
 class EmbeddingEventRecorder(BaseEventHandler):
-    """Records the vectors of every EmbeddingEndEvent."""
+    """Records the vectors and the texts of every EmbeddingEndEvent."""
 
     vectors: list[list[float]] = Field(default_factory=list)
+    chunks: list[str] = Field(default_factory=list)
 
     @classmethod
     def class_name(cls) -> str:
@@ -96,6 +97,7 @@ class EmbeddingEventRecorder(BaseEventHandler):
     def handle(self, event: Any, **kwargs: Any) -> None:
         if isinstance(event, EmbeddingEndEvent):
             self.vectors.extend(event.embeddings)
+            self.chunks.extend(event.chunks)
 
 
 class SpanResultRecorder(NullSpanHandler):

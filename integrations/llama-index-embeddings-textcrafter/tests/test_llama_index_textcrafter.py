@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from llama_index.core.callbacks import CallbackManager, CBEventType, LlamaDebugHandler
 from llama_index.core.callbacks.schema import EventPayload
+from llama_index.core.schema import TextNode
 from llama_index.core.storage.kvstore import SimpleKVStore
 
 from llama_index.embeddings.textcrafter import BypassedCacheWarning, ProtectedEmbedding
@@ -64,7 +65,11 @@ async def test_instrumentation_and_callbacks_only_see_protected_vectors(
     fake_base.callback_manager = CallbackManager([debug])  # the base must never report anything
     wrapper_debug = LlamaDebugHandler()
     emb = ProtectedEmbedding(
-        base=fake_base, mechanism=recording, protect_queries=True, callback_manager=CallbackManager([wrapper_debug])
+        base=fake_base,
+        mechanism=recording,
+        protect_queries=True,
+        callback_manager=CallbackManager([wrapper_debug]),
+        report_vectors=True,  # opted in: every vector reported is a protected one
     )
     emb.get_text_embedding_batch(DOCS)
     emb.get_text_embedding(DOCS[0])
@@ -86,6 +91,41 @@ async def test_instrumentation_and_callbacks_only_see_protected_vectors(
     pairs = wrapper_debug.get_event_pairs(CBEventType.EMBEDDING)
     cb_vectors = [_f32(v) for _, end in pairs for v in end.payload[EventPayload.EMBEDDINGS]]
     assert cb_vectors and all(_is_one_of(v, protected) and not _is_one_of(v, raw) for v in cb_vectors)
+
+
+@pytest.mark.parametrize("keyed", [False, True], ids=["plain", "keyed"])
+async def test_instrumentation_carries_texts_but_no_vectors_by_default(
+    fake_base, recording, instrumentation, keyed
+) -> None:
+    """Issue 24 (note b): events paired each text with its vector -- known pairs for a keyed rotation."""
+    events, spans = instrumentation
+    chunks: list[str] = []
+    debug = LlamaDebugHandler()
+    emb = ProtectedEmbedding(
+        base=fake_base,
+        mechanism=recording,
+        key=bytes(range(32)) if keyed else None,
+        callback_manager=CallbackManager([debug]),
+    )
+    assert emb.report_vectors is False
+    released = [
+        *emb.get_text_embedding_batch(DOCS),
+        emb.get_text_embedding(DOCS[0]),
+        emb.get_query_embedding(QUERY),
+        *(await emb.aget_text_embedding_batch(DOCS)),
+        await emb.aget_text_embedding(DOCS[1]),
+        await emb.aget_query_embedding(QUERY),
+        emb.get_agg_embedding_from_queries([QUERY]),
+    ]
+    nodes = emb([TextNode(text=DOCS[2])])
+    assert nodes[0].embedding is not None and len(released) == 2 * len(DOCS) + 5
+    assert all(len(v) == 8 for v in released)  # the caller still gets every vector
+    assert events.vectors == [] and set(events.chunks) == {*DOCS, QUERY}  # EmbeddingEndEvent: texts only
+    assert vectors_in(spans.results) == []  # no span result holds a vector
+    for _, end in debug.get_event_pairs(CBEventType.EMBEDDING):
+        assert EventPayload.EMBEDDINGS not in (end.payload or {})
+        chunks.extend(end.payload[EventPayload.CHUNKS])
+    assert set(chunks) == {*DOCS, QUERY}  # what was embedded is still observable, without the vectors
 
 
 def test_base_cache_never_receives_raw_vectors(recording) -> None:

@@ -4,13 +4,15 @@ Raw vectors never pass through LlamaIndex's instrumentation: the base model is c
 only through its private ``_get_*`` methods (no ``EmbeddingEndEvent``, no callback
 payload, no ``embeddings_cache`` entry), and with the ``dispatcher.span`` decorator that
 LlamaIndex puts on every subclass's ``_get_text_embedding``/``_get_query_embedding``
-peeled off, so span handlers never receive a raw vector as a span result either. Only
-this wrapper's public methods report vectors, and those are protected (queries too if
-``protect_queries``).
+peeled off, so span handlers never receive a raw vector as a span result either. This
+wrapper's own methods report texts without vectors (:mod:`.instrumentation`): even protected
+vectors paired with their texts help an observer (a keyed rotation falls to a few hundred such
+pairs). ``report_vectors=True`` opts in to LlamaIndex's full events, protected vectors only.
 """
 
 from __future__ import annotations
 
+import functools
 import warnings
 from typing import Any
 
@@ -20,7 +22,10 @@ from llama_index.core.bridge.pydantic import PrivateAttr
 from textcrafter_rag import Encoder, Protector
 from textcrafter_rag.adapters import build_protector, per_text_encoder
 from textcrafter_rag.encoders import llama_index_document_encoder, undecorated
+from textcrafter_rag.errors import InvalidInputError
 from textcrafter_rag.options import ProtectionOptions
+
+from .instrumentation import VectorFreeEmbedding, without_span
 
 __all__ = ["BypassedCacheWarning", "ProtectedEmbedding", "span_free_encoders"]
 
@@ -49,7 +54,7 @@ def _paths(base: Any) -> tuple[Any, Encoder | None]:
     return span_free_encoders(base) if isinstance(base, BaseEmbedding) else (base, None)
 
 
-class ProtectedEmbedding(BaseEmbedding):
+class ProtectedEmbedding(VectorFreeEmbedding):
     """Embed with any base model, then protect document vectors with a mechanism (default: TextCrafter).
 
     All protection is done by :class:`textcrafter_rag.Protector`, one mechanism call per batch, built by
@@ -75,6 +80,13 @@ class ProtectedEmbedding(BaseEmbedding):
             by text alone --, ...). For a LlamaIndex base, ``embed_batch_size``, ``num_workers`` and
             ``rate_limiter`` default to the base's.
 
+    Pickling (``IngestionPipeline(num_workers=...)``, process pools) rebuilds the embedding from its
+    constructor arguments in the other process -- never LlamaIndex's default, which drops what it
+    cannot pickle and rebuilds a bundled-MiniLM copy. A key given by value refuses to be pickled
+    (:class:`~textcrafter_rag.errors.NotPicklableError`); a key read with
+    ``textcrafter_rag.sealing.load_key(PATH)`` or ``load_key(env=NAME)`` travels as that reference
+    and each process reads it itself.
+
     Raises:
         textcrafter_rag.MissingPolicyError: No policy ships or is cached for the encoder and
             ``TEXTCRAFTER_AUTO_FIT=0`` forbids fitting one.
@@ -83,15 +95,17 @@ class ProtectedEmbedding(BaseEmbedding):
 
     _base: Any = PrivateAttr()
     _protector: Protector = PrivateAttr()
+    _init_args: dict[str, Any] = PrivateAttr()
 
     def __init__(self, *, base: Any = None, options: ProtectionOptions | None = None, **kwargs: Any) -> None:
         overrides, kwargs = ProtectionOptions.split(kwargs)
         options = ProtectionOptions.build(options, overrides)
         key = options.key
+        init_args = dict(base=base, options=options, **kwargs)  # the key as a SecretKey: a reference, or refused
         if key is not None and kwargs.get("embeddings_cache") is not None:
             # LlamaIndex keys its cache by the text alone: one cache would hand one tenant's (or key's)
             # rotated vectors to another, and a document's protected vector to a query of the same text
-            raise ValueError("embeddings_cache cannot be used with key=: its entries are keyed by text only")
+            raise InvalidInputError("embeddings_cache cannot be used with key=: its entries are keyed by text only")
         built = build_protector(base, options=options, paths=_paths)
         if isinstance(built.base, BaseEmbedding):
             if built.base.embeddings_cache is not None:
@@ -112,6 +126,10 @@ class ProtectedEmbedding(BaseEmbedding):
         super().__init__(**kwargs)
         self._base = built.base
         self._protector = built.protector
+        self._init_args = init_args
+
+    def __reduce__(self) -> Any:
+        return (functools.partial(type(self), **self._init_args), ())
 
     @classmethod
     def class_name(cls) -> str:
@@ -134,21 +152,27 @@ class ProtectedEmbedding(BaseEmbedding):
         return payload
 
     # Documents: always protected, one mechanism call per batch.
+    @without_span  # a span around it would hand its result, the vectors, to span handlers
     def _get_text_embedding(self, text: str) -> Embedding:
         return self._protector.embed_documents([text])[0].tolist()
 
+    @without_span  # a span around it would hand its result, the vectors, to span handlers
     def _get_text_embeddings(self, texts: list[str]) -> list[Embedding]:
         return self._protector.embed_documents(texts).tolist()
 
+    @without_span  # a span around it would hand its result, the vectors, to span handlers
     async def _aget_text_embedding(self, text: str) -> Embedding:
         return (await self._protector.aembed_documents([text]))[0].tolist()
 
+    @without_span  # a span around it would hand its result, the vectors, to span handlers
     async def _aget_text_embeddings(self, texts: list[str]) -> list[Embedding]:
         return (await self._protector.aembed_documents(texts)).tolist()
 
     # Queries: the base's query path; noised only if protect_queries, rotated whenever keyed.
+    @without_span  # a span around it would hand its result, the vectors, to span handlers
     def _get_query_embedding(self, query: str) -> Embedding:
         return self._protector.embed_query(query).tolist()
 
+    @without_span  # a span around it would hand its result, the vectors, to span handlers
     async def _aget_query_embedding(self, query: str) -> Embedding:
         return (await self._protector.aembed_query(query)).tolist()

@@ -26,7 +26,7 @@ ranked by exact cosine with the clean query in this process. It needs a store th
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -42,7 +42,7 @@ from llama_index.core.vector_stores.types import (
     VectorStoreQueryResult,
 )
 
-from textcrafter_rag.sealed_records import ID_FIELD, RecordSealer, canonical_record_id
+from textcrafter_rag.sealed_records import ID_FIELD, RecordSealer, canonical_record_id, filter_field_names
 from textcrafter_rag.sealing import SealError, SecretKey
 from textcrafter_rag.two_stage import VECTOR_KEY, TwoStage, TwoStageSearch, rerank
 
@@ -52,13 +52,18 @@ __all__ = ["NODE_FIELD", "SealedVectorStore"]
 NODE_FIELD = "node"
 
 
-def _filter_keys(filters: MetadataFilters | None) -> list[str]:
-    if filters is None:
-        return []
-    keys: list[str] = []
-    for f in filters.filters:
-        keys += _filter_keys(f) if isinstance(f, MetadataFilters) else [f.key]
-    return keys
+#: Store-specific keyword arguments that hold a filter without "filter" in their name (Chroma, Milvus).
+_FILTER_KWARGS = ("where", "where_document", "expr")
+
+
+def _filter_keys(filters: Any, store_kwargs: Mapping[str, Any] | None = None) -> list[str]:
+    """Field names in ``MetadataFilters`` and in store-specific filter arguments (``qdrant_filters=``, ``where=``).
+
+    One definition for both frameworks: :func:`textcrafter_rag.sealed_records.filter_field_names`
+    reads any filter form (Qdrant ``models.Filter``, dicts, expressions) without importing its package.
+    """
+    extra = [v for k, v in (store_kwargs or {}).items() if "filter" in k or k in _FILTER_KWARGS]
+    return sorted(filter_field_names([filters, *extra]) if extra else filter_field_names(filters))
 
 
 class SealedVectorStore(BasePydanticVectorStore):
@@ -262,8 +267,8 @@ class SealedVectorStore(BasePydanticVectorStore):
             nodes=nodes, similarities=[float(x) for x in scores], ids=[rids[i] for i in order]
         )
 
-    def _check(self, filters: MetadataFilters | None) -> None:
-        self._records.check_filter_keys(_filter_keys(filters))
+    def _check(self, filters: MetadataFilters | None, store_kwargs: Mapping[str, Any] | None = None) -> None:
+        self._records.check_filter_keys(_filter_keys(filters, store_kwargs))
 
     # -- the vector store protocol ---------------------------------------------------------------
 
@@ -281,14 +286,14 @@ class SealedVectorStore(BasePydanticVectorStore):
         In two-stage search the store gets a protected query for ``fetch_k`` candidates; the result
         holds the best ``similarity_top_k`` by exact cosine (those are its similarities).
         """
-        self._check(query.filters)
+        self._check(query.filters, kwargs)
         store_query, clean = self._store_query(query)
         result = self._store.query(store_query, **kwargs)
         return self._open_result(result) if clean is None else self._ranked(query, clean, result)
 
     async def aquery(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
         """Async :meth:`query`."""
-        self._check(query.filters)
+        self._check(query.filters, kwargs)
         store_query, clean = self._store_query(query)
         result = await self._store.aquery(store_query, **kwargs)
         return self._open_result(result) if clean is None else self._ranked(query, clean, result)
