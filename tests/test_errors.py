@@ -23,6 +23,7 @@ from textcrafter_rag import (
     KeyedRotation,
     LDPGaussian,
     NoDefense,
+    ProtectionOptions,
     Protector,
     Purkayastha,
     SecretKey,
@@ -33,6 +34,7 @@ from textcrafter_rag import (
     as_encoder,
     fit_textcrafter,
     from_spec,
+    resolve_mechanism,
     resolve_policy,
 )
 from textcrafter_rag.errors import InvalidInputError, InvalidTypeError, ProtectionError
@@ -93,10 +95,19 @@ CASES: dict[str, list[Callable[[], Any]]] = {
         lambda: from_spec("spectral:"),
         lambda: from_spec("textcrafter:/nonexistent/policy"),
     ],
-    "resolve_policy": [
-        lambda: resolve_policy(42, encoder=None),
-        lambda: resolve_policy(GaussianNoise(s=0.1), encoder=None, secure_mode=True),
-        lambda: resolve_policy("/nonexistent/policy", encoder=None),
+    "resolve_mechanism": [
+        lambda: resolve_mechanism(42, encoder=None),
+        lambda: resolve_mechanism(GaussianNoise(s=0.1), encoder=None, secure_mode=True),
+        lambda: resolve_mechanism("/nonexistent/policy", encoder=None),
+        lambda: resolve_mechanism("gaussian:s=-1", encoder=None),
+    ],
+    "resolve_policy": [lambda: resolve_policy(42, encoder=None)],  # the deprecated name (warns, then raises)
+    "ProtectionOptions": [
+        lambda: ProtectionOptions(chunk_size=0),
+        lambda: ProtectionOptions(tenant="acme"),
+        lambda: ProtectionOptions(mechanism=42),
+        lambda: ProtectionOptions(key="not a key"),
+        lambda: ProtectionOptions.build(None, {"bogus": 1}),
     ],
     "Encoder": [
         lambda: _tiny_encoder().encode("a bare string"),
@@ -119,7 +130,6 @@ CASES: dict[str, list[Callable[[], Any]]] = {
 #: Public names that take no input that could be bad (or are only types), with the reason.
 NO_BAD_INPUT = {
     "bundled_minilm": "its only option is the torch device, passed to sentence-transformers",
-    "register_encoder_adapter": "accepts any adapter; adapters are consulted later",
     "generate_key": "takes no input",
     "TextcrafterError": "an error class",
     "ArtifactError": "an error class",

@@ -35,6 +35,7 @@ INFRASTRUCTURE = {
     "textcrafter_rag.policies",
     "textcrafter_rag.sealing",
     "textcrafter_rag.sealed_records",
+    "textcrafter_rag.two_stage",
     "textcrafter_rag.keyed",
     "textcrafter_rag.batches",
     "textcrafter_rag.vectorfiles",

@@ -77,6 +77,13 @@ class CandidateSearch:
         """Async :meth:`store_query`."""
         return self.two_stage.protect_query(await self.aquery(text), text=text)[0].tolist()
 
+    def seal(self, sealed: list[Document], clean: np.ndarray, record_ids: list[Any], texts: list[str]) -> list[Any]:
+        """Seal each clean vector into its sealed record's metadata; the candidate vectors the store receives."""
+        candidates = self.two_stage.protect_documents(clean, record_ids=record_ids, texts=texts)
+        for doc, vector, rid in zip(sealed, clean, record_ids, strict=True):
+            doc.metadata[VECTOR_KEY] = self.two_stage.seal_vector(vector, record_id=rid)
+        return candidates.tolist()
+
     def _fetch_k(self, k: int) -> int:
         fetch_k = self.two_stage.search.fetch_k
         if k > fetch_k:

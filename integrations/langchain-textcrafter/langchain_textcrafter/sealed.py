@@ -12,10 +12,9 @@ plaintext; so retrieval works as on an unwrapped store and nothing patches the s
 candidate vectors and protected queries, the clean vectors travel sealed in the payload, and every
 search opens ``fetch_k`` candidates and ranks them by exact cosine in your process.
 
-What stays plain, by design: the vectors the store receives (protect them with :class:`ProtectedEmbeddings`
-or two-stage search), the ids, the metadata fields not named in ``sealed_metadata`` (so the store can
-filter on them), and the reserved ``_tc_*`` fields. Filtering on a sealed field is impossible: the store
-only holds its ciphertext. Lexical/sparse/hybrid retrieval over sealed texts is impossible for the same reason.
+Plain by design: the vectors the store receives (protect them with :class:`ProtectedEmbeddings` or
+two-stage search), the ids, the metadata fields not in ``sealed_metadata`` (filterable) and the reserved
+``_tc_*`` fields. Filters on sealed fields and lexical/hybrid search over sealed texts cannot work.
 """
 
 from __future__ import annotations
@@ -30,7 +29,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 from langchain_core.vectorstores.utils import maximal_marginal_relevance
 
-from textcrafter_rag.sealed_records import RecordSealer, filter_field_names, new_record_id
+from textcrafter_rag.sealed_records import RecordSealer, new_record_id
 from textcrafter_rag.sealing import SecretKey
 from textcrafter_rag.two_stage import VECTOR_KEY, TwoStage, TwoStageSearch, rerank
 
@@ -44,21 +43,9 @@ STORE_ID_FIELD = "_id"
 
 
 def _store_id_field(store: VectorStore) -> str:
-    """The metadata field holding a hit's id when ``Document.id`` is empty.
-
-    ``langchain_milvus`` returns the primary key under its ``_primary_field`` ("pk" by default);
-    ``langchain_qdrant`` under ``_id``. Reading the store's own field lets a moved record be caught there too.
-    """
+    """Where a hit's id is if ``Document.id`` is empty: ``langchain_milvus``'s ``_primary_field``, else ``_id``."""
     primary = getattr(store, "_primary_field", None)
     return primary if isinstance(primary, str) and primary else STORE_ID_FIELD
-
-
-def _filter_keys(flt: Any) -> list[str]:
-    """Field names in a store filter of any form: dicts, Qdrant ``models.Filter``, string expressions...
-
-    One definition for both frameworks: :func:`textcrafter_rag.sealed_records.filter_field_names`.
-    """
-    return sorted(filter_field_names(flt))
 
 
 #: What builds the wrapped store: called once with the embeddings it must be built with.
@@ -98,14 +85,11 @@ class SealedVectorStore(VectorStore):
             not keep the embeddings it was given, or ``sealed_metadata`` is a string.
         textcrafter_rag.sealing.InvalidKeyError: The key is not 32 bytes or their base64 string.
 
-    Every hit is opened with the id the store returns (``Document.id``, else the ``_id`` metadata
-    field that ``langchain_qdrant`` fills with the point id, or the primary-key field of
-    ``langchain_milvus``, "pk" by default), checked against the plain ``_tc_id`` field, so a record's
-    values copied to another point do not open; ``_tc_id`` alone is used for stores that return no id.
-    A value that does not open (wrong key or context, edited, moved to another record) raises
-    :class:`~textcrafter_rag.sealing.SealError`; ciphertext is never returned as text. Methods of the
-    wrapped store not listed here (``FAISS.save_local``) are reached through :attr:`store`; texts
-    written that way are not sealed.
+    Every hit is opened with the id the store returns (``Document.id``, else ``langchain_qdrant``'s
+    ``_id`` or ``langchain_milvus``'s primary-key field), checked against the plain ``_tc_id`` field,
+    so values copied to another record do not open. A value that does not open (wrong key or context,
+    edited, moved) raises :class:`~textcrafter_rag.sealing.SealError`; ciphertext is never returned as
+    text. Other methods of the wrapped store (``FAISS.save_local``) are reached through :attr:`store`.
 
     With ``fetch_k``, scores are the exact cosine similarity of the clean vectors (higher is closer),
     for every search; ``k`` may not exceed ``fetch_k``. The store never receives a clean vector.
@@ -184,10 +168,7 @@ class SealedVectorStore(VectorStore):
     def from_texts(
         cls, texts: list[str], embedding: Embeddings, metadatas: list[dict] | None = None, **kwargs: Any
     ) -> SealedVectorStore:
-        """Build a sealed store and add ``texts``: ``store=`` (the factory) and ``key=`` are required keywords.
-
-        ``ids=`` are passed to :meth:`add_texts`; the other keywords to the constructor.
-        """
+        """Build a sealed store (``store=`` and ``key=`` required, other keywords too) and add ``texts`` (``ids=``)."""
         ids = kwargs.pop("ids", None)
         if "store" not in kwargs or "key" not in kwargs:
             raise TypeError("SealedVectorStore.from_texts needs store= (a function building the store) and key=")
@@ -214,12 +195,7 @@ class SealedVectorStore(VectorStore):
             )
         if clean is None or self._search is None:
             return sealed, record_ids, None
-        texts = [d.page_content for d in documents]
-        two_stage = self._search.two_stage
-        candidates = two_stage.protect_documents(clean, record_ids=record_ids, texts=texts)
-        for doc, vector, rid in zip(sealed, clean, record_ids, strict=True):
-            doc.metadata[VECTOR_KEY] = two_stage.seal_vector(vector, record_id=rid)
-        return sealed, record_ids, candidates.tolist()
+        return sealed, record_ids, self._search.seal(sealed, clean, record_ids, [d.page_content for d in documents])
 
     def add_documents(self, documents: list[Document], **kwargs: Any) -> list[str]:
         """Embed the plaintexts (one encoder call), seal texts and named metadata, add them to the wrapped store.
@@ -245,10 +221,9 @@ class SealedVectorStore(VectorStore):
     def copy_to(self, target: SealedVectorStore, ids: Sequence[Any], **kwargs: Any) -> list[str]:
         """Open these records and add them to ``target``: rekeying, a new tenant context, another collection.
 
-        From a two-stage store to a two-stage store no text goes through an encoder: the sealed clean
-        vectors are opened here and sealed again under the target's key, with the target's candidate
-        vectors. Otherwise ``target`` embeds the opened texts. Write into a new collection and drop the
-        old one afterwards, so that nothing is lost if the copy stops half way.
+        Two-stage to two-stage, no text goes through an encoder: the clean vectors are opened and sealed
+        again under the target's key, with its candidate vectors; otherwise ``target`` embeds the texts.
+        Copy into a new collection and drop the old one after, so nothing is lost if the copy stops.
 
         Raises:
             SealError: A record does not open under this store's key (nothing is written then).
@@ -323,7 +298,7 @@ class SealedVectorStore(VectorStore):
         return [(self._open(d), s) for d, s in pairs]
 
     def _check(self, kwargs: Mapping[str, Any]) -> None:
-        self._records.check_filter_keys(_filter_keys(kwargs.get("filter")))
+        self._records.check_filter(kwargs.get("filter"))
 
     def get_by_ids(self, ids: Sequence[Any], /) -> list[Document]:
         """The documents with these ids, opened."""
@@ -336,7 +311,7 @@ class SealedVectorStore(VectorStore):
     # -- two-stage search --------------------------------------------------------------------------
 
     def _candidates(self) -> CandidateSearch:
-        assert self._search is not None
+        assert self._search is not None  # two-stage paths only
         return self._search
 
     def _ranked(self, query: np.ndarray, hits: list[Document], k: int) -> list[tuple[Document, float]]:
@@ -387,9 +362,7 @@ class SealedVectorStore(VectorStore):
         self._check(kwargs)
         if self._search is None:
             return self._opened_scored(self._store.similarity_search_with_relevance_scores(query, k=k, **kwargs))
-        threshold = kwargs.pop("score_threshold", None)
-        hits = self.similarity_search_with_score(query, k=k, **kwargs)
-        return [(d, s) for d, s in hits if threshold is None or s >= threshold]
+        return super().similarity_search_with_relevance_scores(query, k=k, **kwargs)
 
     async def asimilarity_search_with_relevance_scores(
         self, query: str, k: int = 4, **kwargs: Any
@@ -397,11 +370,8 @@ class SealedVectorStore(VectorStore):
         """Async :meth:`similarity_search_with_relevance_scores`."""
         self._check(kwargs)
         if self._search is None:
-            hits = await self._store.asimilarity_search_with_relevance_scores(query, k=k, **kwargs)
-            return self._opened_scored(hits)
-        threshold = kwargs.pop("score_threshold", None)
-        hits = await self.asimilarity_search_with_score(query, k=k, **kwargs)
-        return [(d, s) for d, s in hits if threshold is None or s >= threshold]
+            return self._opened_scored(await self._store.asimilarity_search_with_relevance_scores(query, k=k, **kwargs))
+        return await super().asimilarity_search_with_relevance_scores(query, k=k, **kwargs)
 
     def similarity_search_by_vector(self, embedding: list[float], k: int = 4, **kwargs: Any) -> list[Document]:
         """Hits for a query vector (in two-stage search a clean one: it is protected before the store sees it)."""
@@ -423,17 +393,10 @@ class SealedVectorStore(VectorStore):
     def max_marginal_relevance_search(
         self, query: str, k: int = 4, fetch_k: int = 20, lambda_mult: float = 0.5, **kwargs: Any
     ) -> list[Document]:
-        """MMR: the wrapped store's, or in two-stage search over the opened candidates' clean vectors.
-
-        In two-stage search the candidates are the store's ``fetch_k`` (the argument is ignored).
-        """
+        """MMR: the wrapped store's, or over the opened candidates' clean vectors (the store's ``fetch_k``)."""
         self._check(kwargs)
         if self._search is None:
-            return self._opened(
-                self._store.max_marginal_relevance_search(
-                    query, k=k, fetch_k=fetch_k, lambda_mult=lambda_mult, **kwargs
-                )
-            )
+            return self._opened(self._store.max_marginal_relevance_search(query, k, fetch_k, lambda_mult, **kwargs))
         clean = self._candidates().query(query)
         return self._mmr(clean, self._candidates().fetch(self._store, clean, k, query, **kwargs), k, lambda_mult)
 
@@ -443,10 +406,9 @@ class SealedVectorStore(VectorStore):
         """Async :meth:`max_marginal_relevance_search`."""
         self._check(kwargs)
         if self._search is None:
-            hits = await self._store.amax_marginal_relevance_search(
-                query, k=k, fetch_k=fetch_k, lambda_mult=lambda_mult, **kwargs
+            return self._opened(
+                await self._store.amax_marginal_relevance_search(query, k, fetch_k, lambda_mult, **kwargs)
             )
-            return self._opened(hits)
         clean = await self._candidates().aquery(query)
         hits = await self._candidates().afetch(self._store, clean, k, query, **kwargs)
         return await asyncio.to_thread(self._mmr, clean, hits, k, lambda_mult)
@@ -457,9 +419,7 @@ class SealedVectorStore(VectorStore):
         """MMR for a query vector, hits opened."""
         self._check(kwargs)
         if self._search is None:
-            hits = self._store.max_marginal_relevance_search_by_vector(
-                embedding, k=k, fetch_k=fetch_k, lambda_mult=lambda_mult, **kwargs
-            )
+            hits = self._store.max_marginal_relevance_search_by_vector(embedding, k, fetch_k, lambda_mult, **kwargs)
             return self._opened(hits)
         clean = np.asarray(embedding, dtype=np.float32)
         return self._mmr(clean, self._candidates().fetch(self._store, clean, k, None, **kwargs), k, lambda_mult)
@@ -470,23 +430,21 @@ class SealedVectorStore(VectorStore):
         """Async :meth:`max_marginal_relevance_search_by_vector`."""
         self._check(kwargs)
         if self._search is None:
-            hits = await self._store.amax_marginal_relevance_search_by_vector(
-                embedding, k=k, fetch_k=fetch_k, lambda_mult=lambda_mult, **kwargs
+            store = self._store
+            return self._opened(
+                await store.amax_marginal_relevance_search_by_vector(embedding, k, fetch_k, lambda_mult, **kwargs)
             )
-            return self._opened(hits)
         clean = np.asarray(embedding, dtype=np.float32)
         hits = await self._candidates().afetch(self._store, clean, k, None, **kwargs)
         return await asyncio.to_thread(self._mmr, clean, hits, k, lambda_mult)
 
     def _select_relevance_score_fn(self) -> Any:
-        return self._store._select_relevance_score_fn()
+        return self._store._select_relevance_score_fn() if self._search is None else (lambda cosine: cosine)
 
     def _get_retriever_tags(self) -> list[str]:
         return [type(self).__name__, type(self._store).__name__, type(self._embedding).__name__]
 
     def __repr__(self) -> str:
         two_stage = f", two_stage={self.two_stage!r}" if self._search is not None else ""
-        return (
-            f"SealedVectorStore(store={type(self._store).__name__}, sealed_metadata={self.sealed_metadata!r}"
-            f"{two_stage}, key=<redacted>)"
-        )
+        name, sealed = type(self._store).__name__, self.sealed_metadata
+        return f"SealedVectorStore(store={name}, sealed_metadata={sealed!r}{two_stage}, key=<redacted>)"
