@@ -1,0 +1,172 @@
+"""End-to-end search latency through the sealed store on real engines: Qdrant local and a Chroma server.
+
+The same records go into a single-stage and a two-stage :class:`langchain_textcrafter.SealedVectorStore`
+on each engine; every query is timed from the call to the opened hits (the encoder is not timed: the
+embeddings are precomputed and served by text). Two-stage search asks the engine for ``fetch_k``
+candidates, opens their sealed clean vectors, re-ranks and opens the ``k`` winners' texts; the
+difference to single-stage is what the re-rank costs on that engine, transfer of the larger payloads
+included.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from langchain_core.embeddings import Embeddings
+
+__all__ = ["PrecomputedEmbeddings", "engine_latency_rows"]
+
+
+class PrecomputedEmbeddings(Embeddings):
+    """Serve precomputed vectors by text, so the timing leaves the encoder out.
+
+    A text it does not know (an engine's dimension probe, ``"dummy_text"``) gets the first basis vector.
+    """
+
+    def __init__(self, texts: Sequence[str], vectors: np.ndarray) -> None:
+        vectors = np.asarray(vectors, dtype=np.float32)
+        self._by_text = {t: v.tolist() for t, v in zip(texts, vectors)}
+        self._probe = np.eye(1, vectors.shape[1], dtype=np.float32)[0].tolist()
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [self._by_text.get(t, self._probe) for t in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        return self._by_text.get(text, self._probe)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def _chroma_server(path: Path) -> Iterator[tuple[str, int]]:
+    """A ``chroma run`` server on a loopback port, stopped on exit."""
+    port = _free_port()
+    exe = Path(sys.executable).parent / "chroma"
+    env = {**os.environ, "ANONYMIZED_TELEMETRY": "False", "HOME": str(path)}
+    log = (path / "chroma.log").open("w")
+    proc = subprocess.Popen(
+        [str(exe), "run", "--path", str(path / "data"), "--host", "127.0.0.1", "--port", str(port)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"chroma run exited with {proc.returncode}; see {path / 'chroma.log'}")
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v2/heartbeat", timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("chroma run did not become ready in 60 s") from None
+                time.sleep(0.2)
+        yield "127.0.0.1", port
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+def _timed(search: Callable[[str], Any], queries: Sequence[str]) -> np.ndarray:
+    for q in queries[:3]:  # warm-up: connections, caches
+        search(q)
+    out = []
+    for q in queries:
+        t0 = time.perf_counter()
+        search(q)
+        out.append((time.perf_counter() - t0) * 1000)
+    return np.asarray(out)
+
+
+def engine_latency_rows(
+    texts: Sequence[str],
+    doc_vectors: np.ndarray,
+    queries: Sequence[str],
+    query_vectors: np.ndarray,
+    *,
+    fetch_k: int = 200,
+    k: int = 10,
+    engines: Sequence[str] = ("qdrant", "chroma"),
+    key: str,
+) -> list[dict[str, Any]]:
+    """p50 / p95 search latency (ms) per engine, single-stage beside two-stage at ``fetch_k``."""
+    from langchain_textcrafter import SealedVectorStore
+
+    embeddings = PrecomputedEmbeddings([*texts, *queries], np.vstack([doc_vectors, query_vectors]))
+    dim = int(np.asarray(doc_vectors).shape[1])
+    ids = [f"00000000-0000-4000-8000-{i:012d}" for i in range(len(texts))]
+    rows: list[dict[str, Any]] = []
+    tmp = Path(tempfile.mkdtemp(prefix="two-stage-engines-"))
+    try:
+        for engine in engines:
+            for mode, two_stage in (("single-stage", None), ("two-stage", fetch_k)):
+                name = f"docs_{mode.replace('-', '_')}"
+                with _engine(engine, tmp / engine / name, name, dim) as factory:
+                    store = SealedVectorStore(factory, embedding=embeddings, key=key, fetch_k=two_stage)
+                    for start in range(0, len(texts), 1000):
+                        store.add_texts(list(texts[start : start + 1000]), ids=ids[start : start + 1000])
+                    lat = _timed(lambda q, s=store: s.similarity_search(q, k=k), list(queries))
+                rows.append(
+                    {
+                        "engine": engine,
+                        "mode": mode,
+                        "fetch_k": two_stage,
+                        "k": k,
+                        "n_docs": len(texts),
+                        "n_queries": len(queries),
+                        "latency_ms_p50": round(float(np.percentile(lat, 50)), 2),
+                        "latency_ms_p95": round(float(np.percentile(lat, 95)), 2),
+                    }
+                )
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return rows
+
+
+@contextmanager
+def _engine(engine: str, path: Path, name: str, dim: int) -> Iterator[Callable[[Embeddings], Any]]:
+    """A factory building the engine's LangChain store from the embeddings the sealed store gives it."""
+    path.mkdir(parents=True, exist_ok=True)
+    if engine == "qdrant":
+        from langchain_qdrant import QdrantVectorStore
+        from qdrant_client import QdrantClient, models
+
+        client = QdrantClient(path=str(path))
+        client.create_collection(name, vectors_config=models.VectorParams(size=dim, distance=models.Distance.DOT))
+        try:
+            yield lambda e: QdrantVectorStore(
+                client=client, collection_name=name, embedding=e, distance=models.Distance.DOT
+            )
+        finally:
+            client.close()
+    elif engine == "chroma":
+        import chromadb
+        from langchain_chroma import Chroma
+
+        with _chroma_server(path) as (host, port):
+            client = chromadb.HttpClient(host=host, port=port)
+            yield lambda e: Chroma(collection_name=name, embedding_function=e, client=client)
+    else:
+        raise ValueError(f"unknown engine {engine!r}; choose qdrant or chroma")
