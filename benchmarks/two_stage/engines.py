@@ -25,6 +25,8 @@ from typing import Any
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
+from langchain_textcrafter import SealedVectorStore
+
 __all__ = ["PrecomputedEmbeddings", "engine_latency_rows"]
 
 
@@ -112,8 +114,6 @@ def engine_latency_rows(
     key: str,
 ) -> list[dict[str, Any]]:
     """p50 / p95 search latency (ms) per engine, single-stage beside two-stage at ``fetch_k``."""
-    from langchain_textcrafter import SealedVectorStore
-
     embeddings = PrecomputedEmbeddings([*texts, *queries], np.vstack([doc_vectors, query_vectors]))
     dim = int(np.asarray(doc_vectors).shape[1])
     ids = [f"00000000-0000-4000-8000-{i:012d}" for i in range(len(texts))]
