@@ -40,7 +40,7 @@ def tiny_inverter_config():
 
 def train_tiny_inverter(encoder):
     """Overfit the tiny inverter on :data:`TINY_INVERTER_SENTENCES` (CPU, 1 thread, deterministic)."""
-    from textcrafter_rag.attacks import Inverter, TrainConfig
+    from textcrafter_rag.attacks import Inverter, InverterTrainingConfig
 
     emb = encoder.encode(TINY_INVERTER_SENTENCES)
     return Inverter.train(
@@ -50,7 +50,7 @@ def train_tiny_inverter(encoder):
         encoder=encoder,
         device="cpu",
         progress=False,
-        train_config=TrainConfig(
+        train_config=InverterTrainingConfig(
             batch_size=4, lr=3e-3, warmup_steps=5, epochs=200, time_budget_min=None, bf16=False, seed=0, threads=1
         ),
     )

@@ -17,7 +17,7 @@ from textcrafter_rag.artifacts import CONFIG_NAME, WEIGHTS_NAME
 from textcrafter_rag.attacks import (
     Inverter,
     InverterConfig,
-    TrainConfig,
+    InverterTrainingConfig,
     adapt_inverter,
     attacker_embeddings,
     load_or_train_inverter,
@@ -29,7 +29,7 @@ from textcrafter_rag.mechanisms import GaussianNoise, Mechanism
 
 TEXTS = ["a cat sat on a wall.", "ships sail at dawn.", "the bank raised rates.", "snow covers the hills."]
 TINY = InverterConfig(d_model=32, n_layers=1, n_heads=2, d_ff=64, n_prefix=1, max_len=10, init_from_encoder=False)
-FAST = TrainConfig(batch_size=2, epochs=1, time_budget_min=None, bf16=False, threads=1)
+FAST = InverterTrainingConfig(batch_size=2, epochs=1, time_budget_min=None, bf16=False, threads=1)
 
 
 class Counting(Mechanism):
@@ -58,7 +58,7 @@ def setup():
         encoder=enc,
         device="cpu",
         progress=False,
-        train_config=TrainConfig(batch_size=4, epochs=2, time_budget_min=None, bf16=False, threads=1),
+        train_config=InverterTrainingConfig(batch_size=4, epochs=2, time_budget_min=None, bf16=False, threads=1),
     )
     return enc, inv
 
@@ -108,7 +108,7 @@ def test_policy_weights_enter_the_key():
 
 def test_clean_inverter_cache_round_trip_and_tampering(setup, tmp_path):
     enc, _ = setup
-    tc = TrainConfig(batch_size=4, epochs=1, time_budget_min=None, bf16=False, threads=1)
+    tc = InverterTrainingConfig(batch_size=4, epochs=1, time_budget_min=None, bf16=False, threads=1)
     first, d, loaded = load_or_train_inverter(
         enc, TEXTS, config=TINY, train_config=tc, cache_dir=tmp_path, progress=False
     )

@@ -12,7 +12,7 @@ import pkgutil
 import pytest
 
 from textcrafter_rag import attacks
-from textcrafter_rag.attacks import AttackConfig, TrainConfig, evaluate
+from textcrafter_rag.attacks import AttackConfig, InverterTrainingConfig, evaluate
 from textcrafter_rag.attacks import cli as attack_cli
 from textcrafter_rag.attacks.cli import add_attack_command, attack_config
 from textcrafter_rag.attacks.config import DEFAULT_ADAPT_CONFIG, QUICK_ADAPT, QUICK_TRAIN
@@ -73,12 +73,15 @@ def test_defaults_and_validation():
 def test_quick_caps_and_training_settings():
     full = AttackConfig(n_pairs=30_000, n_pii=4000, seed=7)
     assert full.pairs_budget == 30_000 and full.pii_size == 4000 and full.keyword_size == 20_000
-    assert full.clean_training().seed == 7 and full.clean_training().time_budget_min == TrainConfig().time_budget_min
+    assert (
+        full.clean_training().seed == 7
+        and full.clean_training().time_budget_min == InverterTrainingConfig().time_budget_min
+    )
     assert full.adapt_training() == DEFAULT_ADAPT_CONFIG
     quick = dataclasses.replace(full, quick=True)
     assert quick.pairs_budget == 2000 and quick.pii_size == 600 and quick.keyword_size == 2000
     assert quick.clean_training() == dataclasses.replace(QUICK_TRAIN, seed=7) and quick.adapt_training() == QUICK_ADAPT
-    given = TrainConfig(max_steps=2, seed=3)
+    given = InverterTrainingConfig(max_steps=2, seed=3)
     assert AttackConfig(train_config=given, seed=9).clean_training() is given  # a given config keeps its own seed
 
 

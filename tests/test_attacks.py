@@ -12,9 +12,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from textcrafter_rag.attacks import (
     AttackConfig,
     Inverter,
+    InverterTrainingConfig,
     KeywordAttack,
     PIIProbe,
-    TrainConfig,
     adapt_inverter,
     best_constant,
     evaluate_attacks,
@@ -102,7 +102,7 @@ def test_adaptive_queries_defense_on_attacker_texts(tiny, encoder, tmp_path):
         texts=attacker_texts,
         n_pairs=6,
         cache_dir=tmp_path,
-        train_config=TrainConfig(batch_size=3, epochs=1, time_budget_min=None, bf16=False),
+        train_config=InverterTrainingConfig(batch_size=3, epochs=1, time_budget_min=None, bf16=False),
         progress=False,
     )
     assert defense.calls and sum(len(c) for c in defense.calls) == 6
@@ -199,7 +199,7 @@ def test_evaluate_attacks_adaptive_queries_defense(tiny, encoder, tmp_path):
         keyword=False,
         pii=False,
         cache_dir=tmp_path,
-        adapt_config=TrainConfig(batch_size=2, epochs=1, time_budget_min=None, bf16=False),
+        adapt_config=InverterTrainingConfig(batch_size=2, epochs=1, time_budget_min=None, bf16=False),
     )
     res = evaluate_attacks(
         defense,

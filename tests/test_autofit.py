@@ -15,12 +15,12 @@ import pytest
 from textcrafter_rag import MissingPolicyError, Protector, TextcrafterError
 from textcrafter_rag.autofit import AUTO_FIT_ENV, HOME_ENV, AutoFitConfig, auto_policy, cached_policy_dir
 from textcrafter_rag.encoders import Encoder
-from textcrafter_rag.textcrafter import CalibrationConfig, TextCrafter, TrainingConfig
+from textcrafter_rag.textcrafter import CalibrationConfig, PolicyTrainingConfig, TextCrafter
 
 #: A recipe that fits in seconds (the real one takes minutes: benchmarks/speed/autofit.py measures it).
 TINY = AutoFitConfig(
     calibration=CalibrationConfig(n_pii=30, n_calibration=200, clusters=4),
-    training=TrainingConfig(steps=10, batch_size=32, eval_every=5),
+    training=PolicyTrainingConfig(steps=10, batch_size=32, eval_every=5),
 )
 
 

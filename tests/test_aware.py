@@ -21,7 +21,7 @@ from textcrafter_rag.textcrafter.aware import (
 from textcrafter_rag.textcrafter.policy import PolicyConfig, TextCrafterPolicy
 from textcrafter_rag.textcrafter.projection import release
 from textcrafter_rag.textcrafter.reward import reward
-from textcrafter_rag.textcrafter.training import TrainingConfig, train_policy
+from textcrafter_rag.textcrafter.training import PolicyTrainingConfig, train_policy
 
 DIM = 32
 WORDS = [f"tok{i:02d}" for i in range(30)]
@@ -113,7 +113,7 @@ def test_adversary_term_needs_row_aligned_texts() -> None:
 
 def _train(aware_cfg: AwareRewardConfig | None, x: torch.Tensor, texts: list[str]):
     tc = make_textcrafter(DIM, eps=1.0)
-    cfg = TrainingConfig(steps=60, batch_size=64, eval_every=10, patience=100, lr=3e-3, seed=3)
+    cfg = PolicyTrainingConfig(steps=60, batch_size=64, eval_every=10, patience=100, lr=3e-3, seed=3)
     aware = AwareObjective(aware_cfg, x, texts, seed=3) if aware_cfg is not None else None
     kw = {"eps": 1.0, "pii": tc.pii, "prior": tc.prior, "weights": tc.weights, "config": cfg, "progress": False}
     report = train_policy(tc.policy, x.numpy(), aware=aware, **kw)
@@ -214,12 +214,12 @@ def test_fit_textcrafter_with_an_aware_reward_records_it_and_keeps_the_norm() ->
     cal = Calibration(encoder=_toy_encoder(), pii=base.pii, prior=base.prior, embeddings=x.numpy(), texts=tuple(texts))
     cfg = AwareRewardConfig(retrieval_weight=1.0, adversary_weight=1.0, vocab_size=50, adversary_every=5)
     kw = {"eps": 1.0, "calibration": cal, "progress": False, "log": None, "policy_config": {"heads": 4}}
-    tc = fit_textcrafter(training=TrainingConfig(steps=10, batch_size=32, eval_every=5), reward=cfg, **kw)
+    tc = fit_textcrafter(training=PolicyTrainingConfig(steps=10, batch_size=32, eval_every=5), reward=cfg, **kw)
     assert tc.get_config_dict()["reward"] == cfg.to_dict() and tc.label == "textcrafter-aware"
     assert tc.spec().startswith("textcrafter-aware:eps=1.0")
     out = tc.protect(x.numpy()[:16])
     np.testing.assert_allclose(np.linalg.norm(out - x.numpy()[:16], axis=1), 1.0, rtol=1e-5)
     with pytest.raises(ValueError, match="calibration texts"):
         fit_textcrafter(reward=cfg, **{**kw, "calibration": dataclasses.replace(cal, texts=None)})
-    off = fit_textcrafter(training=TrainingConfig(steps=2, batch_size=32), reward=AwareRewardConfig(), **kw)
+    off = fit_textcrafter(training=PolicyTrainingConfig(steps=2, batch_size=32), reward=AwareRewardConfig(), **kw)
     assert "reward" not in off.get_config_dict() and off.label == "textcrafter"

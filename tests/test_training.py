@@ -9,7 +9,7 @@ from textcrafter_rag.encoders import Encoder
 from textcrafter_rag.errors import FingerprintMismatch
 from textcrafter_rag.textcrafter import CalibrationConfig, TextCrafter, fit_textcrafter
 from textcrafter_rag.textcrafter.reward import RewardWeights, reward
-from textcrafter_rag.textcrafter.training import TrainingConfig, train_policy
+from textcrafter_rag.textcrafter.training import PolicyTrainingConfig, train_policy
 
 
 def _synthetic_task(tc: TextCrafter, n: int = 400) -> np.ndarray:
@@ -35,7 +35,7 @@ def test_branch_two_learns_only_with_the_pathwise_term(direction_gradient: bool)
     x = _synthetic_task(tc)
     before = {k: v.clone() for k, v in tc.policy.direction_branch.state_dict().items()}
     before_mean = tc.policy.mean_branch.head.weight.clone()
-    cfg = TrainingConfig(steps=5, batch_size=32, eval_every=100, direction_gradient=direction_gradient)
+    cfg = PolicyTrainingConfig(steps=5, batch_size=32, eval_every=100, direction_gradient=direction_gradient)
     train_policy(tc.policy, x, eps=2.5, pii=tc.pii, prior=tc.prior, weights=tc.weights, config=cfg, progress=False)
     after = tc.policy.direction_branch.state_dict()
     changed = any(not torch.equal(before[k], after[k]) for k in before)
@@ -48,7 +48,7 @@ def test_training_raises_validation_reward_and_is_reproducible() -> None:
     for _ in range(2):
         tc = make_textcrafter()
         x = _synthetic_task(tc)
-        cfg = TrainingConfig(steps=120, batch_size=64, eval_every=10, patience=50, lr=3e-3, seed=4)
+        cfg = PolicyTrainingConfig(steps=120, batch_size=64, eval_every=10, patience=50, lr=3e-3, seed=4)
         rep = train_policy(
             tc.policy, x, eps=2.5, pii=tc.pii, prior=tc.prior, weights=tc.weights, config=cfg, progress=False
         )
@@ -60,7 +60,7 @@ def test_training_raises_validation_reward_and_is_reproducible() -> None:
 
 def test_training_stops_on_plateau() -> None:
     tc = make_textcrafter()
-    cfg = TrainingConfig(steps=500, batch_size=16, eval_every=1, patience=2, lr=1e-9)
+    cfg = PolicyTrainingConfig(steps=500, batch_size=16, eval_every=1, patience=2, lr=1e-9)
     rep = train_policy(
         tc.policy,
         _synthetic_task(tc),
@@ -85,7 +85,7 @@ def fitted(minilm, tmp_path_factory):
         calibration=CalibrationConfig(corpus=tuple(corpus), n_pii=60, n_calibration=300, clusters=4),
         progress=False,
         log=None,
-        training=TrainingConfig(steps=60, batch_size=64, eval_every=5, patience=100, lr=3e-3),
+        training=PolicyTrainingConfig(steps=60, batch_size=64, eval_every=5, patience=100, lr=3e-3),
     )
     path = tc.save(tmp_path_factory.mktemp("policy") / "minilm")
     return tc, path

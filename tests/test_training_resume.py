@@ -12,14 +12,14 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
-from textcrafter_rag.attacks import Inverter, InverterConfig, TrainConfig
+from textcrafter_rag.attacks import Inverter, InverterConfig, InverterTrainingConfig
 from textcrafter_rag.attacks import inverter as inverter_module
 from textcrafter_rag.encoders import bundled_minilm
 
 TEXTS = [f"text number {i} about {w} and {v}." for i, (w, v) in enumerate(zip("abcdefghij" * 2, "klmnopqrst" * 2))]
 TINY = InverterConfig(d_model=32, n_layers=1, n_heads=2, d_ff=64, n_prefix=1, max_len=12, init_from_encoder=False)
 # 20 texts in batches of 4 over 3 epochs: 15 steps, across epoch boundaries
-TRAIN = TrainConfig(batch_size=4, epochs=3, time_budget_min=None, bf16=False, threads=1, warmup_steps=2)
+TRAIN = InverterTrainingConfig(batch_size=4, epochs=3, time_budget_min=None, bf16=False, threads=1, warmup_steps=2)
 
 
 class Stop(Exception):
@@ -86,7 +86,7 @@ def test_checkpoint_of_another_run_is_refused(data, tmp_path, monkeypatch):
     with pytest.raises(Stop):
         fresh(enc).fit(emb, TEXTS, train_config=TRAIN, progress=False, checkpoint_dir=ckpt, checkpoint_every_min=0)
     monkeypatch.setattr(inverter_module, "save_training_state", real_save)
-    other = TrainConfig(**{**TRAIN.__dict__, "lr": 1e-3})
+    other = InverterTrainingConfig(**{**TRAIN.__dict__, "lr": 1e-3})
     with pytest.raises(ValueError, match="another training run"):
         fresh(enc).fit(emb, TEXTS, train_config=other, progress=False, checkpoint_dir=ckpt)
     with pytest.raises(ValueError, match="another training run"):

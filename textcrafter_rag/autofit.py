@@ -41,7 +41,7 @@ from .data import bbc_sentences
 from .encoders import PROBE_SENTENCES, Encoder
 from .errors import FingerprintMismatch, MissingPolicyError
 from .policies import DEFAULT_SHIPPED_EPS, shipped_policy_path
-from .textcrafter import CalibrationConfig, TextCrafter, TrainingConfig, fit_textcrafter
+from .textcrafter import CalibrationConfig, PolicyTrainingConfig, TextCrafter, fit_textcrafter
 
 __all__ = [
     "AUTO",
@@ -88,8 +88,8 @@ class AutoFitConfig:
     calibration: CalibrationConfig = field(
         default_factory=lambda: CalibrationConfig(n_pii=250, n_calibration=1000, clusters=12)
     )
-    training: TrainingConfig = field(
-        default_factory=lambda: TrainingConfig(steps=150, batch_size=128, eval_every=10, patience=5, seed=0)
+    training: PolicyTrainingConfig = field(
+        default_factory=lambda: PolicyTrainingConfig(steps=150, batch_size=128, eval_every=10, patience=5, seed=0)
     )
     seed: int = 0
 

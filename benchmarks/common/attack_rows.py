@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from textcrafter_rag.attacks import AttackConfig, Inverter, TrainConfig, evaluate_attacks
+from textcrafter_rag.attacks import AttackConfig, Inverter, InverterTrainingConfig, evaluate_attacks
 from textcrafter_rag.attacks.config import DEFAULT_ADAPT_CONFIG
 from textcrafter_rag.mechanisms import Mechanism
 
@@ -33,7 +33,7 @@ __all__ = [
 
 #: Two optimiser steps and no time budget (a time budget makes the step count depend on the machine's
 #: load): the smoke sizes check the plumbing, not the attack.
-SMOKE_TRAIN = TrainConfig(max_steps=2, time_budget_min=None, epochs=1.0, bf16=False)
+SMOKE_TRAIN = InverterTrainingConfig(max_steps=2, time_budget_min=None, epochs=1.0, bf16=False)
 
 PRIVACY_KEYS = (
     "bleu",
@@ -96,7 +96,7 @@ def run_attack(defense: Mechanism, mode: str, *, run: AttackRun) -> dict[str, An
         )
 
 
-def fixed_adapt_config() -> TrainConfig:
+def fixed_adapt_config() -> InverterTrainingConfig:
     """The fixed adaptive budget of the privacy tables: each of the ``n_pairs`` pairs is seen once, no time cap.
 
     A pair budget instead of a time budget makes the adaptive attacker independent of the machine's speed.
@@ -104,7 +104,7 @@ def fixed_adapt_config() -> TrainConfig:
     return replace(DEFAULT_ADAPT_CONFIG, time_budget_min=None, epochs=1.0)
 
 
-def timed_adapt_config(minutes: float) -> TrainConfig:
+def timed_adapt_config(minutes: float) -> InverterTrainingConfig:
     """The package's adaptive fine-tuning with a time budget of ``minutes`` instead of its default."""
     return replace(DEFAULT_ADAPT_CONFIG, time_budget_min=minutes)
 

@@ -22,8 +22,8 @@ from textcrafter_rag.policies import BUNDLED_MODEL_ID, shipped_policy_path
 from textcrafter_rag.textcrafter import (
     Calibration,
     CalibrationConfig,
+    PolicyTrainingConfig,
     TextCrafter,
-    TrainingConfig,
     calibrate,
     fit_textcrafter,
 )
@@ -139,7 +139,7 @@ class PolicySource:
         )
         folder = self.cache / "policies" / f"minilm-{self.size}-eps{eps:g}-seed{self.seed}-{key[:8]}"
         if not (folder / "config.json").is_file():
-            training = TrainingConfig(
+            training = PolicyTrainingConfig(
                 steps=fs.steps, batch_size=fs.batch_size, eval_every=min(20, fs.steps), seed=self.seed
             )
             fitted = fit_textcrafter(

@@ -178,7 +178,7 @@ def train_and_measure(bundle: Path, out: Path, run: DeviceRun, *, progress: bool
         embed_minutes = (time.time() - t) / 60
         print(f"embedded {len(train)} training sentences in {embed_minutes:.2f} min on {dev}", flush=True)
         cfg = inverter_mod.InverterConfig(n_layers=run.layers, max_len=int(manifest["settings"]["max_len"]))
-        tc = inverter_mod.TrainConfig(
+        tc = inverter_mod.InverterTrainingConfig(
             batch_size=run.batch_size,
             lr=run.lr,
             warmup_steps=run.warmup_steps,

@@ -41,7 +41,7 @@ from benchmarks.common.reporting import RESULTS_DIR, Script, make_meta, write_re
 from textcrafter_rag.attacks import (
     Inverter,
     InverterConfig,
-    TrainConfig,
+    InverterTrainingConfig,
     cache_root,
     floor_metrics,
     load_or_train_inverter,
@@ -182,7 +182,7 @@ def inverter_for(
 ) -> tuple[Inverter, Path, float]:
     """``(inverter, its folder, training minutes)``: the cached clean inverter, trained longer with
     ``--resume-minutes`` (into a sibling folder, so the original entry stays as it was)."""
-    tc = TrainConfig(time_budget_min=args.train_minutes, seed=args.seed, batch_size=args.batch_size)
+    tc = InverterTrainingConfig(time_budget_min=args.train_minutes, seed=args.seed, batch_size=args.batch_size)
     inv, inv_dir, cached = load_or_train_inverter(
         enc, train, config=cfg, train_config=tc, cache_dir=args.cache_dir, device=resolve_device(args.device)
     )
@@ -197,7 +197,7 @@ def inverter_for(
         inv.fit(
             cached_embeddings(enc, train, cache_dir=cache_root(args.cache_dir)),
             train,
-            train_config=TrainConfig(
+            train_config=InverterTrainingConfig(
                 time_budget_min=args.resume_minutes, lr=2.5e-4, warmup_steps=10, seed=args.seed + 1
             ),
         )
@@ -266,7 +266,9 @@ def correct(table: AttackTable, inv: Inverter, train: list[str], start: list[str
         corr_emb,
         corr_texts,
         enc.encode,
-        train_config=TrainConfig(time_budget_min=args.corrector_minutes, lr=2e-4, warmup_steps=20, seed=args.seed),
+        train_config=InverterTrainingConfig(
+            time_budget_min=args.corrector_minutes, lr=2e-4, warmup_steps=20, seed=args.seed
+        ),
     )
     corr_min = (time.time() - t) / 60
     print(f"corrector trained in {corr_min:.1f} min (incl. hypothesis generation)")

@@ -33,7 +33,7 @@ from textcrafter_rag.data import DatasetNotFoundError, bbc_sentences, load_class
 from textcrafter_rag.encoders import Encoder, bundled_minilm
 from textcrafter_rag.mechanisms import GaussianNoise, LDPGaussian, Mechanism, NoDefense, Purkayastha, Shuffle
 from textcrafter_rag.numerics import unit_rows
-from textcrafter_rag.textcrafter import Calibration, TextCrafter, TrainingConfig, fit_textcrafter
+from textcrafter_rag.textcrafter import Calibration, PolicyTrainingConfig, TextCrafter, fit_textcrafter
 from textcrafter_rag.textcrafter.pii import PIIClassifier
 from textcrafter_rag.textcrafter.policy import PolicyConfig, TextCrafterPolicy
 from textcrafter_rag.textcrafter.priors import ClusterPrior
@@ -222,7 +222,7 @@ def measure_fit(policies: PolicySource, *, steps: int, rng: np.random.Generator)
         )
     else:
         cal = policies.at_size("quick").calibration()
-    training = TrainingConfig(steps=steps, batch_size=128, eval_every=10, seed=seed)
+    training = PolicyTrainingConfig(steps=steps, batch_size=128, eval_every=10, seed=seed)
     torch.manual_seed(seed)
     with Timer() as t_fit:
         fitted = fit_textcrafter(

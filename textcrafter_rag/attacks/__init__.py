@@ -14,7 +14,7 @@ from .config import MODES, AttackConfig
 from .correction import Corrector, rerank, train_corrector
 from .evaluate import clean_inverter, evaluate_attacks
 from .floor import best_constant, floor_metrics
-from .inverter import Inverter, TrainConfig
+from .inverter import Inverter, InverterTrainingConfig
 from .inverter_model import InverterConfig
 from .keyword import KeywordAttack
 from .pii_probe import PIIProbe, pii_dataset, pii_sentences
@@ -27,7 +27,7 @@ __all__ = [
     "InverterConfig",
     "KeywordAttack",
     "PIIProbe",
-    "TrainConfig",
+    "InverterTrainingConfig",
     "adapt_inverter",
     "best_constant",
     "cache_root",

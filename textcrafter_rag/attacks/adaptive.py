@@ -21,7 +21,7 @@ from ..artifacts import CONFIG_NAME
 from ..errors import ArtifactError
 from .cache import adapted_key, attacker_embeddings, cache_root
 from .config import DEFAULT_ADAPT_CONFIG
-from .inverter import Inverter, TrainConfig
+from .inverter import Inverter, InverterTrainingConfig
 
 __all__ = ["DEFAULT_ADAPT_CONFIG", "adapt_inverter", "protected_pairs", "query_defense"]
 
@@ -69,7 +69,7 @@ def adapt_inverter(
     encoder: Any,
     texts: Sequence[str],
     n_pairs: int = 30_000,
-    train_config: TrainConfig | None = None,
+    train_config: InverterTrainingConfig | None = None,
     cache_dir: str | os.PathLike[str] | None = None,
     seed: int = 0,
     progress: bool = True,

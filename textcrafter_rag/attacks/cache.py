@@ -21,7 +21,7 @@ import torch
 from .. import embedding
 from ..artifacts import CONFIG_NAME, FORMAT_VERSION
 from ..embedding import texts_hash
-from .inverter import Inverter, InverterConfig, TrainConfig
+from .inverter import Inverter, InverterConfig, InverterTrainingConfig
 
 __all__ = [
     "adapted_key",
@@ -65,7 +65,9 @@ def attacker_embeddings(
     )
 
 
-def inverter_key(encoder: Any, texts: Sequence[str], config: InverterConfig, train_config: TrainConfig) -> str:
+def inverter_key(
+    encoder: Any, texts: Sequence[str], config: InverterConfig, train_config: InverterTrainingConfig
+) -> str:
     """Cache key of a clean inverter: encoder id, training texts, both configs and the file layout."""
     blob = json.dumps(
         {
@@ -85,7 +87,7 @@ def load_or_train_inverter(
     texts: Sequence[str],
     *,
     config: InverterConfig | None = None,
-    train_config: TrainConfig | None = None,
+    train_config: InverterTrainingConfig | None = None,
     cache_dir: str | os.PathLike[str] | None = None,
     progress: bool = True,
     device: torch.device | str | None = None,
@@ -107,7 +109,7 @@ def load_or_train_inverter(
         ArtifactError: The cached entry exists but fails verification.
     """
     config = config or InverterConfig()
-    train_config = train_config or TrainConfig()
+    train_config = train_config or InverterTrainingConfig()
     d = cache_root(cache_dir) / f"inverter-{inverter_key(encoder, texts, config, train_config)}"
     if (d / CONFIG_NAME).is_file():
         return Inverter.load(d, device=device), d, True
@@ -144,7 +146,13 @@ def defense_key(defense: Any) -> str:
 
 
 def adapted_key(
-    inverter: Inverter, defense: Any, texts: Sequence[str], *, n_pairs: int, seed: int, train_config: TrainConfig
+    inverter: Inverter,
+    defense: Any,
+    texts: Sequence[str],
+    *,
+    n_pairs: int,
+    seed: int,
+    train_config: InverterTrainingConfig,
 ) -> str:
     """Cache key of an adaptive attacker: clean inverter, defense, attacker texts, budget, seed, fine-tuning config."""
     blob = json.dumps(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, replace
 
-from .inverter import TrainConfig
+from .inverter import InverterTrainingConfig
 from .inverter_model import InverterConfig
 
 __all__ = [
@@ -26,11 +26,11 @@ __all__ = [
 #: Attacker modes: a clean-trained inverter, or one fine-tuned on the defense's own outputs.
 MODES = ("non-adaptive", "adaptive")
 #: Clean-inverter training of ``quick`` runs (smoke runs: numbers are not meaningful).
-QUICK_TRAIN = TrainConfig(time_budget_min=1.0)
+QUICK_TRAIN = InverterTrainingConfig(time_budget_min=1.0)
 #: Adaptive fine-tuning of ``quick`` runs.
-QUICK_ADAPT = TrainConfig(epochs=1.0, time_budget_min=0.5, lr=3e-4, warmup_steps=5)
+QUICK_ADAPT = InverterTrainingConfig(epochs=1.0, time_budget_min=0.5, lr=3e-4, warmup_steps=5)
 #: Adaptive fine-tuning defaults: one pass over the pairs, capped at 20 minutes.
-DEFAULT_ADAPT_CONFIG = TrainConfig(epochs=1.0, time_budget_min=20.0, lr=3e-4, warmup_steps=20)
+DEFAULT_ADAPT_CONFIG = InverterTrainingConfig(epochs=1.0, time_budget_min=20.0, lr=3e-4, warmup_steps=20)
 #: Caps of ``quick`` runs on the adaptive query budget and on the synthetic PII sets.
 QUICK_N_PAIRS = 2000
 QUICK_N_PII = 600
@@ -61,7 +61,8 @@ class AttackConfig:
         data_dir: Benchmark datasets: the commands take the attacker's own texts from WikiText-2 there
             when present (:func:`~.cli.attack_texts`), else from BBC News plus synthetic PII.
         inverter_config: Clean-inverter architecture (default :class:`~.inverter_model.InverterConfig`).
-        train_config: Clean-inverter training (default :data:`QUICK_TRAIN` when ``quick``, else ``TrainConfig()``
+        train_config: Clean-inverter training (default :data:`QUICK_TRAIN` when ``quick``, else
+            ``InverterTrainingConfig()``
             with ``seed``); part of the inverter's cache key.
         adapt_config: Adaptive fine-tuning (default :data:`QUICK_ADAPT` or :data:`DEFAULT_ADAPT_CONFIG`).
     """
@@ -79,8 +80,8 @@ class AttackConfig:
     cache_dir: str | os.PathLike[str] | None = None
     data_dir: str | os.PathLike[str] | None = None
     inverter_config: InverterConfig | None = None
-    train_config: TrainConfig | None = None
-    adapt_config: TrainConfig | None = None
+    train_config: InverterTrainingConfig | None = None
+    adapt_config: InverterTrainingConfig | None = None
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -115,12 +116,12 @@ class AttackConfig:
         """The clean inverter's architecture."""
         return self.inverter_config or InverterConfig()
 
-    def clean_training(self) -> TrainConfig:
+    def clean_training(self) -> InverterTrainingConfig:
         """The clean inverter's training settings; the attacker's ``seed`` unless ``train_config`` is given."""
         if self.train_config is not None:
             return self.train_config
-        return replace(QUICK_TRAIN if self.quick else TrainConfig(), seed=self.seed)
+        return replace(QUICK_TRAIN if self.quick else InverterTrainingConfig(), seed=self.seed)
 
-    def adapt_training(self) -> TrainConfig:
+    def adapt_training(self) -> InverterTrainingConfig:
         """The adaptive attacker's fine-tuning settings."""
         return self.adapt_config or (QUICK_ADAPT if self.quick else DEFAULT_ADAPT_CONFIG)

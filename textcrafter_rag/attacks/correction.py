@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from ..numerics import row_cosines
-from .inverter import Inverter, TrainConfig
+from .inverter import Inverter, InverterTrainingConfig
 from .inverter_io import CORRECTOR_KIND
 from .inverter_model import InverterModel
 
@@ -123,7 +123,7 @@ class Corrector(Inverter):
         hypotheses: Sequence[str],
         hyp_embeddings: np.ndarray,
         *,
-        train_config: TrainConfig | None = None,
+        train_config: InverterTrainingConfig | None = None,
         progress: bool = True,
     ) -> dict[str, Any]:
         """Fine-tune on ``(target, hypothesis) -> true text`` triples."""
@@ -177,7 +177,7 @@ def train_corrector(
     texts: Sequence[str],
     embed: EmbedFn,
     *,
-    train_config: TrainConfig | None = None,
+    train_config: InverterTrainingConfig | None = None,
     progress: bool = True,
 ) -> Corrector:
     """Build a :class:`Corrector` from ``inverter`` and fine-tune it on the inverter's greedy hypotheses."""

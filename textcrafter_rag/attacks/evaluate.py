@@ -14,7 +14,7 @@ from .cache import attacker_embeddings, load_or_train_inverter
 from .config import MODES, QUICK_ADAPT, QUICK_TRAIN, AttackConfig
 from .correction import rerank as rerank_candidates
 from .floor import flat_floor, floor_metrics
-from .inverter import Inverter, InverterConfig, TrainConfig
+from .inverter import Inverter, InverterConfig, InverterTrainingConfig
 from .keyword import KeywordAttack
 from .pii_probe import PIIProbe, pii_dataset
 
@@ -31,7 +31,7 @@ def _fits(texts: Sequence[str], tok: Any, max_len: int) -> list[str]:
 
 def _train_setup(
     encoder: Any, train_texts: Sequence[str], attack: AttackConfig, *, inverter: Inverter | None = None
-) -> tuple[InverterConfig, TrainConfig, list[str]]:
+) -> tuple[InverterConfig, InverterTrainingConfig, list[str]]:
     """The clean inverter's ``(config, train_config, usable attacker texts)``: one place for the cache key."""
     cfg = inverter.config if inverter is not None else attack.architecture()
     tok = inverter.tokenizer if inverter is not None else encoder.model.tokenizer

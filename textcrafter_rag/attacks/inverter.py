@@ -38,7 +38,7 @@ __all__ = [
     "INVERTER_KIND",
     "Inverter",
     "InverterConfig",
-    "TrainConfig",
+    "InverterTrainingConfig",
     "default_device",
     "resolve_device",
     "set_seed",
@@ -46,7 +46,7 @@ __all__ = [
 
 
 @dataclass
-class TrainConfig:
+class InverterTrainingConfig:
     """Optimisation settings.
 
     Training stops at whichever comes first: ``epochs`` passes, ``max_steps`` or ``time_budget_min``
@@ -172,7 +172,7 @@ class Inverter:
         texts: Sequence[str],
         *,
         config: InverterConfig | None = None,
-        train_config: TrainConfig | None = None,
+        train_config: InverterTrainingConfig | None = None,
         encoder: Any = None,
         device: torch.device | str | None = None,
         progress: bool = True,
@@ -192,7 +192,7 @@ class Inverter:
         """
         cfg = config or InverterConfig()
         cfg = InverterConfig(**{**asdict(cfg), "emb_dim": int(np.asarray(embeddings).shape[1])})
-        tc = train_config or TrainConfig()
+        tc = train_config or InverterTrainingConfig()
         inv = cls.create(texts, config=cfg, encoder=encoder, device=device, seed=tc.seed)
         inv.fit(embeddings, texts, train_config=tc, progress=progress, checkpoint_dir=checkpoint_dir)
         return inv
@@ -256,7 +256,7 @@ class Inverter:
         embeddings: np.ndarray,
         texts: Sequence[str],
         *,
-        train_config: TrainConfig | None = None,
+        train_config: InverterTrainingConfig | None = None,
         extra: Any = None,
         progress: bool = True,
         desc: str = "train inverter",
@@ -271,7 +271,7 @@ class Inverter:
                 step count, the optimiser, the data order and the time budget (training time spent
                 across all sessions) all continue where they were. Removed once training completes.
         """
-        tc = train_config or TrainConfig()
+        tc = train_config or InverterTrainingConfig()
         if tc.threads:
             torch.set_num_threads(tc.threads)
         set_seed(tc.seed)

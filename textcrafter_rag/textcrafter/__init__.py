@@ -20,7 +20,7 @@ from .fitting import fit_textcrafter
 from .mechanism import TextCrafter
 from .policy import PolicyConfig, TextCrafterPolicy
 from .reward import RewardWeights
-from .training import TrainingConfig
+from .training import PolicyTrainingConfig
 
 __all__ = [
     "TextCrafter",
@@ -32,5 +32,5 @@ __all__ = [
     "TextCrafterPolicy",
     "RewardWeights",
     "AwareRewardConfig",
-    "TrainingConfig",
+    "PolicyTrainingConfig",
 ]

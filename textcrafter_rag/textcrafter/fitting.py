@@ -18,7 +18,7 @@ from .calibration import Calibration, CalibrationConfig, calibrate
 from .mechanism import TextCrafter
 from .policy import PolicyConfig, TextCrafterPolicy
 from .reward import RewardWeights
-from .training import TrainingConfig, train_policy
+from .training import PolicyTrainingConfig, train_policy
 
 __all__ = ["fit_textcrafter", "median_norm"]
 
@@ -37,7 +37,7 @@ def fit_textcrafter(
     *,
     eps: float = 1.0,
     weights: RewardWeights | None = None,
-    training: TrainingConfig | None = None,
+    training: PolicyTrainingConfig | None = None,
     policy_config: dict[str, Any] | None = None,
     calibration: Calibration | CalibrationConfig | None = None,
     quick: bool = False,
@@ -77,8 +77,8 @@ def fit_textcrafter(
     say = log or (lambda *_: None)
     t0 = time.perf_counter()
     if quick:
-        training = training or TrainingConfig(steps=150, batch_size=128, eval_every=10, seed=seed)
-    training = training or TrainingConfig(seed=seed)
+        training = training or PolicyTrainingConfig(steps=150, batch_size=128, eval_every=10, seed=seed)
+    training = training or PolicyTrainingConfig(seed=seed)
     torch.manual_seed(seed)
     if not isinstance(calibration, Calibration):
         cfg = calibration or CalibrationConfig()

@@ -37,11 +37,11 @@ from .projection import release
 from .reward import RewardWeights
 from .rollout import rollout
 
-__all__ = ["TrainingConfig", "TrainingReport", "train_policy"]
+__all__ = ["PolicyTrainingConfig", "TrainingReport", "train_policy"]
 
 
 @dataclass(frozen=True)
-class TrainingConfig:
+class PolicyTrainingConfig:
     """REINFORCE hyper-parameters.
 
     Args:
@@ -146,7 +146,7 @@ def train_policy(
     pii: PIIClassifier,
     prior: ClusterPrior,
     weights: RewardWeights,
-    config: TrainingConfig,
+    config: PolicyTrainingConfig,
     progress: bool = True,
     aware: AwareObjective | None = None,
 ) -> TrainingReport:

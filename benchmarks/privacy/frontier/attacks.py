@@ -38,7 +38,7 @@ from benchmarks.common.caches import cache_key
 from benchmarks.common.reporting import clean_json
 from benchmarks.common.scifact import abstract_sentences
 from textcrafter_rag.artifacts import CONFIG_NAME
-from textcrafter_rag.attacks import AttackConfig, Inverter, TrainConfig, adapt_inverter, clean_inverter
+from textcrafter_rag.attacks import AttackConfig, Inverter, InverterTrainingConfig, adapt_inverter, clean_inverter
 from textcrafter_rag.attacks.cache import defense_key
 from textcrafter_rag.attacks.floor import random_sentences
 from textcrafter_rag.data import wikitext_sentences
@@ -140,7 +140,7 @@ class AttackPlan:
     sizes: AttackSizes
     attack: AttackConfig
     cache: Path
-    pii_tuning: TrainConfig = field(default_factory=fixed_adapt_config)
+    pii_tuning: InverterTrainingConfig = field(default_factory=fixed_adapt_config)
     inverter: Path | None = None
     progress: bool = True
     seconds: dict[str, float] = field(default_factory=dict)

@@ -17,11 +17,11 @@ from langchain_core.embeddings import Embeddings
 
 from langchain_textcrafter import ProtectedEmbeddings
 from textcrafter_rag import autofit
-from textcrafter_rag.textcrafter import CalibrationConfig, TrainingConfig
+from textcrafter_rag.textcrafter import CalibrationConfig, PolicyTrainingConfig
 
 TINY = autofit.AutoFitConfig(
     calibration=CalibrationConfig(n_pii=30, n_calibration=200, clusters=4),
-    training=TrainingConfig(steps=10, batch_size=32, eval_every=5),
+    training=PolicyTrainingConfig(steps=10, batch_size=32, eval_every=5),
 )
 
 
