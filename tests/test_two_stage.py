@@ -82,13 +82,21 @@ def test_queries_are_noised_deterministically_and_zero_strength_sends_the_clean_
     np.testing.assert_array_equal(_two_stage(query_strength=0.0).protect_query(q, text="who")[0], q)
 
 
-def test_pack_round_trip_is_float16():
+def test_pack_round_trips_int8_by_default_and_float16():
     v = _unit(1, 384)[0]
     text = pack_vector(v)
-    np.testing.assert_array_equal(unpack_vector(text), v.astype(np.float16).astype(np.float32))
-    for bad in (None, "", "f16:", "f16:@@", "x" + text):
+    assert text.startswith("i8:") and len(text) == len("i8:") + 4 * ((4 + 384 + 2) // 3)
+    step = np.abs(v).max() / 127
+    np.testing.assert_allclose(unpack_vector(text), v, atol=step / 2 + 1e-7)  # rounding to the nearest step
+    assert float(unpack_vector(text) @ v) / float(np.linalg.norm(unpack_vector(text))) > 0.9999
+    half = pack_vector(v, dtype="float16")
+    np.testing.assert_array_equal(unpack_vector(half), v.astype(np.float16).astype(np.float32))
+    np.testing.assert_array_equal(unpack_vector(pack_vector(np.zeros(4))), np.zeros(4))
+    for bad in (None, "", "f16:", "f16:@@", "i8:AAA", "x" + text):
         with pytest.raises(SealError):
             unpack_vector(bad)
+    with pytest.raises(TextcrafterError):
+        pack_vector(v, dtype="float64")
 
 
 def test_rerank_orders_by_exact_cosine():

@@ -7,7 +7,9 @@ an encrypted payload beside each vector, so it can split the two jobs:
 
 1. **add** — the store receives a *candidate vector* ``y = x + r u`` rescaled to ``||x||`` (``u`` a
    unit direction, ``r = doc_strength``), far noisier than a single-stage release; the clean vector
-   ``x``, compact (float16), is sealed into the payload like the text, bound to the record id;
+   ``x``, compact (int8 with one scale: 748 base64 characters sealed at 384-d, the same NDCG@10 as
+   float16 in ``benchmarks/results/two_stage.md``), is sealed into the payload like the text, bound to
+   the record id;
 2. **search** — the store receives a protected query vector (``query_strength``; the clean query
    never leaves the process) and returns ``fetch_k`` candidates; the application opens their sealed
    vectors and ranks them by exact cosine with the clean query.
@@ -63,12 +65,13 @@ DEFAULT_FETCH_K = 200
 #: Norm of the noise added to a unit document vector before it reaches the store.
 DEFAULT_DOC_STRENGTH = 1.5
 #: Norm of the noise added to a unit query vector before it reaches the store.
-DEFAULT_QUERY_STRENGTH = 1.0
+DEFAULT_QUERY_STRENGTH = 0.5
 #: The metadata key under which a record's sealed clean vector is stored.
 VECTOR_KEY = "_tc_vec"
 #: The field name the clean vector is sealed under (bound as associated data with the record id).
 VECTOR_FIELD = "vector"
-_PACK_PREFIX = "f16:"
+#: How a clean vector is packed before it is sealed: the prefix of each format.
+_PACKS = {"int8": "i8:", "float16": "f16:"}
 _MAX_FETCH_K = 100_000
 
 
@@ -131,26 +134,44 @@ def noise_to_norm(clean: np.ndarray, directions: np.ndarray, strength: float) ->
     return (unit_rows(y) * norms).astype(np.float32)
 
 
-def pack_vector(vector: np.ndarray) -> str:
-    """A vector as compact text (float16, little-endian, URL-safe base64) for sealing into a payload."""
-    raw = np.asarray(vector, dtype="<f2").reshape(-1).tobytes()
-    return _PACK_PREFIX + base64.urlsafe_b64encode(raw).decode("ascii")
+def pack_vector(vector: np.ndarray, *, dtype: str = "int8") -> str:
+    """A vector as compact text for sealing into a payload (URL-safe base64 after a format prefix).
+
+    ``"int8"`` (the default): one little-endian float32 scale (max-abs / 127), then one signed byte per
+    component; ``"float16"``: little-endian half floats. Both re-rank alike (``two_stage.md``).
+    """
+    v = np.asarray(vector, dtype=np.float32).reshape(-1)
+    if dtype == "int8":
+        peak = float(np.abs(v).max()) if v.size else 0.0
+        scale = np.float32(peak / 127.0 if peak > 0 else 1.0)
+        raw = np.asarray([scale], dtype="<f4").tobytes() + np.round(v / scale).astype(np.int8).tobytes()
+    elif dtype == "float16":
+        raw = v.astype("<f2").tobytes()
+    else:
+        raise TwoStageError(f"dtype must be one of {sorted(_PACKS)}, got {dtype!r}")
+    return _PACKS[dtype] + base64.urlsafe_b64encode(raw).decode("ascii")
 
 
 def unpack_vector(text: Any) -> np.ndarray:
-    """The float32 vector of :func:`pack_vector`.
+    """The float32 vector of :func:`pack_vector` (either format).
 
     Raises:
         SealError: ``text`` is not a packed vector (the message never contains it).
     """
-    if not isinstance(text, str) or not text.startswith(_PACK_PREFIX):
-        raise SealError("a sealed vector opened to something that is not a packed vector")
+    bad = SealError("a sealed vector opened to something that is not a packed vector")
+    dtype = next((d for d, prefix in _PACKS.items() if isinstance(text, str) and text.startswith(prefix)), None)
+    if dtype is None:
+        raise bad
     try:
-        raw = base64.urlsafe_b64decode(text[len(_PACK_PREFIX) :])
+        raw = base64.urlsafe_b64decode(text[len(_PACKS[dtype]) :])
     except (binascii.Error, ValueError):
-        raise SealError("a sealed vector opened to something that is not a packed vector") from None
+        raise bad from None
+    if dtype == "int8":
+        if len(raw) < 5:
+            raise bad
+        return np.frombuffer(raw[4:], dtype=np.int8).astype(np.float32) * np.frombuffer(raw[:4], dtype="<f4")[0]
     if not raw or len(raw) % 2:
-        raise SealError("a sealed vector opened to something that is not a packed vector")
+        raise bad
     return np.frombuffer(raw, dtype="<f2").astype(np.float32)
 
 

@@ -14,6 +14,7 @@ from llama_index.core.vector_stores.types import VectorStoreQueryMode
 from llama_index.embeddings.textcrafter import SealedVectorStore, sealed_storage_context
 from textcrafter_rag.sealing import Sealer, SealError, generate_key
 from textcrafter_rag.testing import KnownVectors, scan_for_plaintext
+from textcrafter_rag.two_stage import pack_vector, unpack_vector
 
 from ._llama_textcrafter_fakes import FakeBase
 
@@ -35,8 +36,8 @@ def _cos(a, b) -> float:
 
 
 def _exact(base: FakeBase, query: str, k: int) -> list[str]:
-    q = base.query(query)
-    return [TEXTS[i] for i in np.argsort([_cos(q, base.doc(t)) for t in TEXTS])[::-1][:k]]
+    q = base.query(query)  # ranked by the sealed (int8) clean vectors, as the store ranks
+    return [TEXTS[i] for i in np.argsort([_cos(q, unpack_vector(pack_vector(base.doc(t)))) for t in TEXTS])[::-1][:k]]
 
 
 def _index(base: FakeBase, path: Path, key: str, fetch_k: int = 24) -> tuple[VectorStoreIndex, QdrantClient]:
