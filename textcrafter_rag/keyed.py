@@ -81,7 +81,7 @@ def _check_dim(dim: Any) -> int:
     return int(dim)
 
 
-def _normal_stream(subkey: bytes, dim: int, n: int) -> np.ndarray:
+def keyed_normals(subkey: bytes, dim: int, n: int) -> np.ndarray:
     """``n`` standard normals (float64) from AES-256-CTR under ``subkey``, by Box-Muller."""
     n_words = 2 * ((n + 1) // 2)
     nonce = dim.to_bytes(8, "big") + bytes(8)
@@ -108,7 +108,7 @@ def haar_from_subkey(subkey: bytes, dim: int) -> np.ndarray:
     if not isinstance(subkey, bytes) or len(subkey) != 32:
         raise ValueError("subkey must be 32 bytes")
     dim = _check_dim(dim)
-    g = _normal_stream(subkey, dim, dim * dim).reshape(dim, dim)
+    g = keyed_normals(subkey, dim, dim * dim).reshape(dim, dim)
     q, r = np.linalg.qr(g)
     signs = np.sign(np.diag(r))
     signs[signs == 0] = 1.0  # probability zero for a Gaussian matrix; keeps Q orthogonal regardless

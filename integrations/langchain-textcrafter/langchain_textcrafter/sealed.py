@@ -4,28 +4,39 @@ A protected vector stored beside its plaintext protects nothing: whoever reads t
 text. This wrapper encrypts each document's text, and the metadata fields you name, with AES-256-GCM
 (a fresh nonce per value, the document id bound as associated data; see
 :mod:`textcrafter_rag.sealed_records`) before the wrapped store sees them, and decrypts every hit on
-the way out. The vectors are computed from the plaintexts, by the store's own embeddings, before
-sealing (:mod:`.sealed_embeddings`), so retrieval works as on the unwrapped store.
+the way out. The sealed store builds the wrapped store itself, from a function you give it, handing
+it embeddings (:mod:`.sealed_embeddings`) that answer for each sealed text with the vector of its
+plaintext; so retrieval works as on an unwrapped store and nothing patches the store you built.
 
-What stays plain, by design: the vectors (protect them with :class:`ProtectedEmbeddings`), the ids,
-the metadata fields not named in ``sealed_metadata`` (so the store can filter on them), and the
-reserved ``_tc_id`` field. Filtering on a sealed field is impossible: the store only holds its
-ciphertext. Lexical/sparse/hybrid retrieval over sealed texts is impossible for the same reason.
+**Two-stage search** (``fetch_k=``; :mod:`textcrafter_rag.two_stage`): the store receives heavily noised
+candidate vectors and protected queries, the clean vectors travel sealed in the payload, and every
+search opens ``fetch_k`` candidates and ranks them by exact cosine in your process.
+
+What stays plain, by design: the vectors the store receives (protect them with :class:`ProtectedEmbeddings`
+or two-stage search), the ids, the metadata fields not named in ``sealed_metadata`` (so the store can
+filter on them), and the reserved ``_tc_*`` fields. Filtering on a sealed field is impossible: the store
+only holds its ciphertext. Lexical/sparse/hybrid retrieval over sealed texts is impossible for the same reason.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import asyncio
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
+from langchain_core.vectorstores.utils import maximal_marginal_relevance
 
-from textcrafter_rag.sealed_records import RecordSealer, new_record_id
+from textcrafter_rag.sealed_records import ID_FIELD, RecordSealer, new_record_id
 from textcrafter_rag.sealing import SecretKey
+from textcrafter_rag.two_stage import VECTOR_KEY, TwoStage, TwoStageSearch
+from textcrafter_rag.two_stage import rerank as _rerank
 
-from .sealed_embeddings import SealedTextEmbeddings, install_sealed_embeddings
+from .embeddings import ProtectedEmbeddings
+from .sealed_embeddings import SealedTextEmbeddings
 
 __all__ = ["STORE_ID_FIELD", "SealedVectorStore"]
 
@@ -56,56 +67,137 @@ def _filter_keys(flt: Any) -> list[str]:
     return keys
 
 
+#: What builds the wrapped store: called once with the embeddings it must be built with.
+StoreFactory = Callable[[Embeddings], VectorStore]
+
+
+class _CleanVectors:
+    """The clean (unprotected) vectors two-stage search needs, from the user's embeddings.
+
+    A :class:`ProtectedEmbeddings` is read through its base encoders (its own mechanism and rotation
+    are replaced by the candidate noise); any other LangChain ``Embeddings`` is taken as it is.
+    """
+
+    def __init__(self, embedding: Embeddings) -> None:
+        self._embedding = embedding
+        protector = embedding.protector if isinstance(embedding, ProtectedEmbeddings) else None
+        self._documents = protector.encoder if protector is not None else None
+        self._queries = protector.query_encoder if protector is not None else None
+
+    def documents(self, texts: list[str]) -> np.ndarray:
+        if self._documents is not None:
+            return self._documents.encode(texts)
+        return np.asarray(self._embedding.embed_documents(texts), dtype=np.float32)
+
+    async def adocuments(self, texts: list[str]) -> np.ndarray:
+        if self._documents is not None:
+            return await self._documents.aencode(texts)
+        return np.asarray(await self._embedding.aembed_documents(texts), dtype=np.float32)
+
+    def query(self, text: str) -> np.ndarray:
+        if self._queries is not None:
+            return self._queries.encode([text])[0]
+        return np.asarray(self._embedding.embed_query(text), dtype=np.float32)
+
+    async def aquery(self, text: str) -> np.ndarray:
+        if self._queries is not None:
+            return (await self._queries.aencode([text]))[0]
+        return np.asarray(await self._embedding.aembed_query(text), dtype=np.float32)
+
+
 class SealedVectorStore(VectorStore):
-    """Wrap a LangChain ``VectorStore`` so it stores only sealed texts (and sealed named metadata).
+    """A LangChain ``VectorStore`` that stores only sealed texts (and sealed named metadata).
 
     Example:
-        >>> embeddings = ProtectedEmbeddings()                       # protected vectors
-        >>> inner = QdrantVectorStore(client=client, collection_name="docs", embedding=embeddings)
-        >>> store = SealedVectorStore(inner, key=os.environ["TEXTCRAFTER_KEY"], sealed_metadata=("author",))
+        >>> embeddings = ProtectedEmbeddings(base=OpenAIEmbeddings())          # protected vectors
+        >>> store = SealedVectorStore(InMemoryVectorStore, embedding=embeddings, key=KEY,
+        ...                           sealed_metadata=("author",))
         >>> store.add_documents(docs)                                # ciphertext + protected vectors
         >>> store.as_retriever().invoke("who moved to Leeds?")      # decrypted documents
+        >>> SealedVectorStore(lambda e: QdrantVectorStore(client=client, collection_name="docs", embedding=e),
+        ...                   embedding=OpenAIEmbeddings(), key=KEY, fetch_k=200)   # two-stage search
 
     Args:
-        store: The store to wrap, built with the embeddings to use. Its embeddings are routed
-            through the wrapper (the attribute holding ``store.embeddings`` is replaced by a
-            :class:`~langchain_textcrafter.sealed_embeddings.SealedTextEmbeddings`, which passes
-            plain texts and queries through unchanged).
+        store: A function that builds the store to hold the records from the embeddings it is given
+            (``InMemoryVectorStore`` itself, or ``lambda e: QdrantVectorStore(..., embedding=e)``,
+            ``lambda e: FAISS.load_local(path, e, ...)``); the store must keep those embeddings (they
+            answer for sealed texts with their plaintext's vector). Or the :attr:`store` of another
+            sealed store, to open the same records under another key or context.
+        embedding: The user's embeddings: documents and queries are embedded with it, in this process.
         key: 32 bytes or their URL-safe base64 string, as printed by ``textcrafter keygen``. Never
             stored in a repr, error or log.
         sealed_metadata: Metadata fields to encrypt; the others stay plain and filterable.
         context: Tenant or collection name mixed into the key: documents sealed under one context
             do not open under another.
+        fetch_k: Two-stage search: candidates fetched per query (an int, with the default candidate and
+            query strengths), or a :class:`~textcrafter_rag.two_stage.TwoStageSearch`. ``None``
+            (default): the store ranks with the vectors of ``embedding`` and returns its own scores.
 
     Raises:
-        TypeError: The store exposes no replaceable ``embeddings``; ``sealed_metadata`` is a string.
+        TypeError: ``store`` is neither a factory nor a sealed store's store, the factory's store does
+            not keep the embeddings it was given, or ``sealed_metadata`` is a string.
         textcrafter_rag.sealing.InvalidKeyError: The key is not 32 bytes or their base64 string.
 
     Every hit is opened with the id the store returns (``Document.id``, else the ``_id`` metadata
     field that ``langchain_qdrant`` fills with the point id, or the primary-key field of
-    ``langchain_milvus``, "pk" by default), checked against the plain ``_tc_id``
-    field, so a record's values copied to another point do not open; ``_tc_id`` alone is used
-    for stores that return no id at all.
+    ``langchain_milvus``, "pk" by default), checked against the plain ``_tc_id`` field, so a record's
+    values copied to another point do not open; ``_tc_id`` alone is used for stores that return no id.
     A value that does not open (wrong key or context, edited, moved to another record) raises
-    :class:`~textcrafter_rag.sealing.SealError`; ciphertext is never returned as text. Methods of
-    the wrapped store not listed here (``FAISS.save_local``, ``add_embeddings``) are reached through
-    :attr:`store`; texts written that way are not sealed.
+    :class:`~textcrafter_rag.sealing.SealError`; ciphertext is never returned as text. Methods of the
+    wrapped store not listed here (``FAISS.save_local``) are reached through :attr:`store`; texts
+    written that way are not sealed.
+
+    With ``fetch_k``, scores are the exact cosine similarity of the clean vectors (higher is closer),
+    for every search; ``k`` may not exceed ``fetch_k``. The store never receives a clean vector.
     """
 
     def __init__(
         self,
-        store: VectorStore,
+        store: StoreFactory | VectorStore,
         *,
         key: bytes | str | SecretKey,
+        embedding: Embeddings | None = None,
         sealed_metadata: Sequence[str] = (),
         context: str = "",
+        fetch_k: int | TwoStageSearch | None = None,
     ) -> None:
-        if not isinstance(store, VectorStore):
-            raise TypeError(f"store must be a LangChain VectorStore, got {type(store).__name__}")
         self._records = RecordSealer(key, sealed_metadata=sealed_metadata, context=context)
-        self._store = store
-        self._shim: SealedTextEmbeddings = install_sealed_embeddings(store)
-        self._id_field = _store_id_field(store)
+        search = TwoStageSearch.of(fetch_k)
+        self._two_stage = TwoStage(key, context=context, search=search) if search is not None else None
+        if isinstance(store, VectorStore):
+            shim = store.embeddings
+            if not isinstance(shim, SealedTextEmbeddings):
+                raise TypeError(
+                    f"pass a function that builds the store from the embeddings it is given, e.g. "
+                    f"SealedVectorStore(lambda e: {type(store).__name__}(..., embedding=e), embedding=..., key=KEY), "
+                    "or the .store of another SealedVectorStore: a store built with other embeddings would embed "
+                    "the ciphertext"
+                )
+            if embedding is not None and embedding is not shim.inner:
+                raise TypeError("embedding must be the one the wrapped store's sealed store was built with")
+            embedding, inner = shim.inner, store
+        else:
+            if not callable(store):
+                raise TypeError(
+                    f"store must be a function building a LangChain VectorStore, got {type(store).__name__}"
+                )
+            if not isinstance(embedding, Embeddings):
+                raise TypeError(f"embedding must be LangChain Embeddings, got {type(embedding).__name__}")
+            if self._two_stage is not None:
+                shim = SealedTextEmbeddings(embedding, query=self._store_query, aquery=self._astore_query)
+            else:
+                shim = SealedTextEmbeddings(embedding)
+            inner = store(shim)
+            if not isinstance(inner, VectorStore) or inner.embeddings is not shim:
+                raise TypeError(
+                    "the store function must return a LangChain VectorStore built with the embeddings it is given "
+                    "(e.g. lambda e: QdrantVectorStore(client=client, collection_name='docs', embedding=e))"
+                )
+        self._embedding: Embeddings = embedding
+        self._clean = _CleanVectors(embedding)
+        self._store = inner
+        self._shim = shim
+        self._id_field = _store_id_field(inner)
 
     @property
     def store(self) -> VectorStore:
@@ -114,53 +206,73 @@ class SealedVectorStore(VectorStore):
 
     @property
     def embeddings(self) -> Embeddings:
-        """The embeddings the wrapped store was built with (documents are embedded as plaintext)."""
-        return self._shim.inner
+        """The user's embeddings (documents and queries are embedded with them, as plaintext, in this process)."""
+        return self._embedding
 
     @property
     def sealed_metadata(self) -> tuple[str, ...]:
         """The metadata fields that are encrypted."""
         return self._records.sealed_metadata
 
+    @property
+    def two_stage(self) -> TwoStageSearch | None:
+        """The two-stage search options, or ``None`` for single-stage search."""
+        return self._two_stage.search if self._two_stage is not None else None
+
     @classmethod
     def from_texts(
         cls, texts: list[str], embedding: Embeddings, metadatas: list[dict] | None = None, **kwargs: Any
     ) -> SealedVectorStore:
-        """Not supported: a sealed store wraps a store you build (with its client, collection, index).
+        """Build a sealed store and add ``texts``: ``store=`` (the factory) and ``key=`` are required keywords.
 
-        Build the wrapped store, wrap it, then add: ``SealedVectorStore(FAISS(...), key=KEY).add_texts(texts)``.
+        ``ids=`` are passed to :meth:`add_texts`; the other keywords to the constructor.
         """
-        raise NotImplementedError(
-            "SealedVectorStore.from_texts is not supported: build the store to wrap (e.g. FAISS(embedding_function="
-            "..., index=..., docstore=InMemoryDocstore(), index_to_docstore_id={}) or QdrantVectorStore(client=..., "
-            "...)), wrap it with SealedVectorStore(store, key=KEY) and call add_texts/add_documents"
-        )
+        ids = kwargs.pop("ids", None)
+        if "store" not in kwargs or "key" not in kwargs:
+            raise TypeError("SealedVectorStore.from_texts needs store= (a function building the store) and key=")
+        sealed = cls(kwargs.pop("store"), embedding=embedding, **kwargs)
+        sealed.add_texts(texts, metadatas, ids=ids)
+        return sealed
 
     # -- writing ---------------------------------------------------------------------------------
 
-    def _seal(self, documents: Sequence[Document], ids: Sequence[Any] | None) -> tuple[list[Document], list[Any]]:
+    def _seal(
+        self, documents: Sequence[Document], ids: Sequence[Any] | None, clean: np.ndarray | None
+    ) -> tuple[list[Document], list[Any], list[list[float]] | None]:
         given = list(ids) if ids is not None else [d.id for d in documents]
         if len(given) != len(documents):
             raise ValueError(f"got {len(given)} ids for {len(documents)} documents")
         record_ids = [new_record_id() if i is None or i == "" else i for i in given]
         sealed = []
         for doc, rid in zip(documents, record_ids, strict=True):
+            if VECTOR_KEY in (doc.metadata or {}):
+                raise ValueError(f"metadata field {VECTOR_KEY!r} is reserved for the sealed vector")
             rec = self._records.seal(doc.page_content, doc.metadata, record_id=rid)
             sealed.append(
                 Document(id=rid if isinstance(rid, str) else None, page_content=rec.text, metadata=rec.metadata)
             )
-        return sealed, record_ids
+        if clean is None or self._two_stage is None:
+            return sealed, record_ids, None
+        texts = [d.page_content for d in documents]
+        candidates = self._two_stage.protect_documents(clean, record_ids=record_ids, texts=texts)
+        for doc, vector, rid in zip(sealed, clean, record_ids, strict=True):
+            doc.metadata[VECTOR_KEY] = self._two_stage.seal_vector(vector, record_id=rid)
+        return sealed, record_ids, candidates.tolist()
 
     def add_documents(self, documents: list[Document], **kwargs: Any) -> list[str]:
-        """Embed the plaintexts, seal texts and named metadata, add them to the wrapped store.
+        """Embed the plaintexts (one encoder call), seal texts and named metadata, add them to the wrapped store.
 
         Ids come from ``ids=`` or each ``Document.id``; documents with neither get a UUID4, which
         is passed to the wrapped store (every sealed value is bound to its record's id).
         """
         if not documents:
             return []
-        sealed, ids = self._seal(documents, kwargs.pop("ids", None))
-        vectors = self.embeddings.embed_documents([d.page_content for d in documents])
+        texts = [d.page_content for d in documents]
+        if self._two_stage is not None:
+            sealed, ids, vectors = self._seal(documents, kwargs.pop("ids", None), self._clean.documents(texts))
+        else:
+            sealed, ids, _ = self._seal(documents, kwargs.pop("ids", None), None)
+            vectors = self._embedding.embed_documents(texts)
         with self._shim.registered(dict(zip((d.page_content for d in sealed), vectors, strict=True))):
             return self._store.add_documents(sealed, ids=ids, **kwargs)
 
@@ -168,8 +280,13 @@ class SealedVectorStore(VectorStore):
         """Async :meth:`add_documents` (the embeddings' native async path, then the store's)."""
         if not documents:
             return []
-        sealed, ids = self._seal(documents, kwargs.pop("ids", None))
-        vectors = await self.embeddings.aembed_documents([d.page_content for d in documents])
+        texts = [d.page_content for d in documents]
+        if self._two_stage is not None:
+            clean = await self._clean.adocuments(texts)
+            sealed, ids, vectors = await asyncio.to_thread(self._seal, documents, kwargs.pop("ids", None), clean)
+        else:
+            sealed, ids, _ = self._seal(documents, kwargs.pop("ids", None), None)
+            vectors = await self._embedding.aembed_documents(texts)
         with self._shim.registered(dict(zip((d.page_content for d in sealed), vectors, strict=True))):
             return await self._store.aadd_documents(sealed, ids=ids, **kwargs)
 
@@ -201,11 +318,14 @@ class SealedVectorStore(VectorStore):
         """Async :meth:`delete`."""
         return await self._store.adelete(ids, **kwargs)
 
-    # -- reading ---------------------------------------------------------------------------------
+    # -- opening ---------------------------------------------------------------------------------
+
+    def _store_id(self, doc: Document) -> Any:
+        return doc.id if doc.id is not None else doc.metadata.get(self._id_field)
 
     def _open(self, doc: Document) -> Document:
-        store_id = doc.id if doc.id is not None else doc.metadata.get(self._id_field)
-        rec = self._records.open(doc.page_content, doc.metadata, store_id=store_id)
+        metadata = {k: v for k, v in doc.metadata.items() if k != VECTOR_KEY}
+        rec = self._records.open(doc.page_content, metadata, store_id=self._store_id(doc))
         return Document(id=rec.record_id, page_content=rec.text, metadata=rec.metadata)
 
     def _opened(self, docs: Iterable[Document]) -> list[Document]:
@@ -225,98 +345,193 @@ class SealedVectorStore(VectorStore):
         """Async :meth:`get_by_ids`."""
         return self._opened(await self._store.aget_by_ids(ids))
 
+    # -- two-stage search --------------------------------------------------------------------------
+
+    def _require_two_stage(self) -> TwoStage:
+        assert self._two_stage is not None
+        return self._two_stage
+
+    def _store_query(self, text: str) -> list[float]:
+        """What the store is searched with in two-stage search: a protected query, never the clean one."""
+        return self._require_two_stage().protect_query(self._clean.query(text), text=text)[0].tolist()
+
+    async def _astore_query(self, text: str) -> list[float]:
+        clean = await self._clean.aquery(text)
+        return self._require_two_stage().protect_query(clean, text=text)[0].tolist()
+
+    def _fetch_k(self, k: int) -> int:
+        fetch_k = self._require_two_stage().search.fetch_k
+        if k > fetch_k:
+            raise ValueError(f"k={k} exceeds this store's fetch_k={fetch_k}: raise fetch_k to return more hits")
+        return fetch_k
+
+    def _candidates(self, hits: list[Document]) -> tuple[np.ndarray, list[Document]]:
+        """Open every candidate's sealed clean vector (its text stays sealed until it is a winner)."""
+        ts = self._require_two_stage()
+        vectors = []
+        for doc in hits:
+            rid = RecordSealer.resolve_record_id(self._store_id(doc), doc.metadata.get(ID_FIELD))
+            vectors.append(ts.open_vector(doc.metadata.get(VECTOR_KEY), record_id=rid))
+        return (np.stack(vectors) if vectors else np.empty((0, 0), dtype=np.float32)), hits
+
+    def _ranked(self, query: np.ndarray, hits: list[Document], k: int) -> list[tuple[Document, float]]:
+        vectors, hits = self._candidates(hits)
+        if not hits:
+            return []
+        order, scores = _rerank(query, vectors, k)
+        return [(self._open(hits[i]), s) for i, s in zip(order, scores, strict=True)]
+
+    def _mmr(self, query: np.ndarray, hits: list[Document], k: int, lambda_mult: float) -> list[Document]:
+        vectors, hits = self._candidates(hits)
+        if not hits:
+            return []
+        chosen = maximal_marginal_relevance(np.asarray(query), vectors.tolist(), lambda_mult=lambda_mult, k=k)
+        return [self._open(hits[i]) for i in chosen]
+
+    def _search_two_stage(self, clean: np.ndarray, k: int, text: str | None, **kwargs: Any) -> list[Any]:
+        protected = self._require_two_stage().protect_query(clean, text=text)[0].tolist()
+        return self._store.similarity_search_by_vector(protected, k=self._fetch_k(k), **kwargs)
+
+    async def _asearch_two_stage(self, clean: np.ndarray, k: int, text: str | None, **kwargs: Any) -> list[Any]:
+        protected = self._require_two_stage().protect_query(clean, text=text)[0].tolist()
+        return await self._store.asimilarity_search_by_vector(protected, k=self._fetch_k(k), **kwargs)
+
+    # -- reading ---------------------------------------------------------------------------------
+
     def similarity_search(self, query: str, k: int = 4, **kwargs: Any) -> list[Document]:
-        """The wrapped store's search (plaintext query, store-specific ``filter`` etc.), hits opened."""
-        self._check(kwargs)
-        return self._opened(self._store.similarity_search(query, k=k, **kwargs))
+        """Hits for a plaintext query (store-specific ``filter`` etc. pass through), opened."""
+        return [d for d, _ in self.similarity_search_with_score(query, k=k, **kwargs)]
 
     async def asimilarity_search(self, query: str, k: int = 4, **kwargs: Any) -> list[Document]:
         """Async :meth:`similarity_search`."""
-        self._check(kwargs)
-        return self._opened(await self._store.asimilarity_search(query, k=k, **kwargs))
+        return [d for d, _ in await self.asimilarity_search_with_score(query, k=k, **kwargs)]
 
     def similarity_search_with_score(self, query: str, k: int = 4, **kwargs: Any) -> list[tuple[Document, float]]:
-        """Hits with the wrapped store's scores, opened."""
+        """Hits with scores (the wrapped store's, or the exact cosine in two-stage search), opened."""
         self._check(kwargs)
-        return self._opened_scored(self._store.similarity_search_with_score(query, k=k, **kwargs))
+        if self._two_stage is None:
+            return self._opened_scored(self._store.similarity_search_with_score(query, k=k, **kwargs))
+        clean = self._clean.query(query)
+        return self._ranked(clean, self._search_two_stage(clean, k, query, **kwargs), k)
 
     async def asimilarity_search_with_score(
         self, query: str, k: int = 4, **kwargs: Any
     ) -> list[tuple[Document, float]]:
         """Async :meth:`similarity_search_with_score`."""
         self._check(kwargs)
-        return self._opened_scored(await self._store.asimilarity_search_with_score(query, k=k, **kwargs))
+        if self._two_stage is None:
+            return self._opened_scored(await self._store.asimilarity_search_with_score(query, k=k, **kwargs))
+        clean = await self._clean.aquery(query)
+        hits = await self._asearch_two_stage(clean, k, query, **kwargs)
+        return await asyncio.to_thread(self._ranked, clean, hits, k)
 
     def similarity_search_with_relevance_scores(
         self, query: str, k: int = 4, **kwargs: Any
     ) -> list[tuple[Document, float]]:
-        """Hits with relevance scores in [0, 1] as the wrapped store computes them, opened."""
+        """Hits with relevance scores (the wrapped store's in [0, 1], or the exact cosine), opened."""
         self._check(kwargs)
-        return self._opened_scored(self._store.similarity_search_with_relevance_scores(query, k=k, **kwargs))
+        if self._two_stage is None:
+            return self._opened_scored(self._store.similarity_search_with_relevance_scores(query, k=k, **kwargs))
+        threshold = kwargs.pop("score_threshold", None)
+        hits = self.similarity_search_with_score(query, k=k, **kwargs)
+        return [(d, s) for d, s in hits if threshold is None or s >= threshold]
 
     async def asimilarity_search_with_relevance_scores(
         self, query: str, k: int = 4, **kwargs: Any
     ) -> list[tuple[Document, float]]:
         """Async :meth:`similarity_search_with_relevance_scores`."""
         self._check(kwargs)
-        return self._opened_scored(await self._store.asimilarity_search_with_relevance_scores(query, k=k, **kwargs))
+        if self._two_stage is None:
+            hits = await self._store.asimilarity_search_with_relevance_scores(query, k=k, **kwargs)
+            return self._opened_scored(hits)
+        threshold = kwargs.pop("score_threshold", None)
+        hits = await self.asimilarity_search_with_score(query, k=k, **kwargs)
+        return [(d, s) for d, s in hits if threshold is None or s >= threshold]
 
     def similarity_search_by_vector(self, embedding: list[float], k: int = 4, **kwargs: Any) -> list[Document]:
-        """Hits for a query vector, opened."""
+        """Hits for a query vector (in two-stage search a clean one: it is protected before the store sees it)."""
         self._check(kwargs)
-        return self._opened(self._store.similarity_search_by_vector(embedding, k=k, **kwargs))
+        if self._two_stage is None:
+            return self._opened(self._store.similarity_search_by_vector(embedding, k=k, **kwargs))
+        clean = np.asarray(embedding, dtype=np.float32)
+        return [d for d, _ in self._ranked(clean, self._search_two_stage(clean, k, None, **kwargs), k)]
 
     async def asimilarity_search_by_vector(self, embedding: list[float], k: int = 4, **kwargs: Any) -> list[Document]:
         """Async :meth:`similarity_search_by_vector`."""
         self._check(kwargs)
-        return self._opened(await self._store.asimilarity_search_by_vector(embedding, k=k, **kwargs))
+        if self._two_stage is None:
+            return self._opened(await self._store.asimilarity_search_by_vector(embedding, k=k, **kwargs))
+        clean = np.asarray(embedding, dtype=np.float32)
+        hits = await self._asearch_two_stage(clean, k, None, **kwargs)
+        return [d for d, _ in await asyncio.to_thread(self._ranked, clean, hits, k)]
 
     def max_marginal_relevance_search(
         self, query: str, k: int = 4, fetch_k: int = 20, lambda_mult: float = 0.5, **kwargs: Any
     ) -> list[Document]:
-        """The wrapped store's MMR search (it works on vectors, not texts), hits opened."""
+        """MMR: the wrapped store's, or in two-stage search over the opened candidates' clean vectors.
+
+        In two-stage search the candidates are the store's ``fetch_k`` (the argument is ignored).
+        """
         self._check(kwargs)
-        hits = self._store.max_marginal_relevance_search(query, k=k, fetch_k=fetch_k, lambda_mult=lambda_mult, **kwargs)
-        return self._opened(hits)
+        if self._two_stage is None:
+            return self._opened(
+                self._store.max_marginal_relevance_search(
+                    query, k=k, fetch_k=fetch_k, lambda_mult=lambda_mult, **kwargs
+                )
+            )
+        clean = self._clean.query(query)
+        return self._mmr(clean, self._search_two_stage(clean, k, query, **kwargs), k, lambda_mult)
 
     async def amax_marginal_relevance_search(
         self, query: str, k: int = 4, fetch_k: int = 20, lambda_mult: float = 0.5, **kwargs: Any
     ) -> list[Document]:
         """Async :meth:`max_marginal_relevance_search`."""
         self._check(kwargs)
-        hits = await self._store.amax_marginal_relevance_search(
-            query, k=k, fetch_k=fetch_k, lambda_mult=lambda_mult, **kwargs
-        )
-        return self._opened(hits)
+        if self._two_stage is None:
+            hits = await self._store.amax_marginal_relevance_search(
+                query, k=k, fetch_k=fetch_k, lambda_mult=lambda_mult, **kwargs
+            )
+            return self._opened(hits)
+        clean = await self._clean.aquery(query)
+        hits = await self._asearch_two_stage(clean, k, query, **kwargs)
+        return await asyncio.to_thread(self._mmr, clean, hits, k, lambda_mult)
 
     def max_marginal_relevance_search_by_vector(
         self, embedding: list[float], k: int = 4, fetch_k: int = 20, lambda_mult: float = 0.5, **kwargs: Any
     ) -> list[Document]:
         """MMR for a query vector, hits opened."""
         self._check(kwargs)
-        hits = self._store.max_marginal_relevance_search_by_vector(
-            embedding, k=k, fetch_k=fetch_k, lambda_mult=lambda_mult, **kwargs
-        )
-        return self._opened(hits)
+        if self._two_stage is None:
+            hits = self._store.max_marginal_relevance_search_by_vector(
+                embedding, k=k, fetch_k=fetch_k, lambda_mult=lambda_mult, **kwargs
+            )
+            return self._opened(hits)
+        clean = np.asarray(embedding, dtype=np.float32)
+        return self._mmr(clean, self._search_two_stage(clean, k, None, **kwargs), k, lambda_mult)
 
     async def amax_marginal_relevance_search_by_vector(
         self, embedding: list[float], k: int = 4, fetch_k: int = 20, lambda_mult: float = 0.5, **kwargs: Any
     ) -> list[Document]:
         """Async :meth:`max_marginal_relevance_search_by_vector`."""
         self._check(kwargs)
-        hits = await self._store.amax_marginal_relevance_search_by_vector(
-            embedding, k=k, fetch_k=fetch_k, lambda_mult=lambda_mult, **kwargs
-        )
-        return self._opened(hits)
+        if self._two_stage is None:
+            hits = await self._store.amax_marginal_relevance_search_by_vector(
+                embedding, k=k, fetch_k=fetch_k, lambda_mult=lambda_mult, **kwargs
+            )
+            return self._opened(hits)
+        clean = np.asarray(embedding, dtype=np.float32)
+        hits = await self._asearch_two_stage(clean, k, None, **kwargs)
+        return await asyncio.to_thread(self._mmr, clean, hits, k, lambda_mult)
 
     def _select_relevance_score_fn(self) -> Any:
         return self._store._select_relevance_score_fn()
 
     def _get_retriever_tags(self) -> list[str]:
-        return [type(self).__name__, type(self._store).__name__, type(self.embeddings).__name__]
+        return [type(self).__name__, type(self._store).__name__, type(self._embedding).__name__]
 
     def __repr__(self) -> str:
+        two_stage = f", two_stage={self.two_stage!r}" if self._two_stage is not None else ""
         return (
-            f"SealedVectorStore(store={type(self._store).__name__}, sealed_metadata={self.sealed_metadata!r}, "
-            "key=<redacted>)"
+            f"SealedVectorStore(store={type(self._store).__name__}, sealed_metadata={self.sealed_metadata!r}"
+            f"{two_stage}, key=<redacted>)"
         )

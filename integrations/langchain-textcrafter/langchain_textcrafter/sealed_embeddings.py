@@ -1,12 +1,14 @@
-"""The wrapped store's embeddings, seen through a sealed store: sealed texts are embedded as their plaintext.
+"""The embeddings a sealed store hands to the store it builds: sealed texts are embedded as their plaintext.
 
-A LangChain store embeds the texts it is given inside its own ``add_texts``. Handed sealed texts,
-it would embed the ciphertext and retrieval would be noise. :class:`SealedVectorStore` therefore
-embeds the plaintexts itself (one batch, through the user's embeddings), registers each sealed
-text's vector here, and only then lets the wrapped store add the sealed texts: this object, put in
-place of the store's embeddings, answers with the registered vectors. It never sees a plaintext.
+A LangChain store embeds the texts it is given inside its own ``add_texts``. Handed sealed texts, it
+would embed the ciphertext and retrieval would be noise. So :class:`SealedVectorStore` builds the
+wrapped store itself, passing it a :class:`SealedTextEmbeddings`: before the wrapped store adds
+sealed texts, the sealed store registers each sealed text's vector here (computed from the
+plaintext), and this object answers with it. It never sees a plaintext document, and nothing patches
+the wrapped store: it was built with this object.
 
-Plain texts and queries pass through to the user's embeddings unchanged. A sealed text with no
+Plain texts pass through to the user's embeddings. Queries go through the function the sealed store
+chooses (the user's ``embed_query``, or a protected query in two-stage search). A sealed text with no
 registered vector (someone adding sealed texts to the wrapped store directly) raises
 :class:`~textcrafter_rag.sealing.SealError` instead of embedding the ciphertext.
 """
@@ -14,27 +16,36 @@ registered vector (someone adding sealed texts to the wrapped store directly) ra
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
 from langchain_core.embeddings import Embeddings
-from langchain_core.vectorstores import VectorStore
 
 from textcrafter_rag.sealing import Sealer, SealError
 
-__all__ = ["SealedTextEmbeddings", "install_sealed_embeddings"]
+__all__ = ["SealedTextEmbeddings"]
 
 
 class SealedTextEmbeddings(Embeddings):
-    """Answer for sealed texts with the vectors registered for them; delegate everything else.
+    """Answer for sealed texts with the vectors registered for them; plain texts through ``inner``.
 
     Args:
-        inner: The embeddings the wrapped store was built with.
+        inner: The user's embeddings (plain documents).
+        query: How a query text becomes the vector the store receives (default ``inner.embed_query``).
+        aquery: Async ``query`` (default ``inner.aembed_query``).
     """
 
-    def __init__(self, inner: Embeddings) -> None:
+    def __init__(
+        self,
+        inner: Embeddings,
+        *,
+        query: Callable[[str], list[float]] | None = None,
+        aquery: Callable[[str], Awaitable[list[float]]] | None = None,
+    ) -> None:
         self.inner = inner
+        self._query = query or inner.embed_query
+        self._aquery = aquery or inner.aembed_query
         self._vectors: dict[str, list[float]] = {}
         self._lock = threading.Lock()
 
@@ -84,47 +95,12 @@ class SealedTextEmbeddings(Embeddings):
         return out
 
     def embed_query(self, text: str) -> list[float]:
-        """Queries are plaintext: the user's embeddings."""
-        return self.inner.embed_query(text)
+        """The vector the store is searched with for ``text``."""
+        return self._query(text)
 
     async def aembed_query(self, text: str) -> list[float]:
         """Async :meth:`embed_query`."""
-        return await self.inner.aembed_query(text)
+        return await self._aquery(text)
 
     def __repr__(self) -> str:
         return f"SealedTextEmbeddings(inner={self.inner!r})"
-
-
-def install_sealed_embeddings(store: VectorStore) -> SealedTextEmbeddings:
-    """Put a :class:`SealedTextEmbeddings` in place of ``store.embeddings`` (or find the one already there).
-
-    LangChain has no common "add these texts with these vectors" method, but every store keeps its
-    embeddings in an attribute (``FAISS.embedding_function``, ``QdrantVectorStore._embeddings``, ...)
-    and exposes it as ``store.embeddings``; the attribute holding that object is replaced.
-
-    Raises:
-        TypeError: The store exposes no ``embeddings``, or keeps it where it cannot be replaced.
-    """
-    current = store.embeddings
-    if isinstance(current, SealedTextEmbeddings):
-        return current
-    if current is None:
-        raise TypeError(
-            f"{type(store).__name__} exposes no `embeddings`: a SealedVectorStore must embed the plaintexts "
-            "itself, with the store's embeddings, before the store sees only sealed texts"
-        )
-    try:
-        names = [name for name, value in vars(store).items() if value is current]
-    except TypeError:
-        names = []
-    shim = SealedTextEmbeddings(current)
-    for name in names:
-        setattr(store, name, shim)
-    if not names or store.embeddings is not shim:
-        for name in names:
-            setattr(store, name, current)
-        raise TypeError(
-            f"cannot route {type(store).__name__}'s embeddings through the sealed store (no attribute holds "
-            "`store.embeddings`); this store is not supported"
-        )
-    return shim

@@ -24,13 +24,13 @@ def base() -> FakeAsymmetricEmbeddings:
 
 
 @pytest.fixture
-def inner(base: FakeAsymmetricEmbeddings) -> InMemoryVectorStore:
-    return InMemoryVectorStore(base)
+def store(base: FakeAsymmetricEmbeddings) -> SealedVectorStore:
+    return SealedVectorStore(InMemoryVectorStore, embedding=base, key=generate_key(), sealed_metadata=("author",))
 
 
 @pytest.fixture
-def store(inner: InMemoryVectorStore) -> SealedVectorStore:
-    return SealedVectorStore(inner, key=generate_key(), sealed_metadata=("author",))
+def inner(store: SealedVectorStore) -> InMemoryVectorStore:
+    return store.store  # type: ignore[return-value]
 
 
 def test_the_store_holds_ciphertext_and_the_vectors_of_the_plaintexts(store, inner, base) -> None:
@@ -98,26 +98,44 @@ def test_filters_on_sealed_fields_are_refused(store) -> None:
             store.similarity_search("x", k=1, filter=flt)
 
 
-def test_two_wrappers_share_one_store_and_another_key_opens_nothing(store, inner) -> None:
+def test_two_wrappers_share_one_store_and_another_key_opens_nothing(store, inner, base) -> None:
     store.add_texts(TEXTS, METAS, ids=["a", "b", "c"])
-    again = SealedVectorStore(inner, key=generate_key())
-    assert again._shim is store._shim  # the embeddings are routed once
+    again = SealedVectorStore(inner, key=generate_key())  # the .store of a sealed store: its records, another key
+    assert again.store is inner and again.embeddings is base
     with pytest.raises(SealError):
         again.get_by_ids(["a"])
+    key = generate_key()
+    first = SealedVectorStore(InMemoryVectorStore, embedding=base, key=key)
+    first.add_texts(TEXTS[:1], ids=["x"])
+    second = SealedVectorStore(first.store, key=key)  # adds through a second wrapper are sealed and routed too
+    second.add_texts(TEXTS[1:2], ids=["y"])
+    assert [d.page_content for d in first.get_by_ids(["x", "y"])] == TEXTS[:2]
 
 
-def test_refusals(inner) -> None:
-    class NoEmbeddings(InMemoryVectorStore):
-        @property
-        def embeddings(self):  # type: ignore[override]
-            return None
+def test_the_users_store_is_never_patched(base) -> None:
+    """The old pattern (wrapping a store built with the user's embeddings by swapping its attribute) is gone."""
+    user_store = InMemoryVectorStore(base)
+    before = dict(vars(user_store))
+    with pytest.raises(TypeError, match="function that builds the store"):
+        SealedVectorStore(user_store, key=generate_key())
+    assert vars(user_store) == before and user_store.embeddings is base
 
-    with pytest.raises(TypeError, match="exposes no `embeddings`"):
-        SealedVectorStore(NoEmbeddings(inner.embedding), key=generate_key())
-    with pytest.raises(TypeError, match="VectorStore"):
-        SealedVectorStore(object(), key=generate_key())  # type: ignore[arg-type]
+    def builds_with_other_embeddings(_: object) -> InMemoryVectorStore:
+        return InMemoryVectorStore(base)
+
+    with pytest.raises(TypeError, match="built with the embeddings it is given"):
+        SealedVectorStore(builds_with_other_embeddings, embedding=base, key=generate_key())
+
+
+def test_refusals(base) -> None:
+    with pytest.raises(TypeError, match="function building"):
+        SealedVectorStore(object(), embedding=base, key=generate_key())  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="Embeddings"):
+        SealedVectorStore(InMemoryVectorStore, key=generate_key())
     with pytest.raises(InvalidKeyError):
-        SealedVectorStore(inner, key="too short")
+        SealedVectorStore(InMemoryVectorStore, embedding=base, key="too short")
     with pytest.raises(TypeError, match="not a string"):
-        SealedVectorStore(inner, key=generate_key(), sealed_metadata="author")
+        SealedVectorStore(InMemoryVectorStore, embedding=base, key=generate_key(), sealed_metadata="author")
+    with pytest.raises(ValueError, match="reserved"):
+        SealedVectorStore(InMemoryVectorStore, embedding=base, key=generate_key()).add_texts(["t"], [{"_tc_vec": 1}])
     assert issubclass(SealedVectorStore, VectorStore)

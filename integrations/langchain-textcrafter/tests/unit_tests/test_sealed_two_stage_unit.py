@@ -1,0 +1,157 @@
+"""Two-stage SealedVectorStore on InMemoryVectorStore: what the store receives, what the app gets back."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+from _langchain_textcrafter_fakes import FakeAsymmetricEmbeddings
+from langchain_core.vectorstores import InMemoryVectorStore
+
+from langchain_textcrafter import ProtectedEmbeddings, SealedVectorStore, SealError
+from textcrafter_rag import GaussianNoise
+from textcrafter_rag.sealing import Sealer, generate_key
+from textcrafter_rag.testing import KnownVectors
+from textcrafter_rag.two_stage import TwoStageSearch
+
+TEXTS = [f"Patient {i} was treated for condition {i % 7} at ward {i % 5}." for i in range(30)]
+IDS = [f"r{i}" for i in range(30)]
+
+
+class RecordingStore(InMemoryVectorStore):
+    """An in-memory store that records every vector it is searched with."""
+
+    def __init__(self, embedding) -> None:
+        super().__init__(embedding)
+        self.searched: list[list[float]] = []
+
+    def similarity_search_by_vector(self, embedding, k=4, **kwargs):
+        self.searched.append(list(embedding))
+        return super().similarity_search_by_vector(embedding, k=k, **kwargs)
+
+    async def asimilarity_search_by_vector(self, embedding, k=4, **kwargs):
+        self.searched.append(list(embedding))
+        return await super().asimilarity_search_by_vector(embedding, k=k, **kwargs)
+
+
+@pytest.fixture
+def base() -> FakeAsymmetricEmbeddings:
+    return FakeAsymmetricEmbeddings(KnownVectors(dim=32))
+
+
+def _sealed(base, *, key: str | None = None, fetch_k: int | TwoStageSearch = 30, **kwargs) -> SealedVectorStore:
+    return SealedVectorStore(RecordingStore, embedding=base, key=key or generate_key(), fetch_k=fetch_k, **kwargs)
+
+
+def _cos(a, b) -> float:
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    return float(a @ b / np.linalg.norm(a) / np.linalg.norm(b))
+
+
+def _exact(base: FakeAsymmetricEmbeddings, query: str, k: int) -> list[str]:
+    q = base.known.query_vector(query)
+    scores = [_cos(q, base.doc(t)) for t in TEXTS]
+    return [TEXTS[i] for i in np.argsort(scores)[::-1][:k]]
+
+
+def test_the_store_receives_candidate_vectors_and_sealed_clean_ones(base) -> None:
+    store = _sealed(base, fetch_k=TwoStageSearch(fetch_k=30, doc_strength=2.0))
+    store.add_texts(TEXTS, ids=IDS)
+    assert base.known.served["embed_documents"] == TEXTS  # one encoder call, plaintexts only
+    inner = store.store
+    for i, rid in enumerate(IDS):
+        row = inner.store[rid]
+        clean = base.doc(TEXTS[i])
+        assert Sealer.is_sealed(row["metadata"]["_tc_vec"]) and Sealer.is_sealed(row["text"])
+        assert np.linalg.norm(row["vector"]) == pytest.approx(1.0, abs=1e-5)
+        assert _cos(row["vector"], clean) < 0.95  # far from the clean vector (about 1/sqrt(5) on average)
+    cosines = [_cos(inner.store[r]["vector"], base.doc(t)) for r, t in zip(IDS, TEXTS)]
+    assert np.mean(cosines) == pytest.approx(1 / np.sqrt(5), abs=0.1)
+
+
+def test_search_ranks_by_exact_cosine_and_never_sends_the_clean_query(base) -> None:
+    store = _sealed(base)
+    store.add_texts(TEXTS, ids=IDS)
+    query = "who was treated at ward 3?"
+    hits = store.similarity_search_with_score(query, k=5)
+    assert [d.page_content for d, _ in hits] == _exact(base, query, 5)  # fetch_k = the whole store: exact
+    clean_q = base.known.query_vector(query)
+    for doc, score in hits:
+        assert score == pytest.approx(_cos(clean_q, base.doc(doc.page_content)), abs=2e-3)  # float16 clean vectors
+        assert "_tc_vec" not in doc.metadata and "_tc_id" not in doc.metadata
+    sent = store.store.searched[-1]
+    assert _cos(sent, clean_q) < 0.9  # a protected query reached the store
+    store.similarity_search_with_score(query, k=5)
+    assert store.store.searched[-1] == sent  # the same query is always sent the same way: nothing to average
+    assert base.known.served["embed_query"] == [query, query]
+    with pytest.raises(ValueError, match="exceeds this store's fetch_k"):
+        store.similarity_search(query, k=31)
+
+
+def test_by_vector_mmr_relevance_and_retriever(base) -> None:
+    store = _sealed(base)
+    store.add_texts(TEXTS, ids=IDS)
+    q = base.known.query_vector("q")
+    by_vector = store.similarity_search_by_vector(q, k=3)
+    assert [d.page_content for d in by_vector] == _exact(base, "q", 3)
+    assert _cos(store.store.searched[-1], q) < 0.9
+    mmr = store.max_marginal_relevance_search("q", k=4, lambda_mult=1.0)  # lambda 1: plain relevance order
+    assert [d.page_content for d in mmr] == _exact(base, "q", 4)
+    diverse = store.max_marginal_relevance_search_by_vector(q, k=4, lambda_mult=0.0)
+    assert len({d.page_content for d in diverse}) == 4
+    scored = store.similarity_search_with_relevance_scores("q", k=5, score_threshold=0.0)
+    assert all(s >= 0.0 for _, s in scored)
+    assert [d.page_content for d in store.as_retriever(search_kwargs={"k": 2}).invoke("q")] == _exact(base, "q", 2)
+
+
+def test_async_paths(base) -> None:
+    store = _sealed(base)
+
+    async def run() -> None:
+        await store.aadd_texts(TEXTS, ids=IDS)
+        assert base.known.served["aembed_documents"] == TEXTS
+        hits = await store.asimilarity_search("q", k=3)
+        assert [d.page_content for d in hits] == _exact(base, "q", 3)
+        vec_hits = await store.asimilarity_search_by_vector(base.known.query_vector("q"), k=2)
+        assert [d.page_content for d in vec_hits] == _exact(base, "q", 2)
+        assert len(await store.amax_marginal_relevance_search("q", k=3)) == 3
+        scored = await store.asimilarity_search_with_relevance_scores("q", k=2)
+        assert [d.page_content for d, _ in scored] == _exact(base, "q", 2)
+
+    asyncio.run(run())
+    assert base.known.served["aembed_query"]
+
+
+def test_re_adding_a_record_gives_the_store_the_same_vector(base) -> None:
+    key = generate_key()
+    first = _sealed(base, key=key)
+    first.add_texts(TEXTS[:3], ids=IDS[:3])
+    again = _sealed(base, key=key)
+    again.add_texts(TEXTS[:3], ids=IDS[:3])
+    for rid in IDS[:3]:
+        assert first.store.store[rid]["vector"] == again.store.store[rid]["vector"]
+    other_tenant = _sealed(base, key=key, context="tenant-b")
+    other_tenant.add_texts(TEXTS[:1], ids=IDS[:1])
+    assert other_tenant.store.store[IDS[0]]["vector"] != first.store.store[IDS[0]]["vector"]
+
+
+def test_a_moved_or_missing_sealed_vector_is_refused(base) -> None:
+    store = _sealed(base)
+    store.add_texts(TEXTS, ids=IDS)
+    meta0, meta1 = store.store.store["r0"]["metadata"], store.store.store["r1"]["metadata"]
+    meta0["_tc_vec"], meta1["_tc_vec"] = meta1["_tc_vec"], meta0["_tc_vec"]
+    with pytest.raises(SealError):
+        store.similarity_search("q", k=1)
+    meta0["_tc_vec"], meta1["_tc_vec"] = meta1["_tc_vec"], meta0["_tc_vec"]
+    assert store.similarity_search("q", k=1)
+    del meta0["_tc_vec"]
+    with pytest.raises(SealError, match="no sealed vector"):
+        store.similarity_search("q", k=1)
+
+
+def test_protected_embeddings_are_read_through_their_base_encoder(base) -> None:
+    embeddings = ProtectedEmbeddings(base=base, policy=GaussianNoise(s=0.5, seed=0))
+    store = SealedVectorStore(RecordingStore, embedding=embeddings, key=generate_key(), fetch_k=30)
+    store.add_texts(TEXTS, ids=IDS)
+    assert [d.page_content for d in store.similarity_search("q", k=3)] == _exact(base, "q", 3)

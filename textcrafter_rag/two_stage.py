@@ -1,0 +1,261 @@
+"""Two-stage sealed search: the store finds candidates with heavy noise, the application ranks them exactly.
+
+One vector cannot serve both the ranking and the secrecy: the store ranks with the same information
+an inverter reads, so every single-stage mechanism that keeps 0.9 of clean retrieval leaks most of
+what a clean vector leaks (``benchmarks/results/frontier_parity.md``). A sealed store already keeps
+an encrypted payload beside each vector, so it can split the two jobs:
+
+1. **add** — the store receives a *candidate vector* ``y = x + r u`` rescaled to ``||x||`` (``u`` a
+   unit direction, ``r = doc_strength``), far noisier than a single-stage release; the clean vector
+   ``x``, compact (float16), is sealed into the payload like the text, bound to the record id;
+2. **search** — the store receives a protected query vector (``query_strength``; the clean query
+   never leaves the process) and returns ``fetch_k`` candidates; the application opens their sealed
+   vectors and ranks them by exact cosine with the clean query.
+
+Rescaling to ``||x||`` makes L2, inner-product and cosine stores rank candidates alike.
+
+Noise directions come from a keyed PRF (AES-256-CTR under an HKDF subkey, as the keyed rotation in
+:mod:`textcrafter_rag.keyed`) of (tenant, record id, text): re-adding the same record gives the store
+the *same* candidate vector, never a fresh draw it could average with the first. A query direction
+comes from the query text (or the query vector's bytes), so a repeated query is sent identically.
+Without the key nothing can be predicted: no direction is derived from public data alone.
+
+Framework-free; both adapters' sealed stores use :class:`TwoStage`.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .errors import TextcrafterError
+from .keyed import keyed_normals
+from .numerics import row_norms, unit_rows
+from .sealed_records import canonical_record_id
+from .sealing import Sealer, SealError, SecretKey
+from .validation import check_vectors
+
+__all__ = [
+    "DEFAULT_DOC_STRENGTH",
+    "DEFAULT_FETCH_K",
+    "DEFAULT_QUERY_STRENGTH",
+    "VECTOR_FIELD",
+    "VECTOR_KEY",
+    "TwoStage",
+    "TwoStageSearch",
+    "noise_to_norm",
+    "pack_vector",
+    "random_directions",
+    "rerank",
+    "unpack_vector",
+]
+
+#: Candidates fetched per query (``benchmarks/results/two_stage.md``: the cost grows linearly with it).
+DEFAULT_FETCH_K = 200
+#: Norm of the noise added to a unit document vector before it reaches the store.
+DEFAULT_DOC_STRENGTH = 1.5
+#: Norm of the noise added to a unit query vector before it reaches the store.
+DEFAULT_QUERY_STRENGTH = 1.0
+#: The metadata key under which a record's sealed clean vector is stored.
+VECTOR_KEY = "_tc_vec"
+#: The field name the clean vector is sealed under (bound as associated data with the record id).
+VECTOR_FIELD = "vector"
+_PACK_PREFIX = "f16:"
+_MAX_FETCH_K = 100_000
+
+
+class TwoStageError(TextcrafterError, ValueError):
+    """Two-stage search options are invalid."""
+
+
+@dataclass(frozen=True)
+class TwoStageSearch:
+    """The options of two-stage search, validated once here.
+
+    Args:
+        fetch_k: Candidates the store returns per query; the application opens and ranks them.
+            Must be at least the ``k`` of every search; it has to grow with the store's size.
+        doc_strength: Norm ``r`` of the noise on each (unit) document vector the store receives.
+        query_strength: Norm of the noise on each query vector the store receives (0 sends the clean query).
+    """
+
+    fetch_k: int = DEFAULT_FETCH_K
+    doc_strength: float = DEFAULT_DOC_STRENGTH
+    query_strength: float = DEFAULT_QUERY_STRENGTH
+
+    def __post_init__(self) -> None:
+        if isinstance(self.fetch_k, bool) or not isinstance(self.fetch_k, (int, np.integer)):
+            raise TwoStageError(f"fetch_k must be an int, got {type(self.fetch_k).__name__}")
+        if not 1 <= int(self.fetch_k) <= _MAX_FETCH_K:
+            raise TwoStageError(f"fetch_k must be between 1 and {_MAX_FETCH_K}, got {int(self.fetch_k)}")
+        for name in ("doc_strength", "query_strength"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
+                raise TwoStageError(f"{name} must be a finite number >= 0, got {type(value).__name__}")
+            if not (math.isfinite(value) and value >= 0):
+                raise TwoStageError(f"{name} must be a finite number >= 0")
+        object.__setattr__(self, "fetch_k", int(self.fetch_k))
+        object.__setattr__(self, "doc_strength", float(self.doc_strength))
+        object.__setattr__(self, "query_strength", float(self.query_strength))
+
+    @classmethod
+    def of(cls, value: int | TwoStageSearch | None) -> TwoStageSearch | None:
+        """``None`` (single-stage), a ``fetch_k`` with the default strengths, or the options themselves."""
+        if value is None or isinstance(value, TwoStageSearch):
+            return value
+        return cls(fetch_k=value)
+
+
+def random_directions(n: int, dim: int, rng: np.random.Generator) -> np.ndarray:
+    """``n`` uniformly random unit directions in ``dim`` dimensions (experiments; the stores use keyed ones)."""
+    return unit_rows(rng.standard_normal((n, dim)))
+
+
+def noise_to_norm(clean: np.ndarray, directions: np.ndarray, strength: float) -> np.ndarray:
+    """``x + strength * ||x|| * u`` for unit rows ``u``, rescaled to ``||x||`` (float32).
+
+    ``strength`` is relative to the vector's norm, so it is the absolute noise norm for unit
+    vectors (MiniLM, OpenAI) and means the same for encoders that do not normalise.
+    """
+    x = np.asarray(clean, dtype=np.float64)
+    norms = row_norms(x)[:, None]
+    y = x + float(strength) * norms * unit_rows(directions)
+    return (unit_rows(y) * norms).astype(np.float32)
+
+
+def pack_vector(vector: np.ndarray) -> str:
+    """A vector as compact text (float16, little-endian, URL-safe base64) for sealing into a payload."""
+    raw = np.asarray(vector, dtype="<f2").reshape(-1).tobytes()
+    return _PACK_PREFIX + base64.urlsafe_b64encode(raw).decode("ascii")
+
+
+def unpack_vector(text: Any) -> np.ndarray:
+    """The float32 vector of :func:`pack_vector`.
+
+    Raises:
+        SealError: ``text`` is not a packed vector (the message never contains it).
+    """
+    if not isinstance(text, str) or not text.startswith(_PACK_PREFIX):
+        raise SealError("a sealed vector opened to something that is not a packed vector")
+    try:
+        raw = base64.urlsafe_b64decode(text[len(_PACK_PREFIX) :])
+    except (binascii.Error, ValueError):
+        raise SealError("a sealed vector opened to something that is not a packed vector") from None
+    if not raw or len(raw) % 2:
+        raise SealError("a sealed vector opened to something that is not a packed vector")
+    return np.frombuffer(raw, dtype="<f2").astype(np.float32)
+
+
+def rerank(query: np.ndarray, candidates: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Indices of the ``k`` candidates of highest cosine with ``query``, best first, and those cosines."""
+    q = unit_rows(np.asarray(query, dtype=np.float64).reshape(1, -1))[0]
+    scores = unit_rows(np.asarray(candidates, dtype=np.float64)) @ q
+    order = np.argsort(-scores, kind="stable")[: max(0, int(k))]
+    return order, scores[order]
+
+
+class TwoStage:
+    """Keyed candidate vectors and sealed clean vectors for one key and tenant.
+
+    Args:
+        key: The store's secret (``textcrafter keygen``), also used for sealing; the noise has its
+            own HKDF subkey, so the two never share key material.
+        context: The tenant or collection name, as given to the sealed store.
+        search: The options (fetch_k and the two strengths).
+
+    Instances hold key material and refuse to be pickled.
+    """
+
+    __slots__ = ("_noise_key", "_sealer", "_search")
+
+    def __init__(self, key: bytes | str | SecretKey, *, context: str = "", search: TwoStageSearch) -> None:
+        if not isinstance(search, TwoStageSearch):
+            raise TypeError(f"search must be a TwoStageSearch, got {type(search).__name__}")
+        secret = SecretKey(key)
+        self._noise_key = secret.subkey("two-stage-noise", context=context)
+        self._sealer = Sealer(secret, context=context)
+        self._search = search
+
+    @property
+    def search(self) -> TwoStageSearch:
+        """The options."""
+        return self._search
+
+    def _directions(self, label: bytes, items: Sequence[bytes], dim: int) -> np.ndarray:
+        out = np.empty((len(items), dim), dtype=np.float64)
+        for i, item in enumerate(items):
+            subkey = hmac.new(self._noise_key, label + b"\x00" + item, hashlib.sha256).digest()
+            out[i] = keyed_normals(subkey, dim, dim)
+        return out
+
+    def protect_documents(
+        self, clean: Any, *, record_ids: Sequence[Any], texts: Sequence[str], name: str = "document vectors"
+    ) -> np.ndarray:
+        """The candidate vectors the store receives for these records (same record and text: same vector).
+
+        Raises:
+            ValueError: ``clean`` is not a finite 2-D float batch, or the lengths differ.
+        """
+        x = check_vectors(clean, name=name)
+        if not len(record_ids) == len(texts) == len(x):
+            raise TwoStageError(f"got {len(x)} vectors, {len(record_ids)} record ids and {len(texts)} texts")
+        items = [
+            canonical_record_id(rid).encode("utf-8") + b"\x00" + hashlib.sha256(t.encode("utf-8")).digest()
+            for rid, t in zip(record_ids, texts, strict=True)
+        ]
+        return noise_to_norm(x, self._directions(b"document", items, x.shape[1]), self._search.doc_strength)
+
+    def protect_query(self, clean: Any, *, text: str | None = None) -> np.ndarray:
+        """The query vector the store receives (one row); the same query is always sent the same way."""
+        x = check_vectors(np.asarray(clean, dtype=np.float32).reshape(1, -1), name="query vector")
+        if self._search.query_strength == 0:
+            return x
+        item = text.encode("utf-8") if text is not None else b"vector\x00" + x.astype("<f4").tobytes()
+        directions = self._directions(b"query", [hashlib.sha256(item).digest()], x.shape[1])
+        return noise_to_norm(x, directions, self._search.query_strength)
+
+    def seal_vector(self, clean: np.ndarray, *, record_id: Any) -> str:
+        """The clean vector, packed and sealed, bound to ``record_id`` (stored under :data:`VECTOR_KEY`)."""
+        return self._sealer.seal(pack_vector(clean), record_id=canonical_record_id(record_id), field=VECTOR_FIELD)
+
+    def open_vector(self, token: Any, *, record_id: Any) -> np.ndarray:
+        """The clean vector sealed in ``token`` for ``record_id``.
+
+        Raises:
+            SealError: Missing, not sealed, or not under this key, tenant and record id.
+        """
+        rid = canonical_record_id(record_id)
+        if token is None:
+            raise SealError(f"record {rid!r} has no sealed vector ({VECTOR_KEY!r}): it was not added two-stage")
+        return unpack_vector(
+            self._sealer.open(token if isinstance(token, str) else "", record_id=rid, field=VECTOR_FIELD)
+        )
+
+    def rank(self, query: Any, tokens: Sequence[Any], record_ids: Sequence[Any], k: int) -> list[tuple[int, float]]:
+        """Open each candidate's sealed vector and rank by exact cosine with the clean query.
+
+        Returns:
+            ``(candidate index, cosine)`` of the best ``k``, best first.
+
+        Raises:
+            SealError: A candidate's vector does not open (moved, edited, wrong key, or missing).
+        """
+        if not tokens:
+            return []
+        vectors = np.stack([self.open_vector(t, record_id=r) for t, r in zip(tokens, record_ids, strict=True)])
+        order, scores = rerank(np.asarray(query, dtype=np.float32).reshape(-1), vectors, k)
+        return [(int(i), float(s)) for i, s in zip(order, scores, strict=True)]
+
+    def __repr__(self) -> str:
+        return f"TwoStage(search={self._search!r}, key=<redacted>)"
+
+    def __reduce__(self) -> Any:
+        raise TypeError("a TwoStage holds key material and is not picklable: build it from the key in each process")
