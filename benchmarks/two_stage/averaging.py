@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from .candidates import candidate_vectors, unit_rows
+from .candidates import candidate_vectors, unit_rows32
 from .search import fetch_candidates, ndcg_recall
 from .utility import DOC_STREAM, Corpus
 
@@ -32,8 +32,8 @@ def equivalent_strength(cosine: float) -> float:
 
 
 def _measures(corpus: Corpus, stored: np.ndarray) -> dict[str, float]:
-    x = unit_rows(corpus.docs)
-    m = unit_rows(stored)
+    x = unit_rows32(corpus.docs)
+    m = unit_rows32(stored)
     cos = float(np.sum(x * m, axis=1).mean())
     top1 = []
     for i in range(0, len(m), 1024):

@@ -29,10 +29,10 @@ from textcrafter_rag.autofit import AutoFitConfig
 from textcrafter_rag.mechanisms import Mechanism, NullspaceNoise
 from textcrafter_rag.noise_fitting import fit_nullspace_for_encoder
 from textcrafter_rag.textcrafter import TextCrafter
+from textcrafter_rag.two_stage import noise_to_norm, random_directions
 
 from ..caches import cache_key
 from ..options import quiet_seed_warnings
-from .core_local import noise_to_norm, random_directions
 
 __all__ = [
     "DIRECTION_MECHANISMS",
@@ -40,17 +40,18 @@ __all__ = [
     "CandidateMechanism",
     "candidate_vectors",
     "nullspace_basis",
-    "unit_rows",
+    "unit_rows32",
 ]
 
 #: Mechanisms whose direction is moved to a grid strength ``r``.
 DIRECTION_MECHANISMS = ("gaussian", "textcrafter-eps1.0-dir", "textcrafter-eps2.5-dir", "nullspace")
 #: Shipped policies used as released (strength = their own perturbation norm).
 NATIVE_MECHANISMS = {"textcrafter-eps1.0": 1.0, "textcrafter-eps2.5": 2.5}
+_CHUNK = 50_000
 
 
-def unit_rows(x: np.ndarray) -> np.ndarray:
-    """``x`` with every row scaled to unit L2 norm (float32)."""
+def unit_rows32(x: np.ndarray) -> np.ndarray:
+    """``x`` with every row scaled to unit L2 norm, in float32 (the core's ``unit_rows`` is float64: too big here)."""
     x = np.asarray(x, dtype=np.float32)
     return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
 
@@ -85,14 +86,14 @@ def _direction_fn(mechanism: str, basis: np.ndarray | None) -> Callable[[np.ndar
 
     def policy(eps: float) -> Callable[..., tuple[np.ndarray, np.ndarray]]:
         def build(x: np.ndarray, rng: np.random.Generator, seed: int) -> tuple[np.ndarray, np.ndarray]:
-            return x, unit_rows(_textcrafter(eps, seed).protect(x) - x)
+            return x, unit_rows32(_textcrafter(eps, seed).protect(x) - x)
 
         return build
 
     def nullspace(x: np.ndarray, rng: np.random.Generator, seed: int) -> tuple[np.ndarray, np.ndarray]:
         if basis is None:
             raise ValueError("the nullspace mechanism needs its fitted basis")
-        projected = unit_rows(x - (x @ basis) @ basis.T) * np.linalg.norm(x, axis=1, keepdims=True)
+        projected = unit_rows32(x - (x @ basis) @ basis.T) * np.linalg.norm(x, axis=1, keepdims=True)
         return projected, random_directions(len(x), x.shape[1], rng)
 
     table = {
@@ -123,11 +124,19 @@ def candidate_vectors(
     if mechanism in NATIVE_MECHANISMS:
         released = _textcrafter(NATIVE_MECHANISMS[mechanism], seed).protect(x)
         norm = float(np.linalg.norm(released - x, axis=1).mean())
-        return unit_rows(released) * np.linalg.norm(x, axis=1, keepdims=True), norm
+        return unit_rows32(released) * np.linalg.norm(x, axis=1, keepdims=True), norm
     if strength is None:
         raise ValueError(f"{mechanism} needs a strength")
-    base, dirs = _direction_fn(mechanism, basis)(x, np.random.default_rng(seed), seed)
-    return np.asarray(noise_to_norm(base, dirs, strength), dtype=np.float32), float(strength)
+    rng = np.random.default_rng(seed)
+    build = _direction_fn(mechanism, basis)
+    out = np.empty_like(x)
+    # the core computes in float64: chunks bound the memory of big (Gaussian) stores; a policy sees one batch,
+    # as its seeded noise source restarts per call
+    step = _CHUNK if mechanism == "gaussian" else max(len(x), 1)
+    for i in range(0, len(x), step):
+        base, dirs = build(x[i : i + step], rng, seed)
+        out[i : i + step] = noise_to_norm(base, dirs, strength)
+    return out, float(strength)
 
 
 @dataclass(frozen=True)

@@ -16,28 +16,27 @@ from typing import Any
 
 import numpy as np
 
-from textcrafter_rag.sealed_records import RecordSealer
+from textcrafter_rag.sealed_records import ID_FIELD, RecordSealer
+from textcrafter_rag.sealing import Sealer
+from textcrafter_rag.two_stage import VECTOR_FIELD, TwoStage, TwoStageSearch, rerank
 
-from .core_local import pack_vector, rerank, unpack_vector
 from .search import fetch_candidates, int8_quantise
 from .utility import Corpus
 
-__all__ = ["VECTOR_FIELD", "cost_rows", "pack_int8", "unpack_int8"]
+__all__ = ["cost_rows", "pack_int8", "unpack_int8"]
 
-#: The field a record's clean vector is sealed under in this benchmark.
-VECTOR_FIELD = "vector"
 _KEY = base64.urlsafe_b64encode(bytes(range(32))).decode("ascii")  # a fixed, public benchmark key
 
 
 def pack_int8(v: np.ndarray) -> str:
-    """int8 values with one float32 scale (max-abs / 127) in front, base64."""
+    """int8 values with one float32 scale (max-abs / 127) in front, base64 (the float16 pack's int8 alternative)."""
     q, scale = int8_quantise(np.asarray(v, dtype=np.float32))
-    return base64.b64encode(scale.astype("<f4").tobytes() + q.tobytes()).decode("ascii")
+    return "i8:" + base64.urlsafe_b64encode(scale.astype("<f4").tobytes() + q.tobytes()).decode("ascii")
 
 
 def unpack_int8(s: str) -> np.ndarray:
     """Inverse of :func:`pack_int8` (float32)."""
-    raw = base64.b64decode(s)
+    raw = base64.urlsafe_b64decode(s.removeprefix("i8:"))
     scale = np.frombuffer(raw[:4], dtype="<f4")[0]
     return np.frombuffer(raw[4:], dtype=np.int8).astype(np.float32) * scale
 
@@ -47,14 +46,24 @@ def cost_rows(
 ) -> list[dict[str, Any]]:
     """Bytes per record (float16 and int8 sealed vectors) and open + re-rank latency p50/p95 at ``fetch_k``."""
     sealer = RecordSealer(_KEY)
+    two = TwoStage(_KEY, search=TwoStageSearch(fetch_k=fetch_k))
+    raw = Sealer(_KEY)  # the int8 alternative, sealed the way TwoStage seals its float16 vectors
     ids = [str(i) for i in range(corpus.n_docs)]
     text_tokens = [sealer.seal(t, None, record_id=i).text for t, i in zip(texts, ids)]
-    packs = {"float16": pack_vector, "int8": pack_int8}
-    unpacks = {"float16": unpack_vector, "int8": unpack_int8}
     tokens = {
-        enc: [sealer.seal_value(pack(v), record_id=i, field=VECTOR_FIELD) for v, i in zip(corpus.docs, ids)]
-        for enc, pack in packs.items()
+        "float16": [two.seal_vector(v, record_id=i) for v, i in zip(corpus.docs, ids)],
+        "int8": [raw.seal(pack_int8(v), record_id=i, field=VECTOR_FIELD) for v, i in zip(corpus.docs, ids)],
     }
+
+    def open_int8(token: str, rid: str) -> np.ndarray:
+        return unpack_int8(raw.open(token, record_id=rid, field=VECTOR_FIELD))
+
+    def rank(enc: str, query: np.ndarray, cand: list[int]) -> list[int]:
+        if enc == "float16":  # the core's own path: open each sealed vector, exact cosine, top k
+            return [i for i, _ in two.rank(query, [tokens[enc][j] for j in cand], [ids[j] for j in cand], k)]
+        vecs = np.stack([open_int8(tokens[enc][j], ids[j]) for j in cand])
+        return [int(i) for i in rerank(query, vecs, k)[0]]
+
     stage = fetch_candidates(candidate_docs, corpus.queries, max_k=fetch_k)
     rows = []
     dim = corpus.docs.shape[1]
@@ -63,13 +72,10 @@ def cost_rows(
         for qi in range(min(n_queries, len(corpus.queries))):
             cand = [int(j) for j in stage.idx[qi] if j >= 0]
             t0 = time.perf_counter()
-            vecs = np.stack(
-                [unpacks[enc](sealer.open_value(toks[j], record_id=ids[j], field=VECTOR_FIELD)) for j in cand]
-            )
-            order = rerank(corpus.queries[qi], vecs, k)
+            order = rank(enc, corpus.queries[qi], cand)
             t1 = time.perf_counter()
             for j in order:
-                sealer.open(text_tokens[cand[j]], {"_tc_id": ids[cand[j]]})
+                sealer.open(text_tokens[cand[j]], {ID_FIELD: ids[cand[j]]})
             t2 = time.perf_counter()
             lat_vectors.append(1000 * (t1 - t0))
             lat.append(1000 * (t2 - t0))

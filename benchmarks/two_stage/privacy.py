@@ -25,6 +25,7 @@ from textcrafter_rag.mechanisms import Mechanism, NoDefense
 from ..attack_rows import SMOKE_TRAIN, AttackRun, fixed_adapt_config, privacy_fields, run_attack
 from ..caches import cache_key
 from ..frontier_attacks import AttackPlan, AttackSizes
+from ..options import quiet_seed_warnings
 from ..reporting import clean_json
 from .budget import adapt_training, clean_training
 from .candidates import CandidateMechanism
@@ -97,7 +98,8 @@ class PrivacyPlan:
     def mechanism(self, strength: float | None) -> Mechanism:
         if strength is None:
             return NoDefense()
-        return CandidateMechanism(mechanism="gaussian", strength=strength, seed=self.plan.attack.seed)
+        with quiet_seed_warnings():
+            return CandidateMechanism(mechanism="gaussian", strength=strength, seed=self.plan.attack.seed)
 
     def query_texts(self) -> list[str]:
         tok = self.plan.encoder.model.tokenizer

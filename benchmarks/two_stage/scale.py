@@ -4,9 +4,9 @@ Distractors (never relevant to a query) are made two ways:
 
 * ``gaussian-fit`` (synthetic, same-domain-ish): draws from a Gaussian with the mean and covariance of the
   SciFact document embeddings, normalised to unit length. Cheap at any size (used for 500,000).
-* ``wikitext2`` (real, out-of-domain): MiniLM embeddings of the WikiText-2 train sentences that fit the
-  inverter (about 43,000; the attack cache embeds them for the inverter anyway). Real text costs ~100-500
-  embeddings/s on one shared core, so real distractors stop at about 50,000 records.
+* ``wikitext2`` (real, out-of-domain): MiniLM embeddings of the WikiText-2 train sentences the privacy part's
+  inverter trains on (the attack cache embeds them anyway). Real text cost ~10 embeddings/s on this run's
+  crowded 2 cores, so the real store stops at SciFact plus about 10,000 sentences.
 
 The clean reference at each size is the clean search of the grown store (what re-ranking everything gives).
 """
@@ -25,7 +25,7 @@ from textcrafter_rag.attacks.inverter_model import InverterConfig
 from textcrafter_rag.data import wikitext_sentences
 from textcrafter_rag.embedding import cached_embeddings
 
-from .candidates import candidate_vectors, unit_rows
+from .candidates import candidate_vectors, unit_rows32
 from .search import SealedVectors
 from .utility import DOC_STREAM, Corpus, clean_ndcg10, measure_config, seed_mean_rows
 
@@ -54,15 +54,16 @@ def gaussian_fit_distractors(docs: np.ndarray, n: int, *, seed: int) -> np.ndarr
     out = np.empty((n, docs.shape[1]), dtype=np.float32)
     for i in range(0, n, 50_000):
         m = min(50_000, n - i)
-        out[i : i + m] = unit_rows(
+        out[i : i + m] = unit_rows32(
             mean.astype(np.float32) + rng.standard_normal((m, docs.shape[1]), dtype=np.float32) @ chol.T
         )
     return out
 
 
-def wikitext_distractors(encoder: Any, data_dir: Any, *, progress: bool) -> np.ndarray:
-    """MiniLM embeddings of the WikiText-2 train sentences the inverter trains on (shared with the attack cache)."""
-    texts = wikitext_sentences("train", data_dir=data_dir)
+def wikitext_distractors(encoder: Any, data_dir: Any, *, n: int, progress: bool) -> np.ndarray:
+    """MiniLM embeddings of the first ``n`` WikiText-2 train sentences that the inverter trains on (the same
+    texts, so the attack cache's embeddings are reused)."""
+    texts = wikitext_sentences("train", data_dir=data_dir)[:n]
     lengths = Inverter.token_lengths(list(texts), encoder.model.tokenizer)
     fits = [t for t, n in zip(texts, lengths) if n <= InverterConfig().max_len]
     return cached_embeddings(encoder, fits, cache_dir=cache_root(None), progress=progress, desc="WikiText-2")
