@@ -516,7 +516,7 @@ def make_plot(rows: list[dict[str, Any]], path: Path, *, frontier: Path | None) 
     """End-to-end NDCG@10 against the adaptive attacker's content-F1 share, one curve per fetch_k, beside the
     single-stage frontier (``frontier_parity.json``; its attacker is the stronger parity one)."""
     plt = setup_matplotlib()
-    fig, ax = plt.subplots(figsize=(7.5, 5))
+    fig, ax = plt.subplots(figsize=(10, 5.5))
     pr = {
         r["doc_strength"]: r
         for r in rows
@@ -535,8 +535,9 @@ def make_plot(rows: list[dict[str, Any]], path: Path, *, frontier: Path | None) 
         and r.get("encoding") == "float16"
     ]
     if base and base.get("content_f1"):
+        ks = [*sorted({r["fetch_k"] for r in util if r["fetch_k"]}), None]
         for q, style in ((None, "-"), (1.0, "--")):
-            for f in [*sorted({r["fetch_k"] for r in util if r["fetch_k"]}), None]:
+            for n, f in enumerate(ks):
                 pts = sorted(
                     (100 * pr[r["doc_strength"]]["content_f1"] / base["content_f1"], r["ndcg10"])
                     for r in util
@@ -544,7 +545,7 @@ def make_plot(rows: list[dict[str, Any]], path: Path, *, frontier: Path | None) 
                 )
                 if pts:
                     lab = f"two-stage fetch_k {f}" if f else "one stage (same vectors)"
-                    ax.plot(*zip(*pts), style, marker="o", label=f"{lab}, query {_q(q)}")
+                    ax.plot(*zip(*pts), style, marker="o", color=f"C{n}", label=f"{lab}, query {_q(q)}")
     if frontier is not None and frontier.is_file():
         data = json.loads(frontier.read_text(encoding="utf-8"))
         fr = [r for r in data["rows"] if r.get("corpus") == "wikitext"]
@@ -556,13 +557,19 @@ def make_plot(rows: list[dict[str, Any]], path: Path, *, frontier: Path | None) 
                     for r in fr
                     if r["mechanism"] == mech and r.get("attacker") == "adaptive"
                 )
-                ax.plot(*zip(*pts), ":", marker="x", label=f"single-stage frontier: {mech} (parity attacker)")
+                ax.plot(
+                    *zip(*pts),
+                    ":",
+                    marker="x",
+                    color="grey" if mech != "gaussian" else "black",
+                    label=f"single-stage frontier: {mech} (parity attacker)",
+                )
     if util:
         ax.axhline(util[0]["clean_ndcg10"], color="grey", lw=0.8)
     ax.set_xlabel("adaptive content-F1, % of undefended (WikiText-2; attackers differ: see report)")
     ax.set_ylabel("NDCG@10 (SciFact)")
     ax.set_title("Two-stage search vs single-stage frontier")
-    ax.legend(fontsize=6, loc="lower right")
+    ax.legend(fontsize=6, loc="center left", bbox_to_anchor=(1.01, 0.5))
     fig.tight_layout()
     fig.savefig(path, dpi=130)
     plt.close(fig)
