@@ -71,20 +71,19 @@ def privacy_jobs(
     doc_strengths: Sequence[float], query_strengths: Sequence[float], *, pii_strengths: Sequence[float]
 ) -> list[PrivacyJob]:
     """The attacks in order of importance (the run stops starting new ones at its deadline)."""
-    jobs = [
+    wiki = [PrivacyJob("docs", "wikitext", r) for r in doc_strengths]
+    queries = [PrivacyJob("queries", "scifact-queries", q) for q in query_strengths]
+    pii = [PrivacyJob("docs", "pii", r) for r in pii_strengths]
+    return [
         PrivacyJob("docs", "wikitext", None),
-        PrivacyJob("docs", "pii", None),
+        *wiki[:1],
         PrivacyJob("queries", "scifact-queries", None),
+        *queries[:1],
+        *wiki[1:],
+        PrivacyJob("docs", "pii", None),
+        *pii,
+        *queries[1:],
     ]
-    for r in doc_strengths:
-        jobs.append(PrivacyJob("docs", "wikitext", r))
-        if r in pii_strengths:
-            jobs.append(PrivacyJob("docs", "pii", r))
-        if r in query_strengths:
-            jobs.append(PrivacyJob("queries", "scifact-queries", r))
-    jobs += [PrivacyJob("queries", "scifact-queries", q) for q in query_strengths if q not in doc_strengths]
-    jobs += [PrivacyJob("docs", "pii", r) for r in pii_strengths if r not in doc_strengths]
-    return jobs
 
 
 @dataclass
