@@ -320,7 +320,8 @@ def _averaging_section(rows: list[dict[str, Any]]) -> list[str]:
         "A store receiving n independent draws of each SciFact record averages them. *cos* = mean cosine of the "
         "average with the clean vector; *equiv. r* = the single-draw strength with that cosine; *identified* = % of "
         f"records whose average is nearest to their own clean vector among all {av[0]['n_docs']:,}; *store NDCG@10* "
-        "= one-stage NDCG@10 of a store holding the averages (clean queries).",
+        "= one-stage NDCG@10 of a store holding the averages (clean queries). Independent and keyed n = 1 rows are "
+        "two different single draws: their store NDCG@10 differs by draw-to-draw noise, not by the derivation.",
         "",
         md_table(
             lines,
