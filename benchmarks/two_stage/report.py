@@ -359,9 +359,20 @@ def _privacy_section(rows: list[dict[str, Any]], meta: dict[str, Any]) -> list[s
                 "n": r.get("pairs"),
             }
         )
+    warn = (
+        [
+            "**This run's attacker reads about nothing even from clean vectors** (its `none` content-F1 is within 2x "
+            "the floor's): its shares are noise, and the privacy side of the default rule cannot be judged from "
+            "this run. Rerun `--parts privacy` with a parity-trained inverter (a GPU, or an idle machine) to judge it.",
+            "",
+        ]
+        if attacker_reads_nothing(rows)
+        else []
+    )
     return [
         "## Privacy of what the store holds",
         "",
+        *warn,
         f"**Attacker weaker than parity: numbers are lower bounds.** {pm.get('attacker', '')}. Clean inverter: "
         f"{pm.get('clean_inverter_training')} on {pm.get('n_train')} WikiText-2 train sentences; adaptive "
         f"fine-tuning on {pm.get('adaptive_pairs')} pairs ({pm.get('adaptive_training')}); "
@@ -515,11 +526,22 @@ def render_markdown(rows: list[dict[str, Any]], meta: dict[str, Any], plot_name:
     return "\n".join(head + body)
 
 
+def attacker_reads_nothing(rows: Sequence[dict[str, Any]], *, margin: float = 2.0) -> bool:
+    """Whether this run's attacker, on clean WikiText-2 vectors, stays within ``margin`` x its floor: its shares
+    then say nothing about the mechanisms (the x axis of the figure's right panel is not meaningful)."""
+    none = _priv(rows, "docs", "wikitext", None)
+    if none is None or none.get("content_f1") is None or none.get("floor_content_f1") is None:
+        return False
+    return none["content_f1"] <= margin * max(none["floor_content_f1"], 1e-9)
+
+
 def make_plot(rows: list[dict[str, Any]], path: Path, *, frontier: Path | None) -> None:
-    """End-to-end NDCG@10 against the adaptive attacker's content-F1 share, one curve per fetch_k, beside the
-    single-stage frontier (``frontier_parity.json``; its attacker is the stronger parity one)."""
+    """Two panels. Left: end-to-end NDCG@10 against the candidate strength, one curve per fetch_k, beside the
+    single-stage frontier's NDCG@10 at its measured perturbation norm (``frontier_parity.json``; no attacker
+    involved). Right: NDCG@10 against the adaptive attacker's content-F1 share, one curve per fetch_k, beside the
+    single-stage frontier (its attacker is the stronger parity one)."""
     plt = setup_matplotlib()
-    fig, ax = plt.subplots(figsize=(10, 5.5))
+    fig, (left, ax) = plt.subplots(1, 2, figsize=(14, 5.5))
     pr = {
         r["doc_strength"]: r
         for r in rows
@@ -537,41 +559,49 @@ def make_plot(rows: list[dict[str, Any]], path: Path, *, frontier: Path | None) 
         and r.get("search") in ("two-stage", "single-stage")
         and r.get("encoding") == "float16"
     ]
-    if base and base.get("content_f1"):
-        ks = [*sorted({r["fetch_k"] for r in util if r["fetch_k"]}), None]
-        for q, style in ((None, "-"), (1.0, "--")):
-            for n, f in enumerate(ks):
+    ks = [*sorted({r["fetch_k"] for r in util if r["fetch_k"]}), None]
+    for q, style in ((None, "-"), (1.0, "--")):
+        for n, f in enumerate(ks):
+            lab = f"two-stage fetch_k {f}" if f else "one stage (same vectors)"
+            pts = sorted(
+                (r["doc_strength"], r["ndcg10"]) for r in util if r["fetch_k"] == f and r["query_strength"] == q
+            )
+            if pts:
+                left.plot(*zip(*pts), style, marker="o", color=f"C{n}", label=f"{lab}, query {_q(q)}")
+            if base and base.get("content_f1"):
                 pts = sorted(
                     (100 * pr[r["doc_strength"]]["content_f1"] / base["content_f1"], r["ndcg10"])
                     for r in util
                     if r["fetch_k"] == f and r["query_strength"] == q and r["doc_strength"] in pr
                 )
                 if pts:
-                    lab = f"two-stage fetch_k {f}" if f else "one stage (same vectors)"
                     ax.plot(*zip(*pts), style, marker="o", color=f"C{n}", label=f"{lab}, query {_q(q)}")
     if frontier is not None and frontier.is_file():
         data = json.loads(frontier.read_text(encoding="utf-8"))
         fr = [r for r in data["rows"] if r.get("corpus") == "wikitext"]
         none = next((r for r in fr if r.get("mechanism") == "none"), None)
-        if none:
-            for mech in sorted({r["mechanism"] for r in fr if r.get("attacker") == "adaptive"}):
-                pts = sorted(
-                    (100 * r["content_f1"] / none["content_f1"], r["ndcg10"])
-                    for r in fr
-                    if r["mechanism"] == mech and r.get("attacker") == "adaptive"
-                )
-                ax.plot(
-                    *zip(*pts),
-                    ":",
-                    marker="x",
-                    color="grey" if mech != "gaussian" else "black",
-                    label=f"single-stage frontier: {mech} (parity attacker)",
-                )
-    if util:
-        ax.axhline(util[0]["clean_ndcg10"], color="grey", lw=0.8)
+        for mech in sorted({r["mechanism"] for r in fr if r.get("attacker") == "adaptive"}):
+            color = "grey" if mech != "gaussian" else "black"
+            label = f"single-stage frontier: {mech}"
+            mine = [r for r in fr if r["mechanism"] == mech and r.get("attacker") == "adaptive"]
+            pts = sorted((r["perturbation_norm"], r["ndcg10"]) for r in mine if r.get("perturbation_norm"))
+            if pts:
+                left.plot(*zip(*pts), ":", marker="x", color=color, label=label)
+            if none:
+                pts = sorted((100 * r["content_f1"] / none["content_f1"], r["ndcg10"]) for r in mine)
+                ax.plot(*zip(*pts), ":", marker="x", color=color, label=f"{label} (parity attacker)")
+    for a in (left, ax):
+        if util:
+            a.axhline(util[0]["clean_ndcg10"], color="grey", lw=0.8)
+        a.set_ylabel("NDCG@10 (SciFact)")
+    left.set_xlabel("candidate strength r = ||y - x|| before rescaling (frontier: its perturbation norm)")
+    left.set_title("Two-stage NDCG@10 vs strength, beside the single-stage frontier")
+    left.legend(fontsize=6, loc="lower left")
     ax.set_xlabel("adaptive content-F1, % of undefended (WikiText-2; attackers differ: see report)")
-    ax.set_ylabel("NDCG@10 (SciFact)")
-    ax.set_title("Two-stage search vs single-stage frontier")
+    title = "NDCG@10 vs what the adaptive attacker reads"
+    if attacker_reads_nothing(rows):
+        title += "\nTHIS RUN'S ATTACKER READS ~NOTHING EVEN FROM CLEAN VECTORS: its shares are noise"
+    ax.set_title(title, fontsize=9)
     ax.legend(fontsize=6, loc="center left", bbox_to_anchor=(1.01, 0.5))
     fig.tight_layout()
     fig.savefig(path, dpi=130)
