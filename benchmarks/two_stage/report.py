@@ -595,7 +595,7 @@ def make_plot(rows: list[dict[str, Any]], path: Path, *, frontier: Path | None) 
             a.axhline(util[0]["clean_ndcg10"], color="grey", lw=0.8)
         a.set_ylabel("NDCG@10 (SciFact)")
     left.set_xlabel("candidate strength r = ||y - x|| before rescaling (frontier: its perturbation norm)")
-    left.set_title("Two-stage NDCG@10 vs strength, beside the single-stage frontier")
+    left.set_title("NDCG@10 vs candidate strength (dotted: single-stage frontier)", fontsize=9)
     left.legend(fontsize=6, loc="lower left")
     ax.set_xlabel("adaptive content-F1, % of undefended (WikiText-2; attackers differ: see report)")
     title = "NDCG@10 vs what the adaptive attacker reads"
