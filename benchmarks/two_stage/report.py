@@ -225,7 +225,7 @@ def _scale_section(rows: list[dict[str, Any]]) -> list[str]:
         "",
         "`gaussian-fit`: synthetic, same-domain-ish (a Gaussian with the mean and covariance of the SciFact "
         "document embeddings, normalised). `wikitext2`: real, out-of-domain (MiniLM embeddings of WikiText-2 train "
-        "sentences; only as many as the privacy part's inverter embeds). Real same-domain text was not available "
+        "sentences that fit the inverter, all that were embedded). Real same-domain text was not available "
         f"offline at this size. Ratios are to the clean NDCG@10 of the same grown store; "
         f"{max((r.get('n_seeds') or 1) for r in sc)} noise seed(s) per setting (single draws differ by about 1-2 "
         "NDCG@10 points: see the averaging part's n = 1 rows).",

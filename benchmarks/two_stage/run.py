@@ -34,7 +34,7 @@ __all__ = ["NAME", "PARTS", "SIZES", "main"]
 NAME = "two_stage"
 PARTS = ("utility", "scale", "averaging", "privacy", "cost")
 #: Bump a part's version when its code changes, so its cached rows are measured again.
-PART_VERSIONS = {"utility": "2", "scale": "2", "averaging": "2", "privacy": "2", "cost": "2"}
+PART_VERSIONS = {"utility": "2", "scale": "3", "averaging": "2", "privacy": "2", "cost": "2"}
 
 #: A fixed, public key for the keyed rows of the averaging part (what matters is that one key is reused).
 AVERAGING_KEY = bytes(range(32))
@@ -316,7 +316,7 @@ def _run_part(
         if "gaussian-fit" in kinds:
             pools["gaussian-fit"] = gaussian_fit_distractors(corpus.docs, biggest - corpus.n_docs, seed=seed)
         if "wikitext2" in kinds:
-            pools["wikitext2"] = wikitext_distractors(encoder, data_dir, n=N_TRAIN, progress=progress)
+            pools["wikitext2"] = wikitext_distractors(encoder, data_dir, n=None, progress=progress)
         rows = scale_rows(corpus, sg, distractors=pools, seed=seed, progress=progress)
         return rows, {"grid": repr(sg), "distractor_pool_sizes": {k: len(v) for k, v in pools.items()}}
     if part == "averaging":

@@ -4,9 +4,9 @@ Distractors (never relevant to a query) are made two ways:
 
 * ``gaussian-fit`` (synthetic, same-domain-ish): draws from a Gaussian with the mean and covariance of the
   SciFact document embeddings, normalised to unit length. Cheap at any size (used for 500,000).
-* ``wikitext2`` (real, out-of-domain): MiniLM embeddings of the WikiText-2 train sentences the privacy part's
-  inverter trains on (the attack cache embeds them anyway). Real text cost ~10 embeddings/s on this run's
-  crowded 2 cores, so the real store stops at SciFact plus about 10,000 sentences.
+* ``wikitext2`` (real, out-of-domain): MiniLM embeddings of the WikiText-2 train sentences that fit the
+  inverter (about 34,600; the attack cache embeds them for a clean inverter anyway). Real text cost ~10-30
+  embeddings/s on this run's crowded 2 cores, so the real store stops at SciFact plus those sentences.
 
 The clean reference at each size is the clean search of the grown store (what re-ranking everything gives).
 """
@@ -60,9 +60,9 @@ def gaussian_fit_distractors(docs: np.ndarray, n: int, *, seed: int) -> np.ndarr
     return out
 
 
-def wikitext_distractors(encoder: Any, data_dir: Any, *, n: int, progress: bool) -> np.ndarray:
-    """MiniLM embeddings of the first ``n`` WikiText-2 train sentences that the inverter trains on (the same
-    texts, so the attack cache's embeddings are reused)."""
+def wikitext_distractors(encoder: Any, data_dir: Any, *, n: int | None, progress: bool) -> np.ndarray:
+    """MiniLM embeddings of the first ``n`` (``None``: all) WikiText-2 train sentences that fit the inverter (the
+    texts a clean inverter trains on, so the attack cache's embeddings are reused)."""
     texts = wikitext_sentences("train", data_dir=data_dir)[:n]
     lengths = Inverter.token_lengths(list(texts), encoder.model.tokenizer)
     fits = [t for t, n in zip(texts, lengths) if n <= InverterConfig().max_len]
