@@ -13,8 +13,12 @@ Scripts (each ``main(argv) -> int``; writes ``benchmarks/results/<name>.*`` by d
 * threat_models — ``python -m benchmarks.threat_models`` (which protection survives which attacker);
 * speed — ``python -m benchmarks.speed`` (protection throughput and fit time),
   ``python -m benchmarks.speed.ray_throughput`` (Ray Data), ``python -m benchmarks.speed.streaming_memory``
-  (peak memory of ``textcrafter protect``), ``python -m benchmarks.speed.autofit`` (zero-configuration cost);
-* two_stage — issue 21, lands separately.
+  (peak memory of ``textcrafter protect``), ``python -m benchmarks.speed.autofit`` (zero-configuration cost),
+  ``python -m benchmarks.speed.install_size`` (the lean install against the full one);
+* two_stage — ``python -m benchmarks.two_stage`` (two-stage sealed search: retrieval, store size, repeated
+  releases, privacy, cost);
+* gpu_inverter — ``python -m benchmarks.gpu_inverter.prepare`` (here) and ``python -m benchmarks.gpu_inverter``
+  (``train`` on a GPU machine, ``unpack`` here): the stronger attacker, a device tool rather than a results script;
 
 A study's main script is its package's ``__main__``; the other modules of a study folder that have
 no ``main`` are its helpers (reports, cells, candidates). What several studies share is in

@@ -10,7 +10,6 @@ parallel: the timings would contend). Writes ``results/install_size.json`` and `
 
 from __future__ import annotations
 
-import argparse
 import datetime as _dt
 import json
 import os
@@ -23,12 +22,17 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.common.options import script_parser
+from benchmarks.common.reporting import Script
+
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "benchmarks" / "results"
 #: name -> what pip installs, relative to the repository root.
 DEFAULT_VARIANTS = {"lean": ".", "full": ".[audit,bench]"}
 #: Packages whose presence tells which extras an environment holds.
 RESEARCH_PACKAGES = ("matplotlib", "sacrebleu", "rouge_score", "ray", "pyarrow", "psutil")
+
+SCRIPT = Script("install_size", "benchmarks.speed.install_size")
 
 
 def _site_packages(venv: Path) -> Path:
@@ -102,7 +106,7 @@ def render_markdown(result: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = script_parser(SCRIPT, __doc__)
     ap.add_argument("--variant", action="append", default=None, metavar="NAME=SPEC", help="what to install")
     ap.add_argument("--python", default=sys.executable, help="interpreter the venvs are made from")
     ap.add_argument("--scratch", default=None, help="folder for the venvs (default: a temporary one, removed)")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from textcrafter_rag.attacks import TrainConfig
+from textcrafter_rag.attacks import InverterTrainingConfig
 from textcrafter_rag.attacks.config import DEFAULT_ADAPT_CONFIG
 
 __all__ = ["ADAPT_MINUTES", "CLEAN_MINUTES", "N_PAIRS", "N_TRAIN", "adapt_training", "clean_training"]
@@ -24,11 +24,11 @@ ADAPT_MINUTES = 3.0
 N_PAIRS = 3000
 
 
-def clean_training(seed: int) -> TrainConfig:
+def clean_training(seed: int) -> InverterTrainingConfig:
     """The clean inverter's training settings (part of its cache key)."""
-    return replace(TrainConfig(), time_budget_min=CLEAN_MINUTES, seed=seed)
+    return replace(InverterTrainingConfig(), time_budget_min=CLEAN_MINUTES, seed=seed)
 
 
-def adapt_training() -> TrainConfig:
+def adapt_training() -> InverterTrainingConfig:
     """The adaptive attacker's fine-tuning settings."""
     return replace(DEFAULT_ADAPT_CONFIG, time_budget_min=ADAPT_MINUTES)

@@ -25,14 +25,13 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from benchmarks.common.caches import cache_key
+from benchmarks.common.options import quiet_seed_warnings
 from textcrafter_rag.autofit import AutoFitConfig
 from textcrafter_rag.mechanisms import Mechanism, NullspaceNoise
 from textcrafter_rag.noise_fitting import fit_nullspace_for_encoder
 from textcrafter_rag.textcrafter import TextCrafter
 from textcrafter_rag.two_stage import noise_to_norm, random_directions
-
-from ..caches import cache_key
-from ..options import quiet_seed_warnings
 
 __all__ = [
     "DIRECTION_MECHANISMS",

@@ -18,15 +18,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from benchmarks.common.attack_rows import SMOKE_TRAIN, AttackRun, fixed_adapt_config, privacy_fields, run_attack
+from benchmarks.common.caches import cache_key
+from benchmarks.common.options import quiet_seed_warnings
+from benchmarks.common.reporting import clean_json
+from benchmarks.privacy.frontier.attacks import AttackPlan, AttackSizes
 from textcrafter_rag.attacks import AttackConfig
 from textcrafter_rag.embedding import texts_hash
 from textcrafter_rag.mechanisms import Mechanism, NoDefense
 
-from ..attack_rows import SMOKE_TRAIN, AttackRun, fixed_adapt_config, privacy_fields, run_attack
-from ..caches import cache_key
-from ..frontier_attacks import AttackPlan, AttackSizes
-from ..options import quiet_seed_warnings
-from ..reporting import clean_json
 from .budget import adapt_training, clean_training
 from .candidates import CandidateMechanism
 

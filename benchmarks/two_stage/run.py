@@ -10,31 +10,33 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.common.caches import cache_dir, cache_key, embed_cached
+from benchmarks.common.options import base_parser, resolve_data_or_none, resolve_size, set_threads
+from benchmarks.common.reporting import Script, Timer, clean_json, make_meta, result_name, write_results
+from benchmarks.common.scifact import subsample
+from benchmarks.privacy.frontier.attacks import AttackSizes
 from textcrafter_rag.data import load_scifact
 from textcrafter_rag.encoders import bundled_minilm
 from textcrafter_rag.two_stage import TwoStage, TwoStageSearch
 
-from ..caches import cache_dir, cache_key, embed_cached
-from ..frontier_attacks import AttackSizes
-from ..options import base_parser, resolve_data_or_none, resolve_size, set_threads
-from ..reporting import Timer, clean_json, make_meta, result_name, write_results
-from ..retrieval import subsample
 from . import __doc__ as PACKAGE_DOC
 from .averaging import averaging_rows
 from .budget import ADAPT_MINUTES, CLEAN_MINUTES, N_PAIRS, N_TRAIN
 from .candidates import candidate_vectors, nullspace_basis
 from .cost import cost_rows
+from .engines import engine_latency_rows
 from .privacy import make_plan, privacy_jobs, run_privacy
 from .report import annotate, make_plot, render_markdown
 from .scale import ScaleGrid, gaussian_fit_distractors, scale_rows, wikitext_distractors
 from .utility import DOC_STREAM, Corpus, UtilityGrid, utility_rows
 
-__all__ = ["NAME", "PARTS", "SIZES", "main"]
+__all__ = ["NAME", "PARTS", "SCRIPT", "SIZES", "main"]
 
 NAME = "two_stage"
-PARTS = ("utility", "scale", "averaging", "privacy", "cost")
+SCRIPT = Script(NAME, "benchmarks.two_stage")
+PARTS = ("utility", "scale", "averaging", "privacy", "cost", "engines")
 #: Bump a part's version when its code changes, so its cached rows are measured again.
-PART_VERSIONS = {"utility": "2", "scale": "3", "averaging": "2", "privacy": "2", "cost": "2"}
+PART_VERSIONS = {"utility": "2", "scale": "3", "averaging": "2", "privacy": "2", "cost": "2", "engines": "1"}
 
 #: A fixed, public key for the keyed rows of the averaging part (what matters is that one key is reused).
 AVERAGING_KEY = bytes(range(32))
@@ -71,6 +73,7 @@ SIZES: dict[str, dict[str, Any]] = {
             "pii_strengths": (),
         },
         "cost": {"fetch_k": 20, "n_queries": 8},
+        "engines": {"fetch_k": 20, "n_queries": 8, "n_docs": 200, "engines": ("qdrant",)},
     },
     "quick": {
         "n_docs": 0,
@@ -103,6 +106,7 @@ SIZES: dict[str, dict[str, Any]] = {
             "pii_strengths": (2.0,),
         },
         "cost": {"fetch_k": 200, "n_queries": 100},
+        "engines": {"fetch_k": 200, "n_queries": 50, "n_docs": 0, "engines": ("qdrant", "chroma")},
     },
     "full": {
         "n_docs": 0,
@@ -141,12 +145,13 @@ SIZES: dict[str, dict[str, Any]] = {
             "pii_strengths": (2.0,),
         },
         "cost": {"fetch_k": 200, "n_queries": 300},
+        "engines": {"fetch_k": 200, "n_queries": 300, "n_docs": 0, "engines": ("qdrant", "chroma")},
     },
 }
 
 
 def _parser() -> argparse.ArgumentParser:
-    ap = base_parser(NAME, PACKAGE_DOC)
+    ap = base_parser(SCRIPT, PACKAGE_DOC)
     ap.add_argument(
         "--parts",
         nargs="+",
@@ -214,10 +219,10 @@ def main(argv: list[str] | None = None) -> int:
         rows = annotate([r for p in PARTS if p in done for r in done[p]["rows"]])
         part_meta = {p: done[p]["meta"] for p in PARTS if p in done}
         meta = make_meta(
-            name=NAME,
+            SCRIPT,
+            argv,
             size=size,
             seed=args.seed,
-            argv=argv,
             encoder=encoder,
             dataset={
                 "name": "BEIR SciFact (test qrels)",
@@ -336,6 +341,19 @@ def _run_part(
         cand, _ = candidate_vectors(corpus.docs, mechanism="gaussian", strength=2.0, seed=seed + DOC_STREAM)
         rows = cost_rows(corpus, rs.docs, candidate_docs=cand, fetch_k=c["fetch_k"], k=10, n_queries=c["n_queries"])
         return rows, {"settings": c, "doc_strength": 2.0}
+    if part == "engines":
+        e = cfg["engines"]
+        n = e["n_docs"] or corpus.n_docs
+        rows = engine_latency_rows(
+            rs.docs[:n],
+            corpus.docs[:n],
+            rs.queries[: e["n_queries"]],
+            corpus.queries[: e["n_queries"]],
+            fetch_k=e["fetch_k"],
+            engines=e["engines"],
+            key=AVERAGING_KEY,
+        )
+        return rows, {"settings": {**e, "engines": list(e["engines"])}, "defaults": "TwoStageSearch() strengths"}
     if part == "privacy":
         p = cfg["privacy"]
         sizes = AttackSizes(n_test=p["n_test"], n_train=p["n_train"], n_pii_train=p["n_pii_train"], pairs=p["pairs"])
