@@ -48,18 +48,6 @@ class PrecomputedEmbeddings(Embeddings):
         return self._by_text.get(text, self._probe)
 
 
-#: The issue's row keys this part does not measure (null, as the results file's convention is).
-_NOT_MEASURED_HERE = (
-    "ndcg10",
-    "clean_ndcg10",
-    "recall_at_fetch_k",
-    "content_f1_adaptive",
-    "pii_entity_recovery_adaptive",
-    "query_content_f1_adaptive",
-    "bytes_per_record",
-)
-
-
 def _free_port() -> int:
     import socket
 
@@ -154,7 +142,6 @@ def engine_latency_rows(
                         "latency_ms_p95": round(float(np.percentile(lat, 95)), 2),
                         "doc_strength": store.two_stage.doc_strength if two_stage else None,
                         "query_strength": store.two_stage.query_strength if two_stage else None,
-                        **dict.fromkeys(_NOT_MEASURED_HERE),
                     }
                 )
     finally:
