@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import TextcrafterError
+from .errors import InvalidInputError
 from .keyed import keyed_normals
 from .numerics import row_norms, unit_rows
 from .sealed_records import canonical_record_id
@@ -75,10 +75,6 @@ _PACKS = {"int8": "i8:", "float16": "f16:"}
 _MAX_FETCH_K = 100_000
 
 
-class TwoStageError(TextcrafterError, ValueError):
-    """Two-stage search options are invalid."""
-
-
 @dataclass(frozen=True)
 class TwoStageSearch:
     """The options of two-stage search, validated once here.
@@ -96,15 +92,15 @@ class TwoStageSearch:
 
     def __post_init__(self) -> None:
         if isinstance(self.fetch_k, bool) or not isinstance(self.fetch_k, (int, np.integer)):
-            raise TwoStageError(f"fetch_k must be an int, got {type(self.fetch_k).__name__}")
+            raise InvalidInputError(f"fetch_k must be an int, got {type(self.fetch_k).__name__}")
         if not 1 <= int(self.fetch_k) <= _MAX_FETCH_K:
-            raise TwoStageError(f"fetch_k must be between 1 and {_MAX_FETCH_K}, got {int(self.fetch_k)}")
+            raise InvalidInputError(f"fetch_k must be between 1 and {_MAX_FETCH_K}, got {int(self.fetch_k)}")
         for name in ("doc_strength", "query_strength"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
-                raise TwoStageError(f"{name} must be a finite number >= 0, got {type(value).__name__}")
+                raise InvalidInputError(f"{name} must be a finite number >= 0, got {type(value).__name__}")
             if not (math.isfinite(value) and value >= 0):
-                raise TwoStageError(f"{name} must be a finite number >= 0")
+                raise InvalidInputError(f"{name} must be a finite number >= 0")
         object.__setattr__(self, "fetch_k", int(self.fetch_k))
         object.__setattr__(self, "doc_strength", float(self.doc_strength))
         object.__setattr__(self, "query_strength", float(self.query_strength))
@@ -148,7 +144,7 @@ def pack_vector(vector: np.ndarray, *, dtype: str = "int8") -> str:
     elif dtype == "float16":
         raw = v.astype("<f2").tobytes()
     else:
-        raise TwoStageError(f"dtype must be one of {sorted(_PACKS)}, got {dtype!r}")
+        raise InvalidInputError(f"dtype must be one of {sorted(_PACKS)}, got {dtype!r}")
     return _PACKS[dtype] + base64.urlsafe_b64encode(raw).decode("ascii")
 
 
@@ -227,7 +223,7 @@ class TwoStage:
         """
         x = check_vectors(clean, name=name)
         if not len(record_ids) == len(texts) == len(x):
-            raise TwoStageError(f"got {len(x)} vectors, {len(record_ids)} record ids and {len(texts)} texts")
+            raise InvalidInputError(f"got {len(x)} vectors, {len(record_ids)} record ids and {len(texts)} texts")
         items = [
             canonical_record_id(rid).encode("utf-8") + b"\x00" + hashlib.sha256(t.encode("utf-8")).digest()
             for rid, t in zip(record_ids, texts, strict=True)
