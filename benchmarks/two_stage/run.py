@@ -25,8 +25,9 @@ from .budget import ADAPT_MINUTES, CLEAN_MINUTES, N_PAIRS, N_TRAIN
 from .candidates import candidate_vectors, nullspace_basis
 from .cost import cost_rows
 from .engines import engine_latency_rows
+from .plot import make_plot
 from .privacy import make_plan, privacy_jobs, run_privacy
-from .report import annotate, make_plot, render_markdown
+from .report import annotate, render_markdown
 from .scale import ScaleGrid, gaussian_fit_distractors, scale_rows, wikitext_distractors
 from .utility import DOC_STREAM, Corpus, UtilityGrid, utility_rows
 
