@@ -15,6 +15,7 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 
+from textcrafter_rag.errors import InvalidInputError
 from textcrafter_rag.sealed_records import ID_FIELD, RecordSealer
 from textcrafter_rag.two_stage import VECTOR_KEY, TwoStage
 
@@ -87,7 +88,7 @@ class CandidateSearch:
     def _fetch_k(self, k: int) -> int:
         fetch_k = self.two_stage.search.fetch_k
         if k > fetch_k:
-            raise ValueError(f"k={k} exceeds this store's fetch_k={fetch_k}: raise fetch_k to return more hits")
+            raise InvalidInputError(f"k={k} exceeds this store's fetch_k={fetch_k}: raise fetch_k to return more hits")
         return fetch_k
 
     def fetch(self, store: VectorStore, clean: np.ndarray, k: int, text: str | None, **kwargs: Any) -> list[Document]:

@@ -29,6 +29,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 from langchain_core.vectorstores.utils import maximal_marginal_relevance
 
+from textcrafter_rag.errors import InvalidInputError, InvalidTypeError
 from textcrafter_rag.sealed_records import RecordSealer, new_record_id
 from textcrafter_rag.sealing import SecretKey
 from textcrafter_rag.two_stage import VECTOR_KEY, TwoStage, TwoStageSearch, rerank
@@ -59,7 +60,6 @@ class SealedVectorStore(VectorStore):
         >>> embeddings = ProtectedEmbeddings(base=OpenAIEmbeddings())          # protected vectors
         >>> store = SealedVectorStore(InMemoryVectorStore, embedding=embeddings, key=KEY,
         ...                           sealed_metadata=("author",))
-        >>> store.add_documents(docs)                                # ciphertext + protected vectors
         >>> store.as_retriever().invoke("who moved to Leeds?")      # decrypted documents
         >>> SealedVectorStore(lambda e: QdrantVectorStore(client=client, collection_name="docs", embedding=e),
         ...                   embedding=OpenAIEmbeddings(), key=KEY, fetch_k=200)   # two-stage search
@@ -110,19 +110,19 @@ class SealedVectorStore(VectorStore):
         adopted = store.embeddings if isinstance(store, VectorStore) else None
         if isinstance(store, VectorStore):
             if not isinstance(adopted, SealedTextEmbeddings):
-                raise TypeError(
+                raise InvalidTypeError(
                     f"pass a function that builds the store from the embeddings it is given, e.g. "
                     f"SealedVectorStore(lambda e: {type(store).__name__}(..., embedding=e), embedding=..., key=KEY), "
                     "or the .store of another SealedVectorStore: a store built with other embeddings would embed "
                     "the ciphertext"
                 )
             if embedding is not None and embedding is not adopted.inner:
-                raise TypeError("embedding must be the one the wrapped store's sealed store was built with")
+                raise InvalidTypeError("embedding must be the one the wrapped store's sealed store was built with")
             embedding = adopted.inner
         elif not callable(store):
-            raise TypeError(f"store must be a function building a LangChain VectorStore, got {type(store).__name__}")
+            raise InvalidTypeError(f"store must be a function building a VectorStore, got {type(store).__name__}")
         if not isinstance(embedding, Embeddings):
-            raise TypeError(f"embedding must be LangChain Embeddings, got {type(embedding).__name__}")
+            raise InvalidTypeError(f"embedding must be LangChain Embeddings, got {type(embedding).__name__}")
         self._embedding: Embeddings = embedding
         self._search = (
             CandidateSearch(TwoStage(key, context=context, search=search), embedding) if search is not None else None
@@ -136,7 +136,7 @@ class SealedVectorStore(VectorStore):
                 shim = SealedTextEmbeddings(embedding)
             inner = store(shim)
             if not isinstance(inner, VectorStore) or inner.embeddings is not shim:
-                raise TypeError(
+                raise InvalidTypeError(
                     "the store function must return a LangChain VectorStore built with the embeddings it is given "
                     "(e.g. lambda e: QdrantVectorStore(client=client, collection_name='docs', embedding=e))"
                 )
@@ -171,7 +171,7 @@ class SealedVectorStore(VectorStore):
         """Build a sealed store (``store=`` and ``key=`` required, other keywords too) and add ``texts`` (``ids=``)."""
         ids = kwargs.pop("ids", None)
         if "store" not in kwargs or "key" not in kwargs:
-            raise TypeError("SealedVectorStore.from_texts needs store= (a function building the store) and key=")
+            raise InvalidTypeError("SealedVectorStore.from_texts needs store= (a function building the store) and key=")
         sealed = cls(kwargs.pop("store"), embedding=embedding, **kwargs)
         sealed.add_texts(texts, metadatas, ids=ids)
         return sealed
@@ -183,12 +183,12 @@ class SealedVectorStore(VectorStore):
     ) -> tuple[list[Document], list[Any], list[list[float]] | None]:
         given = list(ids) if ids is not None else [d.id for d in documents]
         if len(given) != len(documents):
-            raise ValueError(f"got {len(given)} ids for {len(documents)} documents")
+            raise InvalidInputError(f"got {len(given)} ids for {len(documents)} documents")
         record_ids = [new_record_id() if i is None or i == "" else i for i in given]
         sealed = []
         for doc, rid in zip(documents, record_ids, strict=True):
             if VECTOR_KEY in (doc.metadata or {}):
-                raise ValueError(f"metadata field {VECTOR_KEY!r} is reserved for the sealed vector")
+                raise InvalidInputError(f"metadata field {VECTOR_KEY!r} is reserved for the sealed vector")
             rec = self._records.seal(doc.page_content, doc.metadata, record_id=rid)
             sealed.append(
                 Document(id=rid if isinstance(rid, str) else None, page_content=rec.text, metadata=rec.metadata)
@@ -231,7 +231,7 @@ class SealedVectorStore(VectorStore):
         """
         raw = self._store.get_by_ids(list(ids))
         if len(raw) != len(ids):
-            raise ValueError(f"{len(ids) - len(raw)} of the {len(ids)} ids are not in this store")
+            raise InvalidInputError(f"{len(ids) - len(raw)} of the {len(ids)} ids are not in this store")
         opened = [self._open(d) for d in raw]
         record_ids = [d.id for d in opened]
         if self._search is not None and target._search is not None:
@@ -257,7 +257,7 @@ class SealedVectorStore(VectorStore):
     def _documents(texts: Iterable[str], metadatas: list[dict] | None) -> list[Document]:
         texts = list(texts)
         if metadatas is not None and len(metadatas) != len(texts):
-            raise ValueError(f"got {len(metadatas)} metadatas for {len(texts)} texts")
+            raise InvalidInputError(f"got {len(metadatas)} metadatas for {len(texts)} texts")
         metas = metadatas if metadatas is not None else [{}] * len(texts)
         return [Document(page_content=t, metadata=dict(m or {})) for t, m in zip(texts, metas, strict=True)]
 

@@ -32,6 +32,7 @@ from llama_index.core.storage.kvstore.types import (
 )
 from llama_index.core.vector_stores.types import BasePydanticVectorStore
 
+from textcrafter_rag.errors import InvalidTypeError
 from textcrafter_rag.sealed_records import RecordSealer
 from textcrafter_rag.sealing import SealError, SecretKey
 from textcrafter_rag.two_stage import TwoStageSearch
@@ -74,7 +75,7 @@ class SealedKVStore(BaseInMemoryKVStore):
 
     def _seal(self, key: str, val: dict, collection: str) -> dict:
         if not isinstance(val, dict):
-            raise TypeError(f"values must be dicts, got {type(val).__name__}")
+            raise InvalidTypeError(f"values must be dicts, got {type(val).__name__}")
         return {SEALED_VALUE: self._records.seal_value(val, record_id=key, field=self._field(collection))}
 
     def _open(self, key: str, val: Any, collection: str) -> dict | None:
@@ -151,7 +152,7 @@ class SealedKVStore(BaseInMemoryKVStore):
     ) -> SealedKVStore:
         """Load a ``SimpleKVStore`` JSON file written by :meth:`persist` (``key`` is required)."""
         if key is None:
-            raise TypeError("SealedKVStore.from_persist_path needs key=")
+            raise InvalidTypeError("SealedKVStore.from_persist_path needs key=")
         return cls(SimpleKVStore.from_persist_path(persist_path, fs=fs), key=key, context=context)
 
     def __repr__(self) -> str:

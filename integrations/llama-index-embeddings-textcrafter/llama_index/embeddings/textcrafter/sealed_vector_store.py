@@ -42,6 +42,7 @@ from llama_index.core.vector_stores.types import (
     VectorStoreQueryResult,
 )
 
+from textcrafter_rag.errors import InvalidInputError, InvalidTypeError
 from textcrafter_rag.sealed_records import ID_FIELD, RecordSealer, canonical_record_id, filter_field_names
 from textcrafter_rag.sealing import SealError, SecretKey
 from textcrafter_rag.two_stage import VECTOR_KEY, TwoStage, TwoStageSearch, rerank
@@ -113,10 +114,10 @@ class SealedVectorStore(BasePydanticVectorStore):
         fetch_k: int | TwoStageSearch | None = None,
     ) -> None:
         if not isinstance(store, BasePydanticVectorStore):
-            raise TypeError(f"store must be a LlamaIndex BasePydanticVectorStore, got {type(store).__name__}")
+            raise InvalidTypeError(f"store must be a LlamaIndex BasePydanticVectorStore, got {type(store).__name__}")
         search = TwoStageSearch.of(fetch_k)
         if search is not None and not store.stores_text:
-            raise ValueError(
+            raise InvalidInputError(
                 f"two-stage search needs a vector store that keeps payloads; {type(store).__name__} keeps only "
                 "vectors (stores_text=False), so the sealed clean vectors would have nowhere to go"
             )
@@ -164,7 +165,7 @@ class SealedVectorStore(BasePydanticVectorStore):
         if node.ref_doc_id is not None:
             relationships[NodeRelationship.SOURCE] = RelatedNodeInfo(node_id=node.ref_doc_id)
         if VECTOR_KEY in node.metadata:
-            raise ValueError(f"node {rid!r}: metadata field {VECTOR_KEY!r} is reserved for the sealed vector")
+            raise InvalidInputError(f"node {rid!r}: metadata field {VECTOR_KEY!r} is reserved for the sealed vector")
         metadata = {**self._records.plain_metadata(node.metadata), ID_FIELD: rid, **extra}
         return TextNode(
             id_=node.node_id, text=token, metadata=metadata, relationships=relationships, embedding=embedding
@@ -199,7 +200,7 @@ class SealedVectorStore(BasePydanticVectorStore):
             return [self._shell(n, n.embedding, {}) for n in nodes]
         missing = [n.node_id for n in nodes if n.embedding is None]
         if missing:
-            raise ValueError(f"two-stage search needs each node's embedding; {len(missing)} node(s) have none")
+            raise InvalidInputError(f"two-stage search needs each node's embedding; {len(missing)} node(s) have none")
         if not nodes:
             return []
         clean = np.asarray([n.embedding for n in nodes], dtype=np.float32)
@@ -216,12 +217,12 @@ class SealedVectorStore(BasePydanticVectorStore):
         if self._two_stage is None:
             return query, None
         if query.query_embedding is None:
-            raise ValueError("two-stage search needs a query embedding (text-only query modes cannot be re-ranked)")
+            raise InvalidInputError("two-stage search needs a query embedding (text-only modes cannot be re-ranked)")
         if query.mode not in (VectorStoreQueryMode.DEFAULT, VectorStoreQueryMode.MMR):
-            raise ValueError(f"two-stage search supports the default and MMR query modes, not {query.mode.value!r}")
+            raise InvalidInputError(f"two-stage search supports the default and MMR modes, not {query.mode.value!r}")
         fetch_k = self._two_stage.search.fetch_k
         if query.similarity_top_k > fetch_k:
-            raise ValueError(
+            raise InvalidInputError(
                 f"similarity_top_k={query.similarity_top_k} exceeds this store's fetch_k={fetch_k}: raise fetch_k"
             )
         clean = np.asarray(query.query_embedding, dtype=np.float32)
