@@ -6,7 +6,11 @@ the query vectors. ``none`` is the clean inverter on clean vectors (as in the fr
 is attacked by the adaptive attacker, fine-tuned on candidate vectors of its own texts. The query vectors use
 the same mechanism at the query strength, so they share that strength's adaptive attacker.
 
-The budget (:mod:`.budget`) is smaller than the frontier's parity attacker: these numbers are lower bounds.
+Two attackers: the default budget (:mod:`.budget`), smaller than the frontier's parity attacker (its numbers
+are lower bounds), or the parity attacker: a clean inverter trained elsewhere (``--inverter``, e.g. by
+``benchmarks.privacy.attack_strength``) and one uncapped pass over ``--adapt-pairs`` adaptive pairs. A
+``reference`` job attacks the single-stage Gaussian release that keeps 0.95 of clean NDCG@10, the default
+rule's comparison.
 """
 
 from __future__ import annotations
@@ -29,19 +33,21 @@ from textcrafter_rag.mechanisms import Mechanism, NoDefense
 
 from .budget import adapt_training, clean_training
 from .candidates import CandidateMechanism
+from .tables import REFERENCE
 
-__all__ = ["PrivacyJob", "PrivacyPlan", "attack_config", "privacy_jobs"]
+__all__ = ["REFERENCE", "PrivacyJob", "PrivacyPlan", "attack_config", "privacy_jobs"]
 
 
-def attack_config(size: str, *, seed: int, pairs: int, cache: Path) -> AttackConfig:
-    """The attacker of this benchmark: :mod:`.budget`'s training, no keyword or PII-probe side attacks."""
+def attack_config(size: str, *, seed: int, pairs: int, cache: Path, parity: bool = False) -> AttackConfig:
+    """The attacker of this benchmark: :mod:`.budget`'s training (``parity``: one uncapped pass over the pairs,
+    as the frontier's parity attacker), no keyword or PII-probe side attacks."""
     attack = AttackConfig(
         n_pairs=pairs,
         keyword=False,
         pii=False,
         seed=seed,
         train_config=clean_training(seed),
-        adapt_config=adapt_training(),
+        adapt_config=fixed_adapt_config() if parity else adapt_training(),
     )
     if size == "smoke":
         attack = replace(
@@ -52,11 +58,15 @@ def attack_config(size: str, *, seed: int, pairs: int, cache: Path) -> AttackCon
 
 @dataclass(frozen=True)
 class PrivacyJob:
-    """One attack: a target (``docs`` on ``wikitext``/``pii``, ``queries`` on SciFact queries) at a strength."""
+    """One attack: a target (``docs`` on ``wikitext``/``pii``, ``queries`` on SciFact queries) at a strength.
+
+    ``reference`` names a job that is not a two-stage setting but a release the rule compares with.
+    """
 
     target: str
     corpus: str
     strength: float | None
+    reference: str | None = None
 
     @property
     def mode(self) -> str:
@@ -64,19 +74,28 @@ class PrivacyJob:
 
     @property
     def label(self) -> str:
-        return f"{self.target}/{self.corpus}/{'none' if self.strength is None else self.strength}/{self.mode}"
+        strength = "none" if self.strength is None else f"{self.strength:.4g}"
+        ref = f" ({self.reference})" if self.reference else ""
+        return f"{self.target}/{self.corpus}/{strength}/{self.mode}{ref}"
 
 
 def privacy_jobs(
-    doc_strengths: Sequence[float], query_strengths: Sequence[float], *, pii_strengths: Sequence[float]
+    doc_strengths: Sequence[float],
+    query_strengths: Sequence[float],
+    *,
+    pii_strengths: Sequence[float],
+    reference: tuple[str, float] | None = None,
 ) -> list[PrivacyJob]:
-    """The attacks in order of importance (the run stops starting new ones at its deadline)."""
+    """The attacks in order of importance (the run stops starting new ones at its deadline); ``reference`` is
+    ``(name, strength)`` of the single-stage release the rule compares with, attacked on WikiText-2."""
     wiki = [PrivacyJob("docs", "wikitext", r) for r in doc_strengths]
     queries = [PrivacyJob("queries", "scifact-queries", q) for q in query_strengths]
     pii = [PrivacyJob("docs", "pii", r) for r in pii_strengths]
+    ref = [] if reference is None else [PrivacyJob("docs", "wikitext", reference[1], reference=reference[0])]
     return [
         PrivacyJob("docs", "wikitext", None),
         *wiki[:1],
+        *ref,
         PrivacyJob("queries", "scifact-queries", None),
         *queries[:1],
         *wiki[1:],
@@ -100,6 +119,20 @@ class PrivacyPlan:
         with quiet_seed_warnings():
             return CandidateMechanism(mechanism="gaussian", strength=strength, seed=self.plan.attack.seed)
 
+    def attacker_note(self) -> str:
+        """Who the parity attacker is: the saved clean inverter's training record and identity."""
+        inv = self.plan.clean
+        runs = inv.meta.get("training", [])
+        minutes = sum(float(t.get("train_minutes", 0.0)) for t in runs)
+        steps = sum(int(t.get("steps", 0)) for t in runs)
+        n_train = max((int(t.get("n_train", 0)) for t in runs), default=0)
+        return (
+            f"parity attacker: clean inverter {self.plan.inverter} ({inv.model.cfg.n_layers} layers, trained "
+            f"{minutes:.1f} min, {steps} steps on {n_train} sentences; weights sha256 {self.plan.inverter_id[:16]}), "
+            "beam 4 + rerank, "
+            f"adapted by one uncapped pass over {self.plan.sizes.pairs} pairs"
+        )
+
     def query_texts(self) -> list[str]:
         tok = self.plan.encoder.model.tokenizer
         limit = self.plan.attack.architecture().max_len
@@ -108,13 +141,14 @@ class PrivacyPlan:
 
     def _query_path(self, job: PrivacyJob, mech: Mechanism) -> Path:
         key = cache_key(
-            "two-stage-query-row-v1",
+            "two-stage-query-row-v2",
             mech.spec(),
             job.mode,
             self.plan.sizes.pairs,
             texts_hash(self.query_texts()),
             texts_hash(self.plan.wikitext_train),
             repr(replace(self.plan.attack, cache_dir=None)),
+            self.plan.inverter_id,
         )
         return self.cache / "two_stage" / "privacy" / f"{key}.json"
 
@@ -167,10 +201,12 @@ def make_plan(
     seed: int,
     cache: Path,
     progress: bool,
+    inverter: Path | None = None,
 ) -> PrivacyPlan:
-    """The privacy plan of a run of ``size``."""
-    attack = attack_config(size, seed=seed, pairs=sizes.pairs, cache=cache)
+    """The privacy plan of a run of ``size``; ``inverter`` (a saved clean inverter) makes it the parity attacker."""
+    attack = attack_config(size, seed=seed, pairs=sizes.pairs, cache=cache, parity=inverter is not None)
     plan = AttackPlan(
+        inverter=inverter,
         encoder=encoder,
         data_dir=data_dir,
         scifact_docs=scifact_docs,
@@ -205,6 +241,7 @@ def run_privacy(
                 "target": job.target,
                 "corpus": job.corpus,
                 "doc_strength": job.strength,
+                "reference": job.reference,
                 "mode": job.mode,
                 "defense": mech.spec(),
                 **res,

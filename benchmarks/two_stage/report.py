@@ -8,6 +8,7 @@ from benchmarks.common.reporting import fmt, md_table
 
 from .engines import engines_section
 from .tables import (
+    REFERENCE,
     attacker_reads_nothing,
     averaging_section,
     privacy_row,
@@ -36,7 +37,7 @@ ISSUE_KEYS = (
     "latency_ms_p95",
 )
 #: The default rule and the aim of issue 21.
-RULE = {"fetch_k": 200, "ndcg_ratio": 0.95, "f1_share": 30.0}
+RULE = {"fetch_k": 200, "ndcg_ratio": 0.95, "f1_share": 30.0, "vs_reference": 0.5}
 AIM = {"fetch_k": 200, "ndcg_ratio": 0.97, "f1_share": 20.0, "pii_vs_floor": 2.0}
 
 
@@ -104,7 +105,7 @@ def _privacy_section(rows: list[dict[str, Any]], meta: dict[str, Any]) -> list[s
                 "t": f"{r['target']} / {r['corpus']}",
                 "r": "none"
                 if r["mechanism"] == "none"
-                else ("floor" if r["mechanism"] == "floor" else fmt(r["doc_strength"], 1)),
+                else ("floor" if r["mechanism"] == "floor" else _strength_label(r)),
                 "m": r.get("mode"),
                 "f": r.get("content_f1"),
                 "s": share,
@@ -126,13 +127,19 @@ def _privacy_section(rows: list[dict[str, Any]], meta: dict[str, Any]) -> list[s
         "## Privacy of what the store holds",
         "",
         *warn,
-        f"**Attacker weaker than parity: numbers are lower bounds.** {pm.get('attacker', '')}. Clean inverter: "
-        f"{pm.get('clean_inverter_training')} on {pm.get('n_train')} WikiText-2 train sentences; adaptive "
-        f"fine-tuning on {pm.get('adaptive_pairs')} pairs ({pm.get('adaptive_training')}); "
+        (
+            f"**Attacker at parity.** {pm.get('attacker', '')}. "
+            if pm.get("parity")
+            else f"**Attacker weaker than parity: numbers are lower bounds.** {pm.get('attacker', '')}. Clean "
+            f"inverter: {pm.get('clean_inverter_training')} on {pm.get('n_train')} WikiText-2 train sentences. "
+        )
+        + f"Adaptive fine-tuning on {pm.get('adaptive_pairs')} pairs ({pm.get('adaptive_training')}); "
         f"{pm.get('n_test')} victim texts per corpus. `none` = the clean inverter on clean vectors (as in the "
         "frontier); each strength = the adaptive attacker on Gaussian candidate vectors of that strength "
-        "(queries: the query vectors the store receives at that query strength). *share* = content-F1 as % of "
-        "`none` in the same run."
+        "(queries: the query vectors the store receives at that query strength); *"
+        + REFERENCE
+        + "* = the single-stage Gaussian release that keeps 0.95 of clean NDCG@10 by itself (the default rule's "
+        "comparison). *share* = content-F1 as % of `none` in the same run."
         + (f" Not measured (deadline): {', '.join(pm['skipped'])}." if pm.get("skipped") else ""),
         "",
         md_table(
@@ -195,6 +202,10 @@ def _cost_section(rows: list[dict[str, Any]]) -> list[str]:
     ]
 
 
+def _strength_label(r: dict[str, Any]) -> str:
+    return f"{r['doc_strength']:.2f} ({r['reference']})" if r.get("reference") else fmt(r["doc_strength"], 1)
+
+
 def _verdict(rows: list[dict[str, Any]]) -> list[str]:
     util = [
         r
@@ -207,9 +218,11 @@ def _verdict(rows: list[dict[str, Any]]) -> list[str]:
     pr = {
         (r["target"], r["corpus"], r["doc_strength"]): r
         for r in rows
-        if r.get("part") == "privacy" and r.get("mechanism") != "floor"
+        if r.get("part") == "privacy" and r.get("mechanism") != "floor" and not r.get("reference")
     }
     base = pr.get(("docs", "wikitext", None))
+    ref = next((r for r in rows if r.get("part") == "privacy" and r.get("reference") == REFERENCE), None)
+    ref_f1 = ref.get("content_f1") if ref else None
     out = ["## Default rule and aim (issue 21)", ""]
     cands = []
     for r in util:
@@ -217,6 +230,7 @@ def _verdict(rows: list[dict[str, Any]]) -> list[str]:
             continue
         doc = pr.get(("docs", "wikitext", r["doc_strength"]))
         share = 100 * doc["content_f1"] / base["content_f1"] if doc and base and base.get("content_f1") else None
+        vs_ref = doc["content_f1"] / ref_f1 if doc and ref_f1 else None
         cands.append(
             {
                 "r": r["doc_strength"],
@@ -224,7 +238,12 @@ def _verdict(rows: list[dict[str, Any]]) -> list[str]:
                 "k": r["fetch_k"],
                 "n": r["ndcg_ratio"],
                 "s": share,
-                "rule": r["ndcg_ratio"] >= RULE["ndcg_ratio"] and share is not None and share <= RULE["f1_share"],
+                "v": vs_ref,
+                "rule": r["ndcg_ratio"] >= RULE["ndcg_ratio"]
+                and share is not None
+                and share <= RULE["f1_share"]
+                and vs_ref is not None
+                and vs_ref <= RULE["vs_reference"],
                 "aim": r["ndcg_ratio"] >= AIM["ndcg_ratio"]
                 and r["query_strength"] is not None
                 and share is not None
@@ -234,15 +253,24 @@ def _verdict(rows: list[dict[str, Any]]) -> list[str]:
     cands.sort(key=lambda c: (c["k"], -c["r"], c["q"]))
     out += [
         f"Rule: at fetch_k <= {RULE['fetch_k']}, >= {RULE['ndcg_ratio']} of clean NDCG@10 while the adaptive attacker "
-        f"on the stored vectors gets <= {RULE['f1_share']:.0f} % of its undefended content-F1 (WikiText-2). Aim: >= "
-        f"{AIM['ndcg_ratio']} at fetch_k {AIM['fetch_k']} with queries protected, <= {AIM['f1_share']:.0f} % "
-        "content-F1 (and PII-entity recovery <= 2x the floor, see the privacy table). *share* is against this "
-        "run's weaker attacker.",
+        f"on the stored vectors gets <= {RULE['f1_share']:.0f} % of its undefended content-F1 (WikiText-2) and <= "
+        f"{RULE['vs_reference']}x what it gets from the {REFERENCE} release. Aim: >= {AIM['ndcg_ratio']} at fetch_k "
+        f"{AIM['fetch_k']} with queries protected, <= {AIM['f1_share']:.0f} % content-F1 (and PII-entity recovery <= "
+        "2x the floor, see the privacy table). Shares are against this run's attacker (see the privacy section).",
         "",
         md_table(
             cands,
-            ["r", "q", "k", "n", "s", "rule", "aim"],
-            headers=["r", "query", "fetch_k", "NDCG ratio", "content-F1 share %", "rule met", "aim met"],
+            ["r", "q", "k", "n", "s", "v", "rule", "aim"],
+            headers=[
+                "r",
+                "query",
+                "fetch_k",
+                "NDCG ratio",
+                "content-F1 share %",
+                "vs single-stage @0.95",
+                "rule met",
+                "aim met",
+            ],
             digits=3,
         ),
     ]

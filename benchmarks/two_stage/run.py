@@ -29,7 +29,8 @@ from .plot import make_plot
 from .privacy import make_plan, privacy_jobs, run_privacy
 from .report import annotate, render_markdown
 from .scale import ScaleGrid, gaussian_fit_distractors, scale_rows, wikitext_distractors
-from .utility import DOC_STREAM, Corpus, UtilityGrid, utility_rows
+from .tables import REFERENCE
+from .utility import DOC_STREAM, Corpus, UtilityGrid, one_stage_strength, utility_rows
 
 __all__ = ["NAME", "PARTS", "SCRIPT", "SIZES", "main"]
 
@@ -37,7 +38,7 @@ NAME = "two_stage"
 SCRIPT = Script(NAME, "benchmarks.two_stage")
 PARTS = ("utility", "scale", "averaging", "privacy", "cost", "engines")
 #: Bump a part's version when its code changes, so its cached rows are measured again.
-PART_VERSIONS = {"utility": "2", "scale": "3", "averaging": "2", "privacy": "2", "cost": "2", "engines": "1"}
+PART_VERSIONS = {"utility": "2", "scale": "3", "averaging": "2", "privacy": "3", "cost": "2", "engines": "1"}
 
 #: A fixed, public key for the keyed rows of the averaging part (what matters is that one key is reused).
 AVERAGING_KEY = bytes(range(32))
@@ -139,10 +140,10 @@ SIZES: dict[str, dict[str, Any]] = {
         "privacy": {
             "n_test": 50,
             "n_train": N_TRAIN,
-            "n_pii_train": 1000,
+            "n_pii_train": 10_000,
             "pairs": N_PAIRS,
             "doc_strengths": (2.0, 1.5, 2.5, 1.0),
-            "query_strengths": (1.0, 1.5, 0.5),
+            "query_strengths": (0.5, 1.0, 1.5),
             "pii_strengths": (2.0,),
         },
         "cost": {"fetch_k": 200, "n_queries": 300},
@@ -162,6 +163,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     ap.add_argument("--redo", action="store_true", help="measure the selected parts again, ignoring the part cache")
     ap.add_argument(
+        "--inverter",
+        type=Path,
+        default=None,
+        help="privacy: a saved clean inverter (e.g. attack_strength's parity one); the attacker is then at parity",
+    )
+    ap.add_argument("--adapt-pairs", type=int, default=None, help="privacy: adaptive pairs (with --inverter: 30,000)")
+    ap.add_argument("--n-test", type=int, default=None, help="privacy: victim texts per corpus")
+    ap.add_argument(
         "--max-minutes",
         type=float,
         default=None,
@@ -173,12 +182,14 @@ def _parser() -> argparse.ArgumentParser:
 class PartCache:
     """Each part's rows as JSON under the benchmark cache, keyed by size, seed and the part's version."""
 
-    def __init__(self, root: Path, *, size: str, seed: int) -> None:
+    def __init__(self, root: Path, *, size: str, seed: int, variants: dict[str, str] | None = None) -> None:
         self.root = root / "two_stage" / "parts"
         self.size, self.seed = size, seed
+        self.variants = variants or {}
 
     def path(self, part: str) -> Path:
-        return self.root / f"{part}-{cache_key(part, PART_VERSIONS[part], self.size, self.seed)}.json"
+        key = cache_key(part, PART_VERSIONS[part], self.size, self.seed, self.variants.get(part, ""))
+        return self.root / f"{part}-{key}.json"
 
     def load(self, part: str) -> dict[str, Any] | None:
         p = self.path(part)
@@ -202,7 +213,8 @@ def main(argv: list[str] | None = None) -> int:
     t_start = time.perf_counter()
     deadline = None if args.max_minutes is None else t_start + 60 * args.max_minutes
     cache = cache_dir(args.cache_dir)
-    parts = PartCache(cache, size=size, seed=args.seed)
+    privacy_cfg = _privacy_settings(cfg["privacy"], args)
+    parts = PartCache(cache, size=size, seed=args.seed, variants={"privacy": repr(sorted(privacy_cfg.items()))})
     encoder = bundled_minilm()
     full = load_scifact(data_dir=data_dir)
     rs = subsample(full, n_queries=cfg["n_queries"], n_docs=cfg["n_docs"], seed=args.seed)
@@ -259,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
         with Timer() as t_part:
             rows, meta = _run_part(
                 part,
-                cfg,
+                {**cfg, "privacy": privacy_cfg},
                 corpus=corpus,
                 rs=rs,
                 full=full,
@@ -279,6 +291,19 @@ def main(argv: list[str] | None = None) -> int:
         write(f"after {part}")
     write("done")
     return 0
+
+
+def _privacy_settings(base: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+    """The privacy part's settings: the size's, or the parity attacker's with ``--inverter`` (30,000 pairs drawn
+    from all WikiText-2 train sentences, one uncapped pass), then the explicit options."""
+    p = dict(base, inverter=None)
+    if args.inverter is not None:
+        p.update(inverter=str(args.inverter.resolve()), pairs=30_000, n_train=None)
+    if args.adapt_pairs:
+        p["pairs"] = args.adapt_pairs
+    if args.n_test:
+        p["n_test"] = args.n_test
+    return p
 
 
 def _placeholder() -> dict[str, Any]:
@@ -368,15 +393,31 @@ def _run_part(
             seed=seed,
             cache=cache,
             progress=progress,
+            inverter=None if p["inverter"] is None else Path(p["inverter"]),
         )
-        jobs = privacy_jobs(p["doc_strengths"], p["query_strengths"], pii_strengths=p["pii_strengths"])
+        r95, kept = one_stage_strength(corpus, ratio=0.95, seed=seed)
+        jobs = privacy_jobs(
+            p["doc_strengths"],
+            p["query_strengths"],
+            pii_strengths=p["pii_strengths"],
+            reference=(REFERENCE, round(r95, 4)),
+        )
+        parity = p["inverter"] is not None
         meta: dict[str, Any] = {
-            "attacker": "the frontier's attack plan (benchmarks.frontier_attacks.AttackPlan, beam 4 + rerank) with a "
-            "smaller training budget than its parity attacker (~65 min on all ~43,000 WikiText-2 train sentences, "
+            "parity": parity,
+            "attacker": pplan.attacker_note()
+            if parity
+            else "the frontier's attack plan (AttackPlan, beam 4 + "
+            "rerank) with a smaller training budget than its parity attacker (~65 min on ~63,000 public sentences, "
             "30,000 adaptive pairs)",
-            "clean_inverter_training": f"{CLEAN_MINUTES:g} min wall clock" if size != "smoke" else "2 steps (smoke)",
+            "clean_inverter_training": "see attacker"
+            if parity
+            else (f"{CLEAN_MINUTES:g} min wall clock" if size != "smoke" else "2 steps (smoke)"),
             "adaptive_pairs": p["pairs"],
-            "adaptive_training": f"one pass, capped at {ADAPT_MINUTES:g} min" if size != "smoke" else "2 steps",
+            "adaptive_training": "one pass, no time cap"
+            if parity
+            else (f"one pass, capped at {ADAPT_MINUTES:g} min" if size != "smoke" else "2 steps"),
+            "reference": {"name": REFERENCE, "doc_strength": r95, "one_stage_ndcg_ratio": kept},
             "n_test": p["n_test"],
             "n_train": p["n_train"] or "all WikiText-2 train sentences that fit",
             "n_pii_train": p["n_pii_train"],

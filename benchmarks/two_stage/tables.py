@@ -8,6 +8,7 @@ from typing import Any
 from benchmarks.common.reporting import fmt, md_table
 
 __all__ = [
+    "REFERENCE",
     "attacker_reads_nothing",
     "averaging_section",
     "min_fetch_k",
@@ -16,6 +17,10 @@ __all__ = [
     "scale_section",
     "utility_section",
 ]
+
+#: The reference privacy job: the single-stage Gaussian release at 0.95 of clean NDCG@10 (the default rule's
+#: comparison).
+REFERENCE = "single-stage Gaussian @0.95"
 
 
 def min_fetch_k(rows: Sequence[dict[str, Any]], ratio: float) -> int | None:

@@ -17,7 +17,15 @@ from tqdm.auto import tqdm
 from .candidates import DIRECTION_MECHANISMS, NATIVE_MECHANISMS, candidate_vectors
 from .search import SealedVectors, evaluate_two_stage, fetch_candidates, ndcg_recall
 
-__all__ = ["Corpus", "UtilityGrid", "clean_ndcg10", "measure_config", "seed_mean_rows", "utility_rows"]
+__all__ = [
+    "Corpus",
+    "UtilityGrid",
+    "clean_ndcg10",
+    "measure_config",
+    "one_stage_strength",
+    "seed_mean_rows",
+    "utility_rows",
+]
 
 #: Seed offsets: documents and queries draw from separate streams.
 DOC_STREAM, QUERY_STREAM = 1_000, 2_000
@@ -68,6 +76,26 @@ def clean_ndcg10(corpus: Corpus) -> float:
     """NDCG@10 of clean queries against clean documents (exact cosine)."""
     stage = fetch_candidates(corpus.docs, corpus.queries, max_k=10)
     return ndcg_recall(stage.idx, corpus.doc_ids, corpus.query_ids, corpus.qrels, k=10)[0]
+
+
+def one_stage_strength(corpus: Corpus, *, ratio: float, seed: int, iters: int = 14) -> tuple[float, float]:
+    """The Gaussian strength ``r`` whose candidate vectors, searched alone (clean queries), keep ``ratio`` of clean
+    NDCG@10, by bisection on one seeded draw; returns ``(r, measured ratio)``.
+
+    That is the single-stage Gaussian release the default rule compares the two-stage store's vectors with.
+    """
+    clean = clean_ndcg10(corpus)
+
+    def kept(r: float) -> float:
+        cand = candidate_vectors(corpus.docs, mechanism="gaussian", strength=r, seed=seed + DOC_STREAM)[0]
+        idx = fetch_candidates(cand, corpus.queries, max_k=10).idx
+        return ndcg_recall(idx, corpus.doc_ids, corpus.query_ids, corpus.qrels, k=10)[0] / clean
+
+    lo, hi = 0.0, 4.0
+    for _ in range(iters):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if kept(mid) >= ratio else (lo, mid)
+    return lo, kept(lo)
 
 
 def query_vectors(corpus: Corpus, strength: float | None, seed: int) -> np.ndarray:
