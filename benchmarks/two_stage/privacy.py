@@ -98,9 +98,10 @@ def privacy_jobs(
         *ref,
         PrivacyJob("queries", "scifact-queries", None),
         *queries[:1],
-        *wiki[1:],
+        *wiki[1:2],
         PrivacyJob("docs", "pii", None),
         *pii,
+        *wiki[2:],
         *queries[1:],
     ]
 
