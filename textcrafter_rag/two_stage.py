@@ -254,7 +254,10 @@ class TwoStage:
         """
         rid = canonical_record_id(record_id)
         if token is None:
-            raise SealError(f"record {rid!r} has no sealed vector ({VECTOR_KEY!r}): it was not added two-stage")
+            raise SealError(
+                f"record {rid!r} has no sealed vector ({VECTOR_KEY!r}): it was added without two-stage search "
+                "(open such a store with fetch_k=None)"
+            )
         return unpack_vector(
             self._sealer.open(token if isinstance(token, str) else "", record_id=rid, field=VECTOR_FIELD)
         )

@@ -8,9 +8,9 @@ the way out. The sealed store builds the wrapped store itself, from a function y
 it embeddings (:mod:`.sealed_embeddings`) that answer for each sealed text with the vector of its
 plaintext; so retrieval works as on an unwrapped store and nothing patches the store you built.
 
-**Two-stage search** (``fetch_k=``; :mod:`textcrafter_rag.two_stage`): the store receives heavily noised
-candidate vectors and protected queries, the clean vectors travel sealed in the payload, and every
-search opens ``fetch_k`` candidates and ranks them by exact cosine in your process.
+**Two-stage search** (the default; ``fetch_k=None`` turns it off; :mod:`textcrafter_rag.two_stage`): the
+store receives heavily noised candidate vectors and protected queries, the clean vectors travel sealed in
+the payload, and every search opens ``fetch_k`` candidates and ranks them by exact cosine in your process.
 
 Plain by design: the vectors the store receives (protect them with :class:`ProtectedEmbeddings` or
 two-stage search), the ids, the metadata fields not in ``sealed_metadata`` (filterable) and the reserved
@@ -32,7 +32,7 @@ from langchain_core.vectorstores.utils import maximal_marginal_relevance
 from textcrafter_rag.errors import InvalidInputError, InvalidTypeError
 from textcrafter_rag.sealed_records import RecordSealer, new_record_id
 from textcrafter_rag.sealing import SecretKey
-from textcrafter_rag.two_stage import VECTOR_KEY, TwoStage, TwoStageSearch, rerank
+from textcrafter_rag.two_stage import DEFAULT_FETCH_K, VECTOR_KEY, TwoStage, TwoStageSearch, rerank
 
 from .candidate_search import CandidateSearch
 from .sealed_embeddings import SealedTextEmbeddings
@@ -57,12 +57,11 @@ class SealedVectorStore(VectorStore):
     """A LangChain ``VectorStore`` that stores only sealed texts (and sealed named metadata).
 
     Example:
-        >>> embeddings = ProtectedEmbeddings(base=OpenAIEmbeddings())          # protected vectors
-        >>> store = SealedVectorStore(InMemoryVectorStore, embedding=embeddings, key=KEY,
-        ...                           sealed_metadata=("author",))
+        >>> store = SealedVectorStore(InMemoryVectorStore, embedding=OpenAIEmbeddings(), key=KEY,
+        ...                           sealed_metadata=("author",))                # two-stage search
         >>> store.as_retriever().invoke("who moved to Leeds?")      # decrypted documents
         >>> SealedVectorStore(lambda e: QdrantVectorStore(client=client, collection_name="docs", embedding=e),
-        ...                   embedding=OpenAIEmbeddings(), key=KEY, fetch_k=200)   # two-stage search
+        ...                   embedding=ProtectedEmbeddings(base=OpenAIEmbeddings()), key=KEY, fetch_k=None)
 
     Args:
         store: A function that builds the store to hold the records from the embeddings it is given
@@ -76,9 +75,9 @@ class SealedVectorStore(VectorStore):
         sealed_metadata: Metadata fields to encrypt; the others stay plain and filterable.
         context: Tenant or collection name mixed into the key: documents sealed under one context
             do not open under another.
-        fetch_k: Two-stage search: candidates fetched per query (an int, with the default candidate and
-            query strengths), or a :class:`~textcrafter_rag.two_stage.TwoStageSearch`. ``None``
-            (default): the store ranks with the vectors of ``embedding`` and returns its own scores.
+        fetch_k: Two-stage search: candidates fetched per query (an int, default 200, with the default
+            candidate and query strengths), or a :class:`~textcrafter_rag.two_stage.TwoStageSearch`.
+            ``None``: single-stage, the store ranks with the vectors of ``embedding`` (protect them).
 
     Raises:
         TypeError: ``store`` is neither a factory nor a sealed store's store, the factory's store does
@@ -91,7 +90,7 @@ class SealedVectorStore(VectorStore):
     edited, moved) raises :class:`~textcrafter_rag.sealing.SealError`; ciphertext is never returned as
     text. Other methods of the wrapped store (``FAISS.save_local``) are reached through :attr:`store`.
 
-    With ``fetch_k``, scores are the exact cosine similarity of the clean vectors (higher is closer),
+    In two-stage search scores are the exact cosine similarity of the clean vectors (higher is closer),
     for every search; ``k`` may not exceed ``fetch_k``. The store never receives a clean vector.
     """
 
@@ -103,7 +102,7 @@ class SealedVectorStore(VectorStore):
         embedding: Embeddings | None = None,
         sealed_metadata: Sequence[str] = (),
         context: str = "",
-        fetch_k: int | TwoStageSearch | None = None,
+        fetch_k: int | TwoStageSearch | None = DEFAULT_FETCH_K,
     ) -> None:
         self._records = RecordSealer(key, sealed_metadata=sealed_metadata, context=context)
         search = TwoStageSearch.of(fetch_k)

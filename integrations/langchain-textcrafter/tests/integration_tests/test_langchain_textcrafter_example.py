@@ -60,11 +60,12 @@ def test_protected_rag_example_quick(tmp_path, minilm, monkeypatch) -> None:
         lambda e: FAISS.load_local(str(store), e, allow_dangerous_deserialization=True),
         embedding=ProtectedEmbeddings(base=minilm),
         key=key,
+        fetch_k=None,
         sealed_metadata=("title",),
     )
     assert len(loaded.similarity_search("football", k=2)) == 2
     with pytest.raises(SealError):
-        SealedVectorStore(loaded.store, key=generate_key()).similarity_search("football", k=1)
+        SealedVectorStore(loaded.store, key=generate_key(), fetch_k=None).similarity_search("football", k=1)
 
 
 def test_missing_policy_exits_with_the_fit_hint(tmp_path, capsys, monkeypatch) -> None:

@@ -100,6 +100,7 @@ def _sealed(client: QdrantClient, embeddings: ProtectedEmbeddings) -> SealedVect
         embedding=embeddings,
         key=KEY,
         sealed_metadata=SEALED,
+        fetch_k=None,
     )
 
 

@@ -76,7 +76,9 @@ def _chroma(client: Any, collection: str = COLLECTION) -> Callable[[Embeddings],
 
 
 def _sealed(client: Any, embeddings: Any, key: str, collection: str = COLLECTION) -> SealedVectorStore:
-    return SealedVectorStore(_chroma(client, collection), embedding=embeddings, key=key, sealed_metadata=SEALED_FIELDS)
+    return SealedVectorStore(
+        _chroma(client, collection), embedding=embeddings, key=key, sealed_metadata=SEALED_FIELDS, fetch_k=None
+    )
 
 
 def _stop(server: ChromaServer) -> None:
@@ -131,8 +133,8 @@ def test_plain_fields_filter_and_sealed_fields_are_refused(running: Running) -> 
 def test_a_wrong_key_or_context_raises(running: Running) -> None:
     inner = running.store.store
     for other in (
-        SealedVectorStore(inner, key=generate_key(), sealed_metadata=SEALED_FIELDS),
-        SealedVectorStore(inner, key=running.key, sealed_metadata=SEALED_FIELDS, context="tenant-b"),
+        SealedVectorStore(inner, key=generate_key(), sealed_metadata=SEALED_FIELDS, fetch_k=None),
+        SealedVectorStore(inner, key=running.key, sealed_metadata=SEALED_FIELDS, context="tenant-b", fetch_k=None),
     ):
         with pytest.raises(SealError):
             other.similarity_search(RECORDS[0].text, k=1)

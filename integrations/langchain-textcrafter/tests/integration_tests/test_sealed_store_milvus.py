@@ -71,7 +71,11 @@ def _milvus(uri: str, embeddings: Any, collection: str = COLLECTION) -> Any:
 def _sealed(uri: str, embeddings: Any, key: str, collection: str = COLLECTION) -> SealedVectorStore:
     """A sealed store that builds its Milvus store (``collection`` in ``uri``) with the embeddings it is given."""
     return SealedVectorStore(
-        lambda e: _milvus(uri, e, collection), embedding=embeddings, key=key, sealed_metadata=SEALED_FIELDS
+        lambda e: _milvus(uri, e, collection),
+        embedding=embeddings,
+        key=key,
+        sealed_metadata=SEALED_FIELDS,
+        fetch_k=None,
     )
 
 
@@ -148,8 +152,8 @@ def test_a_wrong_key_or_context_or_a_moved_record_raises(tmp_path: Path, embeddi
         ids = store.add_documents(documents(RECORDS[:3]))
         assert store.similarity_search(RECORDS[0].text, k=1)[0].page_content == RECORDS[0].text
         for other in (
-            SealedVectorStore(inner, key=generate_key(), sealed_metadata=SEALED_FIELDS),
-            SealedVectorStore(inner, key=key, sealed_metadata=SEALED_FIELDS, context="tenant-b"),
+            SealedVectorStore(inner, key=generate_key(), sealed_metadata=SEALED_FIELDS, fetch_k=None),
+            SealedVectorStore(inner, key=key, sealed_metadata=SEALED_FIELDS, context="tenant-b", fetch_k=None),
         ):
             with pytest.raises(SealError):
                 other.similarity_search(RECORDS[0].text, k=1)

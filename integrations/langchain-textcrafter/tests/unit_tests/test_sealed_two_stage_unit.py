@@ -171,6 +171,6 @@ def test_copy_to_rekeys_without_the_encoder(base) -> None:
         SealedVectorStore(new.store, key=generate_key(), fetch_k=30).similarity_search("q", k=1)
     with pytest.raises(ValueError, match="not in this store"):
         old.copy_to(new, ["missing"])
-    single = SealedVectorStore(InMemoryVectorStore, embedding=base, key=generate_key())
+    single = SealedVectorStore(InMemoryVectorStore, embedding=base, key=generate_key(), fetch_k=None)
     old.copy_to(single, IDS[:2])  # into a single-stage store: the target embeds the opened texts
     assert base.known.served["embed_documents"][-2:] == TEXTS[:2]
