@@ -188,7 +188,8 @@ class PartCache:
         self.variants = variants or {}
 
     def path(self, part: str) -> Path:
-        key = cache_key(part, PART_VERSIONS[part], self.size, self.seed, self.variants.get(part, ""))
+        variant = self.variants.get(part)  # only parts with variants add one (the others keep their keys)
+        key = cache_key(part, PART_VERSIONS[part], self.size, self.seed, *([variant] if variant else []))
         return self.root / f"{part}-{key}.json"
 
     def load(self, part: str) -> dict[str, Any] | None:
