@@ -174,3 +174,20 @@ def test_copy_to_rekeys_without_the_encoder(base) -> None:
     single = SealedVectorStore(InMemoryVectorStore, embedding=base, key=generate_key(), fetch_k=None)
     old.copy_to(single, IDS[:2])  # into a single-stage store: the target embeds the opened texts
     assert base.known.served["embed_documents"][-2:] == TEXTS[:2]
+
+
+def test_two_stage_search_is_the_default_and_a_single_stage_store_says_how_to_open_it(base) -> None:
+    key = generate_key()
+    default = SealedVectorStore(InMemoryVectorStore, embedding=base, key=key)
+    assert default.two_stage == TwoStageSearch()
+    default.add_texts(TEXTS[:3], ids=IDS[:3])
+    row = default.store.store["r0"]
+    assert Sealer.is_sealed(row["metadata"]["_tc_vec"])  # the clean vector travels sealed
+    assert not np.allclose(row["vector"], base.doc(TEXTS[0]))  # the store holds a candidate, not the vector
+    single = SealedVectorStore(InMemoryVectorStore, embedding=base, key=key, fetch_k=None)
+    single.add_texts(TEXTS[:3], ids=IDS[:3])
+    with pytest.raises(SealError, match="fetch_k=None"):
+        SealedVectorStore(single.store, key=key).similarity_search("q", k=1)
+    assert [d.page_content for d in SealedVectorStore(single.store, key=key, fetch_k=None).get_by_ids(["r1"])] == [
+        TEXTS[1]
+    ]

@@ -102,14 +102,16 @@ def test_filters_on_sealed_fields_are_refused(store) -> None:
 
 def test_two_wrappers_share_one_store_and_another_key_opens_nothing(store, inner, base) -> None:
     store.add_texts(TEXTS, METAS, ids=["a", "b", "c"])
-    again = SealedVectorStore(inner, key=generate_key(), fetch_k=None)  # the .store of a sealed store: its records, another key
+    # the .store of a sealed store: its records, another key
+    again = SealedVectorStore(inner, key=generate_key(), fetch_k=None)
     assert again.store is inner and again.embeddings is base
     with pytest.raises(SealError):
         again.get_by_ids(["a"])
     key = generate_key()
     first = SealedVectorStore(InMemoryVectorStore, embedding=base, key=key, fetch_k=None)
     first.add_texts(TEXTS[:1], ids=["x"])
-    second = SealedVectorStore(first.store, key=key, fetch_k=None)  # adds through a second wrapper are sealed and routed too
+    # adds through a second wrapper are sealed and routed too
+    second = SealedVectorStore(first.store, key=key, fetch_k=None)
     second.add_texts(TEXTS[1:2], ids=["y"])
     assert [d.page_content for d in first.get_by_ids(["x", "y"])] == TEXTS[:2]
 
