@@ -35,7 +35,7 @@ from .budget import adapt_training, clean_training
 from .candidates import CandidateMechanism
 from .tables import REFERENCE
 
-__all__ = ["REFERENCE", "PrivacyJob", "PrivacyPlan", "attack_config", "privacy_jobs"]
+__all__ = ["PrivacyJob", "PrivacyPlan", "attack_config", "privacy_jobs"]
 
 
 def attack_config(size: str, *, seed: int, pairs: int, cache: Path, parity: bool = False) -> AttackConfig:
