@@ -33,7 +33,6 @@ from textcrafter_rag.mechanisms import Mechanism, NoDefense
 
 from .budget import adapt_training, clean_training
 from .candidates import CandidateMechanism
-from .tables import REFERENCE
 
 __all__ = ["PrivacyJob", "PrivacyPlan", "attack_config", "privacy_jobs"]
 
