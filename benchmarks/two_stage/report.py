@@ -139,7 +139,13 @@ def _privacy_section(rows: list[dict[str, Any]], meta: dict[str, Any]) -> list[s
         "(queries: the query vectors the store receives at that query strength); *"
         + REFERENCE
         + "* = the single-stage Gaussian release that keeps 0.95 of clean NDCG@10 by itself (the default rule's "
-        "comparison). *share* = content-F1 as % of `none` in the same run."
+        "comparison"
+        + (
+            f"; measured: strength {ref['doc_strength']:.3f} keeps {ref['one_stage_ndcg_ratio']:.4f} of clean"
+            if (ref := pm.get("reference"))
+            else ""
+        )
+        + "). *share* = content-F1 as % of `none` in the same run."
         + (f" Not measured (deadline): {', '.join(pm['skipped'])}." if pm.get("skipped") else ""),
         "",
         md_table(
