@@ -137,19 +137,48 @@ def test_an_unwritable_cache_refuses_before_any_text_is_encoded(tmp_path: Path, 
     assert isinstance(info.value, TextcrafterError)
 
 
-@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0, reason="root writes into read-only folders")
-def test_a_read_only_cache_with_a_stale_lock_refuses_before_fitting(home: Path) -> None:
-    root = home / "policies"
-    root.mkdir()
+def _leftovers_of_a_crashed_fit(root: Path) -> None:
+    """What a process killed mid-fit leaves: a lock file and a half-written folder, both matching the cache's names."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "acme-api-embedder-16d-eps1-auto-v1-000000000000.lock").write_text("")
+    (root / "acme-api-embedder-16d-eps1-auto-v1-000000000000.tmp-4242").mkdir()
+
+
+def test_a_stale_lock_in_a_cache_that_cannot_be_written_refuses_before_any_text(home: Path, monkeypatch) -> None:
+    """Issue 28.3: a stale lock counted as a cached policy, so 4 probe texts were billed before the refusal.
+
+    The cache is made unwritable through the module's own check (as if mounted read-only), so this runs
+    as root too (root writes into a chmod 555 folder).
+    """
+    import textcrafter_rag.autofit as autofit
+
+    _leftovers_of_a_crashed_fit(home / "policies")
+    monkeypatch.setattr(autofit, "_unwritable", lambda root: "PermissionError")
     enc = _CountingEncoder("acme/api-embedder")
-    (root / "acme-api-embedder-16d-eps1-auto-v1-000000000000.lock").write_text("")  # left by a crashed process
-    root.chmod(0o555)
-    try:
-        with pytest.raises(MissingPolicyError, match="cannot be written"):
-            auto_policy(enc, config=TINY, progress=False, log=None)
-        assert enc.texts == 0
-    finally:
-        root.chmod(0o755)
+    with pytest.raises(MissingPolicyError, match="cannot be written"):
+        auto_policy(enc, config=TINY, progress=False, log=None)
+    assert enc.texts == 0
+
+
+def test_a_lock_that_cannot_be_opened_refuses_before_any_text(home: Path) -> None:
+    """A folder where the fit's lock file goes: no process, root included, can open it as a lock."""
+    from textcrafter_rag.autofit import fit_lock_path
+
+    enc = _CountingEncoder("acme/api-embedder")
+    fit_lock_path(enc, eps=TINY.eps).mkdir(parents=True)
+    with pytest.raises(MissingPolicyError, match="lock file: IsADirectoryError"):
+        auto_policy(enc, config=TINY, progress=False, log=None)
+    assert enc.texts == 0
+    assert not list((home / "policies").rglob("config.json"))
+
+
+def test_auto_fit_off_refuses_before_any_text(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(AUTO_FIT_ENV, "0")
+    _leftovers_of_a_crashed_fit(home / "policies")
+    enc = _CountingEncoder("acme/api-embedder")
+    with pytest.raises(MissingPolicyError, match=f"{AUTO_FIT_ENV}=0"):
+        auto_policy(enc, config=TINY, progress=False, log=None)
+    assert enc.texts == 0
 
 
 def test_a_cached_policy_in_a_cache_that_cannot_be_written_is_still_used(minilm, tmp_path: Path, monkeypatch) -> None:

@@ -50,6 +50,7 @@ __all__ = [
     "offline_corpus",
     "policy_home",
     "cached_policy_dir",
+    "fit_lock_path",
     "AUTO_FIT_ENV",
     "HOME_ENV",
 ]
@@ -138,6 +139,25 @@ def cached_policy_dir(encoder: Encoder, *, eps: float = DEFAULT_SHIPPED_EPS) -> 
     return policy_home() / f"{_slug(encoder)}-{probes.shape[1]}d-eps{eps:g}-{_RECIPE}-{_fingerprint(probes)}"
 
 
+def fit_lock_path(encoder: Encoder, *, eps: float = DEFAULT_SHIPPED_EPS) -> Path:
+    """The lock a fit for ``encoder`` at ``eps`` holds, named without calling the encoder.
+
+    Why without a call: it is checked before any text goes through the encoder (an API encoder
+    bills the probes too). Two encoders with the same name share it; they only wait for each other.
+    """
+    return policy_home() / f"{_slug(encoder)}-eps{eps:g}-{_RECIPE}.lock"
+
+
+def _cached_candidates(root: Path, encoder: Encoder, eps: float) -> list[Path]:
+    """Saved policies in ``root`` that may be ``encoder``'s: only folders holding a config.
+
+    A lock file or a half-written ``.tmp-PID`` folder left by a crashed process matches the name
+    pattern too; counting those would send the probes through the encoder for nothing.
+    """
+    pattern = f"{glob_escape(_slug(encoder))}-*d-eps{eps:g}-{_RECIPE}-*"
+    return [p for p in root.glob(pattern) if ".tmp-" not in p.name and (p / "config.json").is_file()]
+
+
 def _unwritable(root: Path) -> str | None:
     """Why this process cannot write fitted policies under ``root`` (an OS error's name), or ``None``."""
     try:
@@ -149,12 +169,37 @@ def _unwritable(root: Path) -> str | None:
     return None
 
 
+def _unusable_lock(lock: Path) -> str | None:
+    """Why the fit lock at ``lock`` cannot be opened (a folder there, another user's file), or ``None``."""
+    try:
+        os.close(os.open(lock, os.O_RDWR | os.O_CREAT, 0o644))
+    except OSError as exc:
+        return f"its lock file: {type(exc).__name__}"
+    return None
+
+
 def _cannot_fit(encoder: Encoder, root: Path, reason: str) -> MissingPolicyError:
     return MissingPolicyError(
         f"no TextCrafter policy ships or is cached for encoder {encoder.model_id!r}, and the policy cache {root} "
         f"cannot be written ({reason}), so none can be fitted and kept. Set {HOME_ENV} to a writable folder, or "
         "fit one once (`textcrafter fit --out DIR`) and pass policy=DIR"
     )
+
+
+def _refuse_to_fit(encoder: Encoder, root: Path, lock: Path) -> MissingPolicyError | None:
+    """The error that forbids fitting a policy now, or ``None``: every check that needs no encoder call.
+
+    Why one place: each of these refusals must come before any text goes through the encoder,
+    and a check added later must not land after the probes.
+    """
+    if os.environ.get(AUTO_FIT_ENV, "1").strip().lower() in {"0", "false", "no", "off"}:
+        return MissingPolicyError(
+            f"no TextCrafter policy ships or is cached for encoder {encoder.model_id!r}, and {AUTO_FIT_ENV}=0 "
+            "forbids fitting one. Fit one once (`fit_textcrafter(encoder, ...)` then `.save(DIR)`, or "
+            f"`textcrafter fit --out DIR`) and pass policy=DIR, or unset {AUTO_FIT_ENV} to fit it on first use"
+        )
+    reason = _unwritable(root) or _unusable_lock(lock)
+    return _cannot_fit(encoder, root, reason) if reason else None
 
 
 def _load_cached(path: Path, encoder: Encoder, *, secure_mode: bool, seed: int | None) -> TextCrafter | None:
@@ -190,7 +235,9 @@ def auto_policy(
         log: Called with what is about to happen (stderr by default; ``None`` for silence).
 
     Raises:
-        MissingPolicyError: No shipped or cached policy, and ``TEXTCRAFTER_AUTO_FIT=0``.
+        MissingPolicyError: No shipped or cached policy, and fitting is refused (``TEXTCRAFTER_AUTO_FIT=0``,
+            a cache or lock this process cannot write): before any text goes through the encoder when
+            nothing is cached for its name, else after the probes only.
     """
     cfg = config or AutoFitConfig()
     say = log or (lambda _msg: None)
@@ -198,23 +245,20 @@ def auto_policy(
     if shipped is not None:
         return TextCrafter.load(shipped, encoder=encoder, secure_mode=secure_mode, seed=seed)
     home = policy_home()
-    unwritable = _unwritable(home)
-    if unwritable and not any(home.glob(f"{glob_escape(_slug(encoder))}-*d-eps{cfg.eps:g}-{_RECIPE}-*")):
-        raise _cannot_fit(encoder, home, unwritable)  # nothing cached to find: not even the probes are encoded
+    lock = fit_lock_path(encoder, eps=cfg.eps)
+    if not _cached_candidates(home, encoder, cfg.eps):  # nothing cached to find: refuse before any text
+        refusal = _refuse_to_fit(encoder, home, lock)
+        if refusal is not None:
+            raise refusal
     path = cached_policy_dir(encoder, eps=cfg.eps)
     found = _load_cached(path, encoder, secure_mode=secure_mode, seed=seed)
     if found is not None:
         return found
-    if os.environ.get(AUTO_FIT_ENV, "1").strip().lower() in {"0", "false", "no", "off"}:
-        raise MissingPolicyError(
-            f"no TextCrafter policy ships or is cached for encoder {encoder.model_id!r}, and {AUTO_FIT_ENV}=0 "
-            "forbids fitting one. Fit one once (`fit_textcrafter(encoder, ...)` then `.save(DIR)`, or "
-            f"`textcrafter fit --out DIR`) and pass policy=DIR, or unset {AUTO_FIT_ENV} to fit it on first use"
-        )
-    if unwritable:
-        raise _cannot_fit(encoder, home, unwritable)
+    refusal = _refuse_to_fit(encoder, home, lock)  # cached policies, none for this encoder
+    if refusal is not None:
+        raise refusal
     try:
-        held = FileLock(str(path) + ".lock").acquire()  # released when the `with` below exits
+        held = FileLock(str(lock)).acquire()  # released when the `with` below exits
     except OSError as exc:  # a lock file this process cannot open (another user's, read-only)
         raise _cannot_fit(encoder, home, f"its lock file: {type(exc).__name__}") from None
     with held:
