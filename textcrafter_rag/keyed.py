@@ -45,8 +45,8 @@ from typing import Any
 import numpy as np
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
-from .errors import InvalidInputError, InvalidTypeError, NotPicklableError
-from .sealing import SecretKey
+from .errors import InvalidInputError, InvalidTypeError
+from .sealing import KeyHolder, SecretKey
 from .validation import check_released, check_vectors
 
 __all__ = [
@@ -153,7 +153,7 @@ def _fingerprint(secret: SecretKey, tenant: str) -> str:
     return secret.subkey("rotate-fingerprint", context=tenant)[:8].hex()
 
 
-class KeyedRotation:
+class KeyedRotation(KeyHolder):
     """The secret rotation ``x -> Q x`` of one tenant under one key, for ``D``-dimensional vectors.
 
     Args:
@@ -168,7 +168,8 @@ class KeyedRotation:
         TypeError, ValueError: ``tenant`` is not a string or ``dim`` is not an int in ``[1, MAX_DIM]``.
 
     Instances are immutable and cheap (the matrix is cached per process). They refuse to be
-    pickled, like :class:`SecretKey`: pass the key to each process (Ray actor) explicitly.
+    pickled, and ``__getstate__`` refuses too (its default would return the matrix), like
+    :class:`SecretKey`: pass the key to each process (Ray actor) explicitly. Copies are the object itself.
     """
 
     __slots__ = ("_dim", "_fingerprint", "_q32", "_q64", "_tenant")
@@ -244,15 +245,6 @@ class KeyedRotation:
 
     def __repr__(self) -> str:
         return f"KeyedRotation(tenant={self._tenant!r}, dim={self._dim}, key=<redacted>)"
-
-    def __reduce__(self) -> Any:
-        raise NotPicklableError("a KeyedRotation is not picklable: pass the key to each process explicitly")
-
-    def __copy__(self) -> KeyedRotation:
-        return self  # immutable
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> KeyedRotation:
-        return self
 
 
 @dataclass(frozen=True, eq=False)

@@ -22,8 +22,10 @@ Ids themselves are not sealed: do not put personal data in them.
 
 Filters: :func:`filter_field_names` reads the field names of a store filter whatever its form (dicts,
 Qdrant ``models.Filter``, LlamaIndex ``MetadataFilters``, Weaviate-style ``target`` objects, string
-expressions), without importing any store package, so both frameworks' sealed stores refuse a
-filter on a sealed field (:meth:`RecordSealer.check_filter`) instead of silently matching nothing.
+expressions such as Milvus' ``metadata["author"] == "Jane"``), without importing any store package,
+and :meth:`RecordSealer.check_store_kwargs` finds every filter a store call carries (``filter=``,
+``expr=``, ``where=``, ``qdrant_filters=``...), so both frameworks' sealed stores refuse a filter on a
+sealed field instead of sending its value to the store in clear and silently matching nothing.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import InvalidInputError, InvalidTypeError
-from .sealing import Sealer, SealError, SecretKey
+from .sealing import KeyHolder, Sealer, SealError, SecretKey
 
 __all__ = [
     "ID_FIELD",
@@ -62,8 +64,21 @@ _FILTER_NAME_ATTRS = ("key", "target")
 _FILTER_CHILD_ATTRS = ("must", "should", "must_not", "min_should", "conditions", "filter", "filters", "nested")
 _FILTER_CHILD_ATTRS += ("is_empty", "is_null")
 _MAX_FILTER_DEPTH = 64
-_QUOTED = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"")
-_IDENTIFIER = re.compile(r"[A-Za-z_][\w.\[\]]*")
+_QUOTED_RE = r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\""
+_QUOTED = re.compile(_QUOTED_RE)
+#: A quoted key in a string expression: a subscript right after a name (``metadata["author"]``,
+#: ``$meta['author']``) or a JSON-style key (``"author": ...``); a quoted value (``== "author"``) is not one.
+_QUOTED_KEY = re.compile(rf"(?<=[\w\])])\[\s*({_QUOTED_RE})\s*\]|({_QUOTED_RE})\s*:")
+_IDENTIFIER = re.compile(r"[^\W\d][\w.\[\]]*")
+_PATH_SEPARATORS = re.compile(r"[.\[\]]+")
+#: Store keyword arguments that carry a filter although "filter" is not in their name (Milvus ``expr``,
+#: Chroma ``where``, Weaviate ``where_filter``...): a keyword whose lower-cased name contains one of these.
+_FILTER_KWARG_PARTS = ("filter", "expr", "where")
+#: Keyword arguments searching the documents' content (Chroma ``where_document``, Cassandra ``body_search``):
+#: the texts are always sealed, so they never match and would send their terms to the store in clear.
+_TEXT_SEARCH_KWARGS = frozenset({"where_document", "body_search"})
+#: Fields holding the (sealed) text in the stores' own layouts: a filter on them is a filter on a sealed field.
+_TEXT_FIELDS = (TEXT_FIELD, "page_content", "_node_content")
 
 
 def filter_field_names(flt: Any) -> set[str]:
@@ -73,13 +88,14 @@ def filter_field_names(flt: Any) -> set[str]:
     filter's ``"key"``): every key and every ``key``/``target`` value, recursively. Typed filters
     (Qdrant ``models.Filter``, LlamaIndex ``MetadataFilters``, ...): their ``key``/``target``
     attributes, recursively through the sub-filter attributes. A string filter (a Milvus-style
-    expression): every identifier outside quotes. Over-reading only names operators, which never
-    name a sealed field; under-reading would let a filter silently match nothing.
+    expression): every identifier outside quotes, every part of a dotted or subscripted path, and
+    every quoted key (``metadata["author"]``, ``$meta['author']``, ``"author": ...``); a quoted
+    value is not read. Over-reading only names operators, which never name a sealed field;
+    under-reading would let a filter send a sealed field's value to the store and match nothing.
     """
     names: set[str] = set()
     if isinstance(flt, str):
-        names.update(_IDENTIFIER.findall(_QUOTED.sub(" ", flt)))
-        return names
+        return _expression_names(flt)
     seen: set[int] = set()
 
     def walk(node: Any, depth: int) -> None:
@@ -109,6 +125,24 @@ def filter_field_names(flt: Any) -> set[str]:
 
     walk(flt, 0)
     return names
+
+
+def _expression_names(expr: str) -> set[str]:
+    """The names a string filter expression may refer to fields by (see :func:`filter_field_names`)."""
+    names = {_unquote(quoted) for pair in _QUOTED_KEY.findall(expr) for quoted in pair if quoted}
+    for identifier in _IDENTIFIER.findall(_QUOTED.sub(" ", expr)):
+        names.add(identifier)
+        names.update(part for part in _PATH_SEPARATORS.split(identifier) if part)
+    return names
+
+
+def _unquote(quoted: str) -> str:
+    quote = quoted[0]
+    return quoted[1:-1].replace("\\" + quote, quote)
+
+
+def _is_filter_kwarg(name: Any) -> bool:
+    return isinstance(name, str) and any(part in name.lower() for part in _FILTER_KWARG_PARTS)
 
 
 def _names_field(name: str, field: str) -> bool:
@@ -162,7 +196,7 @@ class OpenedRecord:
     metadata: dict[str, Any]
 
 
-class RecordSealer:
+class RecordSealer(KeyHolder):
     """Seal and open vector-store records: the text, the named metadata fields, bound to the record id.
 
     Args:
@@ -176,7 +210,11 @@ class RecordSealer:
     Raises:
         TypeError: ``sealed_metadata`` is a single string (it would be read letter by letter).
         ValueError: ``sealed_metadata`` names the reserved :data:`ID_FIELD`.
+
+    Instances hold key material: they refuse to be pickled and copy as themselves (:class:`KeyHolder`).
     """
+
+    __slots__ = ("_fields", "_sealer")
 
     def __init__(self, key: bytes | str | SecretKey, *, sealed_metadata: Sequence[str] = (), context: str = "") -> None:
         if isinstance(sealed_metadata, (str, bytes)):
@@ -300,6 +338,36 @@ class RecordSealer:
             InvalidInputError: The filter names a sealed field.
         """
         self.check_filter_keys(filter_field_names(flt))
+
+    def check_store_kwargs(self, kwargs: Mapping[str, Any]) -> None:
+        """Refuse the keyword arguments of a store call that filter on a sealed field or search the sealed texts.
+
+        The one rule both frameworks' sealed stores apply to what they pass through to a store: every
+        keyword whose name contains ``filter``, ``expr`` or ``where`` (``filter=``, Milvus ``expr=``,
+        Chroma ``where=``, ``qdrant_filters=``, ``pre_filter=``...) is read as a filter
+        (:func:`filter_field_names`), and a search over the documents' content (``where_document=``,
+        ``body_search=``) is refused outright: the texts are always sealed.
+
+        Raises:
+            InvalidInputError: A filter names a sealed field (or the field holding the sealed text),
+                or a content search is given.
+        """
+        for name, value in kwargs.items():
+            if value is None:
+                continue
+            if isinstance(name, str) and name.lower() in _TEXT_SEARCH_KWARGS:
+                raise InvalidInputError(
+                    f"cannot search the documents' content ({name}=): the texts are sealed, so it never matches "
+                    "and would send its terms to the store in clear"
+                )
+            if _is_filter_kwarg(name):
+                keys = filter_field_names(value)
+                self.check_filter_keys(keys)
+                text = sorted({f for f in _TEXT_FIELDS for k in keys if _names_field(k, f)})
+                if text:
+                    raise InvalidInputError(
+                        f"cannot filter on the sealed text ({text}): the store only holds its ciphertext"
+                    )
 
     def check_filter_keys(self, keys: Iterable[str]) -> None:
         """Refuse a filter on sealed fields: the store holds only ciphertext there, so it never matches.

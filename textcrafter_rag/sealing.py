@@ -10,8 +10,11 @@ ciphertext in the store and decrypt on the way out, with the key held by the app
 * :class:`Sealer` — AES-256-GCM with a fresh 96-bit random nonce per value; the record id and
   the field name are bound as associated data, so a ciphertext moved to another record or field,
   edited, or opened with another key fails with :class:`SealError` instead of returning garbage.
+  Every value is padded inside the encryption to a size class (:func:`padded_size`), so the length
+  of a token tells little about its value.
 
-Keys never appear in reprs, errors or logs.
+Keys never appear in reprs, errors or logs, and no object holding key material can be pickled
+(:class:`KeyHolder`).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import binascii
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hashes
@@ -31,6 +34,8 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from .errors import InvalidInputError, InvalidTypeError, NotPicklableError, TextcrafterError
 
 __all__ = [
+    "KeyHolder",
+    "NotPicklable",
     "SecretKey",
     "Sealer",
     "SealError",
@@ -40,14 +45,96 @@ __all__ = [
     "load_key",
     "SEALED_PREFIX",
     "KEY_BYTES",
+    "VALUE_MIN_BYTES",
+    "TEXT_MIN_BYTES",
+    "padded_size",
 ]
 
 KEY_BYTES = 32
 NONCE_BYTES = 12
-#: Every sealed value starts with this (versioned) prefix.
-SEALED_PREFIX = "tcsealed:v1:"
+#: Every value sealed now starts with this (versioned) prefix: v2, padded to a size class.
+SEALED_PREFIX = "tcsealed:v2:"
+#: Values sealed before padding (unpadded); they still open.
+_SEALED_PREFIX_V1 = "tcsealed:v1:"
+_PREFIXES = (SEALED_PREFIX, _SEALED_PREFIX_V1)
+#: Smallest padded size (bytes of plaintext) of a JSON value (:meth:`Sealer.seal_json`: metadata fields).
+VALUE_MIN_BYTES = 64
+#: Smallest padded size (bytes of plaintext) of a text (:meth:`Sealer.seal`).
+TEXT_MIN_BYTES = 256
+#: ISO/IEC 7816-4 padding: this byte, then zero bytes up to the size class.
+_PAD_MARK = b"\x80"
 _INFO = b"textcrafter-rag/v1/"
 _TO_STANDARD_B64 = str.maketrans("-_", "+/")
+
+
+class NotPicklable:
+    """Mixin: an object holding key material refuses every way of being serialised.
+
+    ``pickle`` (so Ray, joblib, multiprocessing), ``copyreg`` and serialisers that call
+    ``__getstate__`` themselves all get :class:`~textcrafter_rag.errors.NotPicklableError`. Without
+    this, ``__getstate__`` of a slotted class (Python's default since 3.11) returns the raw key, and
+    a copy made elsewhere would carry it. Build the object from the key in each process instead.
+    """
+
+    __slots__ = ()
+
+    def _refuse_pickling(self) -> NoReturn:
+        raise NotPicklableError(
+            f"a {type(self).__name__} holds key material and is not picklable (a copy would carry the key): build "
+            "it from the key in each process; a key read with load_key(PATH) or load_key(env=NAME) pickles as "
+            "that reference"
+        )
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        self._refuse_pickling()
+
+    def __reduce__(self) -> Any:
+        self._refuse_pickling()
+
+    def __getstate__(self) -> Any:
+        self._refuse_pickling()
+
+    def __setstate__(self, state: Any) -> None:
+        self._refuse_pickling()
+
+
+class KeyHolder(NotPicklable):
+    """Mixin for immutable objects holding key material: never serialised, and a copy is the object itself.
+
+    ``copy.copy`` and ``copy.deepcopy`` return ``self`` (they would otherwise go through the refused
+    ``__reduce_ex__``), so objects that hold one (pydantic models, dataclasses) can still be copied,
+    and no copy ever duplicates the key.
+    """
+
+    __slots__ = ()
+
+    def __copy__(self) -> Any:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Any:
+        return self
+
+
+def padded_size(n: int, *, minimum: int) -> int:
+    """The size class a plaintext of ``n`` bytes is padded to: ``minimum``, or the next power of two above.
+
+    Powers of two leave one class per doubling, so a token tells its value's length only to within
+    a factor of two (for texts of 256 B to 16 KiB: 7 classes, at most 3 bits); the price is at most
+    as many padding bytes as plaintext, about 40% on average (``benchmarks/sealing_padding.py``
+    measures it). ``n`` counts the padding mark, so a value of exactly ``minimum - 1`` bytes still fits.
+    """
+    return max(minimum, 1 << max(n - 1, 0).bit_length())
+
+
+def _pad(plain: bytes, minimum: int) -> bytes:
+    marked = plain + _PAD_MARK
+    return marked + b"\x00" * (padded_size(len(marked), minimum=minimum) - len(marked))
+
+
+def _unpad(padded: bytes) -> bytes | None:
+    """Remove ISO/IEC 7816-4 padding (the last non-zero byte must be the mark); ``None`` if malformed."""
+    stripped = padded.rstrip(b"\x00")
+    return stripped[:-1] if stripped.endswith(_PAD_MARK) else None
 
 
 class SealError(TextcrafterError, ValueError):
@@ -67,7 +154,7 @@ def generate_key() -> str:
     return base64.urlsafe_b64encode(os.urandom(KEY_BYTES)).decode("ascii")
 
 
-class SecretKey:
+class SecretKey(KeyHolder):
     """A 32-byte secret, given as raw bytes or as the URL-safe base64 string ``textcrafter keygen`` prints.
 
     Args:
@@ -76,7 +163,8 @@ class SecretKey:
     Pickling: a key given by value refuses to be pickled (:class:`NotPicklableError`), so no copy
     ever carries it. A key read by :func:`load_key` pickles as its file path or variable name (with
     a non-secret check value): the process that unpickles it reads the key itself, and refuses a
-    different one. That is how a keyed object reaches a process pool.
+    different one. That is how a keyed object reaches a process pool. ``__getstate__`` always
+    refuses (the default of a slotted class would return the raw key); copies are the key itself.
 
     Raises:
         InvalidKeyError: Not 32 bytes once decoded (the message never contains the key).
@@ -126,11 +214,8 @@ class SecretKey:
             )
         return (_reload_key, (*self._source, self._check_value()))
 
-    def __copy__(self) -> SecretKey:
-        return self  # immutable; lets objects holding a key (pydantic models, dataclasses) be copied
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> SecretKey:
-        return self
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        return self.__reduce__()  # a reference or a refusal, never the state
 
 
 def _is_key_itself(name: str | os.PathLike[str]) -> bool:
@@ -198,56 +283,77 @@ def _reload_key(kind: str, location: str, check: str) -> SecretKey:
     return key
 
 
-class Sealer:
+class Sealer(KeyHolder):
     """Encrypt and decrypt strings and JSON values bound to a record id and a field name.
 
     Args:
         key: A :class:`SecretKey`, or what its constructor accepts.
         context: Optional tenant or collection name mixed into the subkey: values sealed under
             one context cannot be opened under another.
+
+    Length: every value is padded inside the encryption (ISO/IEC 7816-4: a ``0x80`` byte, then
+    zeros), so the padding is authenticated with it, to a size class (:func:`padded_size`): at
+    least :data:`VALUE_MIN_BYTES` for a JSON value (``True`` and ``False``, ``"flu"`` and
+    ``"pancreatic cancer"``, salaries of any number of digits give tokens of one length) and at
+    least :data:`TEXT_MIN_BYTES` for a text, then the next power of two. Tokens sealed before
+    padding (``tcsealed:v1:``) still open; every new token is ``tcsealed:v2:``, whose version is
+    bound into the associated data so a token cannot be relabelled as the other version.
     """
+
+    __slots__ = ("_aead",)
 
     def __init__(self, key: bytes | str | SecretKey, *, context: str = "") -> None:
         self._aead = AESGCM(SecretKey(key).subkey("seal", context=context))
 
     @staticmethod
     def is_sealed(value: Any) -> bool:
-        """Whether ``value`` is a string produced by :meth:`seal`."""
-        return isinstance(value, str) and value.startswith(SEALED_PREFIX)
+        """Whether ``value`` is a string produced by :meth:`seal` (this version or the unpadded v1)."""
+        return isinstance(value, str) and value.startswith(_PREFIXES)
 
     @staticmethod
-    def _aad(record_id: str, field: str) -> bytes:
-        return json.dumps([str(record_id), str(field)]).encode("utf-8")
+    def _aad(record_id: str, field: str, *, version: str = SEALED_PREFIX) -> bytes:
+        binding = [str(record_id), str(field)]
+        return json.dumps(binding if version == _SEALED_PREFIX_V1 else [version, *binding]).encode("utf-8")
 
-    def seal(self, text: str, *, record_id: str, field: str = "text") -> str:
-        """Encrypt ``text``; the result is ASCII, safe to store as a string anywhere."""
-        if not isinstance(text, str):
-            raise InvalidTypeError(f"only str values can be sealed, got {type(text).__name__}; use seal_json")
+    def _seal(self, plain: bytes, *, record_id: str, field: str, minimum: int) -> str:
         nonce = os.urandom(NONCE_BYTES)
-        ct = self._aead.encrypt(nonce, text.encode("utf-8"), self._aad(record_id, field))
+        ct = self._aead.encrypt(nonce, _pad(plain, minimum), self._aad(record_id, field))
         return SEALED_PREFIX + base64.urlsafe_b64encode(nonce + ct).decode("ascii")
 
+    def seal(self, text: str, *, record_id: str, field: str = "text") -> str:
+        """Encrypt ``text``, padded to a text size class; the result is ASCII, safe to store as a string anywhere."""
+        if not isinstance(text, str):
+            raise InvalidTypeError(f"only str values can be sealed, got {type(text).__name__}; use seal_json")
+        return self._seal(text.encode("utf-8"), record_id=record_id, field=field, minimum=TEXT_MIN_BYTES)
+
     def open(self, token: str, *, record_id: str, field: str = "text") -> str:
-        """Decrypt a value from :meth:`seal`.
+        """Decrypt a value from :meth:`seal` or :meth:`seal_json` (padded v2, or unpadded v1).
 
         Raises:
             SealError: Not a sealed value, or the key, record id or field differ, or it was edited.
         """
         if not self.is_sealed(token):
             raise SealError(f"field {field!r} of record {record_id!r} is not a sealed value")
+        version = SEALED_PREFIX if token.startswith(SEALED_PREFIX) else _SEALED_PREFIX_V1
         try:
-            blob = base64.urlsafe_b64decode(token[len(SEALED_PREFIX) :])
-            plain = self._aead.decrypt(blob[:NONCE_BYTES], blob[NONCE_BYTES:], self._aad(record_id, field))
+            blob = base64.urlsafe_b64decode(token[len(version) :])
+            aad = self._aad(record_id, field, version=version)
+            plain: bytes | None = self._aead.decrypt(blob[:NONCE_BYTES], blob[NONCE_BYTES:], aad)
+            if version == SEALED_PREFIX:
+                plain = _unpad(plain)  # type: ignore[arg-type]
+            if plain is None:  # authenticated yet malformed: only a sealer with the key could have made it
+                raise ValueError("bad padding")
+            return plain.decode("utf-8")
         except (InvalidTag, binascii.Error, ValueError):
             raise SealError(
                 f"field {field!r} of record {record_id!r} cannot be opened: wrong key, edited, or moved from "
                 "another record"
             ) from None
-        return plain.decode("utf-8")
 
     def seal_json(self, value: Any, *, record_id: str, field: str) -> str:
-        """Seal any JSON-serialisable value (metadata fields)."""
-        return self.seal(json.dumps(value, ensure_ascii=False), record_id=record_id, field=field)
+        """Seal any JSON-serialisable value (metadata fields), padded to at least :data:`VALUE_MIN_BYTES`."""
+        plain = json.dumps(value, ensure_ascii=False).encode("utf-8")
+        return self._seal(plain, record_id=record_id, field=field, minimum=VALUE_MIN_BYTES)
 
     def open_json(self, token: str, *, record_id: str, field: str) -> Any:
         """Open a value sealed with :meth:`seal_json`."""
