@@ -5,6 +5,8 @@ from llama_index.embeddings.textcrafter import __all__
 EXPECTED_ALL = [
     "ProtectedEmbedding",
     "BypassedCacheWarning",
+    "ReportedVectorsWarning",
+    "SealedEmbedding",
     "SealedVectorStore",
     "SealedKVStore",
     "sealed_storage_context",

@@ -1,6 +1,8 @@
 """LlamaIndex integration for textcrafter-rag: ``ProtectedEmbedding`` and the sealed stores.
 
 * ``ProtectedEmbedding`` protects every document vector before it is stored.
+* ``SealedEmbedding`` is the plain encoder for two-stage search (``fetch_k=``), reporting no vectors
+  to LlamaIndex's events, callbacks or spans.
 * ``SealedVectorStore`` wraps a vector store so it holds only sealed nodes (stores that keep text).
 * ``SealedKVStore`` / ``sealed_storage_context`` seal the docstore and index store (where the text
   lives for stores that keep none, such as FAISS).
@@ -11,8 +13,17 @@ here is loaded behind the user's back.
 
 from __future__ import annotations
 
-from llama_index.embeddings.textcrafter.base import BypassedCacheWarning, ProtectedEmbedding
+from llama_index.embeddings.textcrafter.base import BypassedCacheWarning, ProtectedEmbedding, SealedEmbedding
+from llama_index.embeddings.textcrafter.instrumentation import ReportedVectorsWarning
 from llama_index.embeddings.textcrafter.sealed_storage import SealedKVStore, sealed_storage_context
 from llama_index.embeddings.textcrafter.sealed_vector_store import SealedVectorStore
 
-__all__ = ["BypassedCacheWarning", "ProtectedEmbedding", "SealedKVStore", "SealedVectorStore", "sealed_storage_context"]
+__all__ = [
+    "BypassedCacheWarning",
+    "ProtectedEmbedding",
+    "ReportedVectorsWarning",
+    "SealedEmbedding",
+    "SealedKVStore",
+    "SealedVectorStore",
+    "sealed_storage_context",
+]

@@ -8,12 +8,16 @@ peeled off, so span handlers never receive a raw vector as a span result either.
 wrapper's own methods report texts without vectors (:mod:`.instrumentation`): even protected
 vectors paired with their texts help an observer (a keyed rotation falls to a few hundred such
 pairs). ``report_vectors=True`` opts in to LlamaIndex's full events, protected vectors only.
+
+:class:`SealedEmbedding` is the same wrapper without protection, for two-stage sealed search, whose
+store must receive the clean vectors and is the only place they may go.
 """
 
 from __future__ import annotations
 
 import functools
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 from llama_index.core.base.embeddings.base import BaseEmbedding, Embedding
@@ -21,13 +25,13 @@ from llama_index.core.bridge.pydantic import PrivateAttr
 
 from textcrafter_rag import Encoder, Protector
 from textcrafter_rag.adapters import build_protector, per_text_encoder
-from textcrafter_rag.encoders import llama_index_document_encoder, undecorated
+from textcrafter_rag.encoders import as_encoder, bundled_minilm, llama_index_document_encoder, undecorated
 from textcrafter_rag.errors import InvalidInputError
 from textcrafter_rag.options import ProtectionOptions
 
-from .instrumentation import VectorFreeEmbedding, without_span
+from .instrumentation import SILENT_VECTORS, VectorFreeEmbedding, without_span
 
-__all__ = ["BypassedCacheWarning", "ProtectedEmbedding", "span_free_encoders"]
+__all__ = ["BypassedCacheWarning", "ProtectedEmbedding", "SealedEmbedding", "span_free_encoders"]
 
 
 class BypassedCacheWarning(UserWarning):
@@ -52,6 +56,25 @@ def span_free_encoders(base: BaseEmbedding) -> tuple[Encoder, Encoder]:
 def _paths(base: Any) -> tuple[Any, Encoder | None]:
     """A LlamaIndex base through its span-free private methods; any other base as it is."""
     return span_free_encoders(base) if isinstance(base, BaseEmbedding) else (base, None)
+
+
+def _inherit(base: Any, kwargs: dict[str, Any], *, cache_hint: str) -> None:
+    """Take a LlamaIndex base's batch size, workers and rate limiter; warn that its cache is bypassed.
+
+    The base is only ever called through its private methods, so its ``embeddings_cache`` would
+    never be used -- and must not be: it would hold vectors that no wrapper chose to store.
+    """
+    if not isinstance(base, BaseEmbedding):
+        return
+    if base.embeddings_cache is not None:
+        warnings.warn(
+            f"the base model's embeddings_cache is bypassed so raw vectors are never cached{cache_hint}",
+            BypassedCacheWarning,
+            stacklevel=3,
+        )
+    kwargs.setdefault("embed_batch_size", base.embed_batch_size)
+    kwargs.setdefault("num_workers", base.num_workers)
+    kwargs.setdefault("rate_limiter", base.rate_limiter)
 
 
 class ProtectedEmbedding(VectorFreeEmbedding):
@@ -107,21 +130,8 @@ class ProtectedEmbedding(VectorFreeEmbedding):
             # rotated vectors to another, and a document's protected vector to a query of the same text
             raise InvalidInputError("embeddings_cache cannot be used with key=: its entries are keyed by text only")
         built = build_protector(base, options=options, paths=_paths)
-        if isinstance(built.base, BaseEmbedding):
-            if built.base.embeddings_cache is not None:
-                hint = (
-                    ""
-                    if key is not None
-                    else "; set embeddings_cache on the ProtectedEmbedding to cache protected vectors"
-                )
-                warnings.warn(
-                    f"the base model's embeddings_cache is bypassed so raw vectors are never cached{hint}",
-                    BypassedCacheWarning,
-                    stacklevel=2,
-                )
-            kwargs.setdefault("embed_batch_size", built.base.embed_batch_size)
-            kwargs.setdefault("num_workers", built.base.num_workers)
-            kwargs.setdefault("rate_limiter", built.base.rate_limiter)
+        hint = "" if key is not None else "; set embeddings_cache on the ProtectedEmbedding to cache protected vectors"
+        _inherit(built.base, kwargs, cache_hint=hint)
         kwargs.setdefault("model_name", f"textcrafter:{built.protector.encoder.model_id}")
         super().__init__(**kwargs)
         self._base = built.base
@@ -176,3 +186,122 @@ class ProtectedEmbedding(VectorFreeEmbedding):
     @without_span  # a span around it would hand its result, the vectors, to span handlers
     async def _aget_query_embedding(self, query: str) -> Embedding:
         return (await self._protector.aembed_query(query)).tolist()
+
+
+class SealedEmbedding(VectorFreeEmbedding):
+    """The plain encoder for two-stage sealed search: clean vectors, reported to no handler.
+
+    Two-stage search (``sealed_storage_context(..., fetch_k=...)``, :class:`SealedVectorStore`
+    with ``fetch_k``) needs the index to embed with the plain encoder: the store seals each clean
+    vector and sends the backend only a heavily protected candidate. But a plain LlamaIndex model
+    hands every vector it makes, beside its text, to every instrumentation event handler
+    (``EmbeddingEndEvent``), callback handler (``EventPayload.EMBEDDINGS``) and span handler (the
+    span results of ``get_*_embedding*``) -- the clean document and query vectors that the sealed
+    store exists to keep, shipped by tracing integrations to third parties. This wrapper returns the
+    same vectors, calls the base only through its span-free private methods, and reports texts
+    without vectors (:class:`~.instrumentation.VectorFreeEmbedding`); ``report_vectors=True`` opts
+    in to LlamaIndex's full events, clean vectors included.
+
+    It protects nothing itself (the sealed store does): it takes no protection options, and refuses
+    an ``embeddings_cache``, which would keep the clean vectors in plain text. The vectors it
+    releases are remembered as keyed digests (:data:`~.instrumentation.SILENT_VECTORS`), so a
+    two-stage store can warn (:class:`~.instrumentation.ReportedVectorsWarning`) when it is given
+    vectors that a plain model made -- and so already reported.
+
+    Example:
+        >>> ctx = sealed_storage_context(vector_store=qdrant_store, key=KEY, fetch_k=200)
+        >>> index = VectorStoreIndex(nodes, storage_context=ctx, embed_model=SealedEmbedding(base=encoder))
+
+    Args:
+        base: The plain encoder: a LlamaIndex ``BaseEmbedding`` (its query path is kept, for models
+            that embed queries differently), a sentence-transformers model, a
+            :class:`textcrafter_rag.Encoder` or a callable ``list[str] -> array``. ``None`` uses the
+            bundled offline all-MiniLM-L6-v2.
+        report_vectors: Put the clean vectors in LlamaIndex's events, callback payloads and span
+            results (default ``False``).
+        **kwargs: ``BaseEmbedding`` fields (``embed_batch_size``, ``callback_manager``, ...). For a
+            LlamaIndex base, ``embed_batch_size``, ``num_workers`` and ``rate_limiter`` default to the base's.
+
+    Raises:
+        textcrafter_rag.errors.InvalidInputError: A protection option (``mechanism``, ``key``, ...) or
+            an ``embeddings_cache`` was given.
+    """
+
+    _documents: Encoder = PrivateAttr()
+    _queries: Encoder = PrivateAttr()
+    _init_args: dict[str, Any] = PrivateAttr()
+
+    def __init__(self, *, base: Any = None, **kwargs: Any) -> None:
+        overrides, kwargs = ProtectionOptions.split(kwargs)
+        if overrides:
+            raise InvalidInputError(
+                f"SealedEmbedding does not protect vectors (the sealed store does); drop {', '.join(sorted(overrides))}"
+            )
+        if kwargs.get("embeddings_cache") is not None:
+            raise InvalidInputError("SealedEmbedding takes no embeddings_cache: it would keep the clean vectors")
+        init_args = dict(base=base, **kwargs)
+        if base is None:
+            base = bundled_minilm()
+        if isinstance(base, BaseEmbedding):
+            documents, queries = span_free_encoders(base)
+        else:
+            documents = queries = as_encoder(base)
+        _inherit(base, kwargs, cache_hint="")
+        kwargs.setdefault("model_name", f"sealed:{documents.model_id}")
+        super().__init__(**kwargs)
+        self._documents = documents
+        self._queries = queries
+        self._init_args = init_args
+
+    def __reduce__(self) -> Any:
+        return (functools.partial(type(self), **self._init_args), ())
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "TextCrafterSealedEmbedding"
+
+    @staticmethod
+    def _released(vectors: Any) -> list[Embedding]:
+        out = vectors.tolist()
+        SILENT_VECTORS.add(out)
+        return out
+
+    @without_span  # a span around it would hand its result, the vectors, to span handlers
+    def _get_text_embedding(self, text: str) -> Embedding:
+        return self._released(self._documents.encode([text]))[0]
+
+    @without_span  # a span around it would hand its result, the vectors, to span handlers
+    def _get_text_embeddings(self, texts: list[str]) -> list[Embedding]:
+        return self._released(self._documents.encode(texts))
+
+    @without_span  # a span around it would hand its result, the vectors, to span handlers
+    async def _aget_text_embedding(self, text: str) -> Embedding:
+        return self._released(await self._documents.aencode([text]))[0]
+
+    @without_span  # a span around it would hand its result, the vectors, to span handlers
+    async def _aget_text_embeddings(self, texts: list[str]) -> list[Embedding]:
+        return self._released(await self._documents.aencode(texts))
+
+    @without_span  # a span around it would hand its result, the vectors, to span handlers
+    def _get_query_embedding(self, query: str) -> Embedding:
+        return self._released(self._queries.encode([query]))[0]
+
+    @without_span  # a span around it would hand its result, the vectors, to span handlers
+    async def _aget_query_embedding(self, query: str) -> Embedding:
+        return self._released(await self._queries.aencode([query]))[0]
+
+    def get_agg_embedding_from_queries(
+        self, queries: list[str], agg_fn: Callable[..., Embedding] | None = None
+    ) -> Embedding:
+        """LlamaIndex's aggregate of the query vectors (the retrievers' path), remembered as released too."""
+        vector = super().get_agg_embedding_from_queries(queries, agg_fn)
+        SILENT_VECTORS.add([vector])
+        return vector
+
+    async def aget_agg_embedding_from_queries(
+        self, queries: list[str], agg_fn: Callable[..., Embedding] | None = None
+    ) -> Embedding:
+        """Async :meth:`get_agg_embedding_from_queries`."""
+        vector = await super().aget_agg_embedding_from_queries(queries, agg_fn)
+        SILENT_VECTORS.add([vector])
+        return vector

@@ -12,15 +12,25 @@ LlamaIndex's own methods, vectors and spans included.
 
 What it cannot reach: spans of the caller's own components (an ``IngestionPipeline`` run returns
 nodes that hold their embeddings), and handlers that read nodes after embedding.
+
+:data:`SILENT_VECTORS` remembers (as keyed digests) the clean vectors ``SealedEmbedding`` released, so a store that
+must receive vectors no handler saw -- the clean vectors of two-stage search -- can tell a plain
+LlamaIndex model's vectors, which were reported beside their texts, from those (:func:`warn_unless_silent`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import os
+import threading
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+import warnings
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
+import numpy as np
 from llama_index.core.async_utils import run_jobs
 from llama_index.core.base.embeddings.base import BaseEmbedding, Embedding
 from llama_index.core.bridge.pydantic import Field
@@ -29,11 +39,102 @@ from llama_index.core.instrumentation import DISPATCHER_SPAN_DECORATED_ATTR, get
 from llama_index.core.instrumentation.events.embedding import EmbeddingEndEvent, EmbeddingStartEvent
 from llama_index.core.schema import BaseNode, MetadataMode
 
-__all__ = ["VectorFreeEmbedding", "without_span"]
+__all__ = [
+    "SILENT_VECTORS",
+    "ReportedVectorsWarning",
+    "SilentVectors",
+    "VectorFreeEmbedding",
+    "warn_unless_silent",
+    "without_span",
+]
 
 dispatcher = get_dispatcher(__name__)
 _F = TypeVar("_F", bound=Callable[..., Any])
 _CACHE = "embeddings"  # LlamaIndex's collection name in embeddings_cache
+
+
+class ReportedVectorsWarning(UserWarning):
+    """Vectors reached a store that must get only unreported ones, from no ``SealedEmbedding`` of this process.
+
+    A plain LlamaIndex embedding model hands every vector it makes, beside its text, to every
+    instrumentation event handler, callback handler and span handler (tracing integrations ship them
+    to third parties). Turn it into an error with ``warnings.simplefilter("error", ReportedVectorsWarning)``.
+    """
+
+
+class SilentVectors:
+    """Keyed digests of the last ``capacity`` clean vectors that ``SealedEmbedding`` models released unreported.
+
+    A digest is a process-secret keyed BLAKE2b of the vector's float64 bytes, 8 bytes as an int: it
+    tells whether a vector was released unreported and reveals nothing about it. The oldest digests
+    are dropped first, so only vectors that reach the store long after they were made (more than
+    ``capacity`` vectors later, or made in another process) are not recognised.
+
+    Args:
+        capacity: How many digests to keep (about 70 bytes each).
+    """
+
+    def __init__(self, capacity: int = 1 << 16) -> None:
+        self._key = os.urandom(16)
+        self._capacity = capacity
+        self._order: deque[int] = deque()
+        self._seen: set[int] = set()
+        self._lock = threading.Lock()
+
+    def _digest(self, vector: Any) -> int:
+        data = np.asarray(vector, dtype=np.float64).tobytes()
+        return int.from_bytes(hashlib.blake2b(data, key=self._key, digest_size=8).digest(), "little")
+
+    def add(self, vectors: Iterable[Any]) -> None:
+        """Remember ``vectors`` as released by a model that reports no vectors unless told to."""
+        digests = [self._digest(v) for v in vectors]
+        with self._lock:
+            for d in digests:
+                if d in self._seen:
+                    continue
+                self._seen.add(d)
+                self._order.append(d)
+                if len(self._order) > self._capacity:
+                    self._seen.discard(self._order.popleft())
+
+    def unknown(self, vectors: Iterable[Any]) -> int:
+        """How many of ``vectors`` were not released by such a model (recently, in this process)."""
+        digests = [self._digest(v) for v in vectors]
+        with self._lock:
+            return sum(d not in self._seen for d in digests)
+
+
+#: The clean vectors that ``SealedEmbedding`` models of this process released (see :class:`SilentVectors`).
+SILENT_VECTORS = SilentVectors()
+
+
+def warn_unless_silent(vectors: Sequence[Any], *, what: str, stacklevel: int = 2) -> int:
+    """Warn (:class:`ReportedVectorsWarning`) if some of ``vectors`` came from no ``SealedEmbedding``.
+
+    For stores that must get only vectors no handler saw (two-stage search's clean vectors): it
+    cannot stop a plain model's report, which happened before the store is called, but makes it
+    loud instead of silent. Vectors made by the caller's own code, or in another process, are not
+    recognised either; the warning says so.
+
+    Args:
+        vectors: The vectors the store received.
+        what: What they are, for the message (e.g. ``"node embeddings"``); never a value.
+        stacklevel: As for :func:`warnings.warn`, counted from the caller.
+
+    Returns:
+        How many were not recognised.
+    """
+    unknown = SILENT_VECTORS.unknown(vectors)
+    if unknown:
+        warnings.warn(
+            f"{unknown} of {len(vectors)} {what} came from no SealedEmbedding of this process: a plain "
+            "LlamaIndex embedding model reports every vector beside its text to every instrumentation, "
+            "callback and span handler; wrap it: embed_model=SealedEmbedding(base=...) "
+            "(vectors your own code made are not recognised: filter ReportedVectorsWarning then)",
+            ReportedVectorsWarning,
+            stacklevel=stacklevel + 1,
+        )
+    return unknown
 
 
 def without_span(fn: _F) -> _F:

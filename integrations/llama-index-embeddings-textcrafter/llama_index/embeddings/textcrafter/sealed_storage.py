@@ -178,7 +178,10 @@ def sealed_storage_context(
         context: Tenant or collection name mixed into the key.
         persist_dir: Load the docstore and index store that ``storage_context.persist(persist_dir)``
             wrote (the vector store is loaded by the caller, e.g. ``FaissVectorStore.from_persist_dir``).
-        fetch_k: Two-stage search (see :class:`SealedVectorStore`); embed with the plain encoder then.
+        fetch_k: Two-stage search (see :class:`SealedVectorStore`); the index then embeds with the plain
+            encoder wrapped in :class:`~.base.SealedEmbedding` (``embed_model=SealedEmbedding(base=encoder)``):
+            the same clean vectors, but none of them handed to LlamaIndex's event, callback or span
+            handlers, as a plain LlamaIndex model hands every one of them, beside its text.
 
     Raises:
         FileNotFoundError: ``persist_dir`` holds no docstore or index store.
