@@ -36,6 +36,8 @@ INFRASTRUCTURE = {
     "textcrafter_rag.sealing",
     "textcrafter_rag.sealed_records",
     "textcrafter_rag.two_stage",
+    "textcrafter_rag.app_index",
+    "textcrafter_rag.sealed_search",
     "textcrafter_rag.keyed",
     "textcrafter_rag.batches",
     "textcrafter_rag.vectorfiles",

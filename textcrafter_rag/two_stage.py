@@ -32,23 +32,23 @@ import binascii
 import hashlib
 import hmac
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from .errors import InvalidInputError
-from .keyed import keyed_normals
+from .errors import InvalidInputError, InvalidTypeError, NotPicklableError
+from .keyed import KeyedRotation, keyed_normals
 from .numerics import row_norms, unit_rows
 from .sealed_records import canonical_record_id
-from .sealing import Sealer, SealError, SecretKey
-from .validation import check_vectors
+from .sealing import KeyHolder, Sealer, SealError, SecretKey
+from .validation import check_store_vectors
 
 __all__ = [
     "DEFAULT_DOC_STRENGTH",
     "DEFAULT_FETCH_K",
     "DEFAULT_QUERY_STRENGTH",
+    "NOISE_ALGORITHM",
     "VECTOR_FIELD",
     "VECTOR_KEY",
     "TwoStage",
@@ -77,6 +77,8 @@ VECTOR_FIELD = "vector"
 #: How a clean vector is packed before it is sealed: the prefix of each format.
 _PACKS = {"int8": "i8:", "float16": "f16:"}
 _MAX_FETCH_K = 100_000
+#: Prefix of the rotation's tenant: the candidate rotation never equals a keyed ProtectedEmbeddings' one.
+_ROTATION_TENANT = "\x00two-stage\x00"
 
 
 @dataclass(frozen=True)
@@ -183,25 +185,55 @@ def rerank(query: np.ndarray, candidates: np.ndarray, k: int) -> tuple[np.ndarra
     return order, scores[order]
 
 
-class TwoStage:
-    """Keyed candidate vectors and sealed clean vectors for one key and tenant.
+#: Quantization step of the unit clean vector the noise is keyed by, relative to a typical component
+#: (``1 / sqrt(D)``): coarse enough that the same vector (the same text re-added, a trailing space, a case
+#: variant, a rekeyed copy) always gets the same noise, fine enough that distinct texts never share one.
+_NOISE_GRID = 0.25
+#: The version of the construction below; bound into every subkey so a change never reuses a draw.
+NOISE_ALGORITHM = "two-stage-noise-v2"
+
+
+def _noise_item(unit: np.ndarray) -> bytes:
+    """What a vector's noise is keyed by: its unit direction, quantized (``_NOISE_GRID``), as bytes."""
+    step = _NOISE_GRID / math.sqrt(unit.shape[-1])
+    return np.round(np.asarray(unit, dtype=np.float64) / step).astype("<i4").tobytes()
+
+
+class TwoStage(KeyHolder):  # refuses pickling and __getstate__ (the key); copies are itself
+    """Candidate vectors (rotated, noised, unit) and sealed clean vectors for one key and tenant.
+
+    What the store receives for a clean vector ``x`` is ``Q unit(unit(x) + r u)``:
+
+    * ``u`` is a unit direction from a keyed PRF (AES-256-CTR under an HKDF subkey) of ``unit(x)``
+      quantized, so every way one vector can reach the store again (the text re-added without ids, under
+      new ids, with a trailing space, rekeyed with :meth:`copy_to <langchain_textcrafter.SealedVectorStore>`,
+      or the same query in another tenant) releases the *same* candidate: ``n`` copies are worth one.
+      The subkey depends on the key only, not on the tenant, so tenants that share a key share draws;
+    * ``Q`` is the tenant's secret Haar rotation (:mod:`textcrafter_rag.keyed`, its own subkey): without
+      the key, a guess embedded with the public encoder cannot be compared with a candidate;
+    * the result is a unit vector: the clean norm (which follows text length for some encoders) never
+      reaches the store.
+
+    The clean vector is sealed as its unit direction (int8, one scale), bound to the record id.
 
     Args:
-        key: The store's secret (``textcrafter keygen``), also used for sealing; the noise has its
-            own HKDF subkey, so the two never share key material.
+        key: The store's secret (``textcrafter keygen``), also used for sealing; noise and rotation have
+            their own HKDF subkeys, so nothing shares key material.
         context: The tenant or collection name, as given to the sealed store.
         search: The options (fetch_k and the two strengths).
 
     Instances hold key material and refuse to be pickled.
     """
 
-    __slots__ = ("_noise_key", "_sealer", "_search")
+    __slots__ = ("_context", "_noise_key", "_sealer", "_search", "_secret")
 
     def __init__(self, key: bytes | str | SecretKey, *, context: str = "", search: TwoStageSearch) -> None:
         if not isinstance(search, TwoStageSearch):
-            raise TypeError(f"search must be a TwoStageSearch, got {type(search).__name__}")
+            raise InvalidTypeError(f"search must be a TwoStageSearch, got {type(search).__name__}")
         secret = SecretKey(key)
-        self._noise_key = secret.subkey("two-stage-noise", context=context)
+        self._secret = secret
+        self._context = context
+        self._noise_key = secret.subkey(NOISE_ALGORITHM)
         self._sealer = Sealer(secret, context=context)
         self._search = search
 
@@ -210,42 +242,38 @@ class TwoStage:
         """The options."""
         return self._search
 
-    def _directions(self, label: bytes, items: Sequence[bytes], dim: int) -> np.ndarray:
-        out = np.empty((len(items), dim), dtype=np.float64)
-        for i, item in enumerate(items):
-            subkey = hmac.new(self._noise_key, label + b"\x00" + item, hashlib.sha256).digest()
-            out[i] = keyed_normals(subkey, dim, dim)
-        return out
+    def rotation(self, dim: int) -> KeyedRotation:
+        """The tenant's secret rotation of the candidate and query vectors (cached per process)."""
+        return KeyedRotation(self._secret, tenant=_ROTATION_TENANT + self._context, dim=dim)
 
-    def protect_documents(
-        self, clean: Any, *, record_ids: Sequence[Any], texts: Sequence[str], name: str = "document vectors"
-    ) -> np.ndarray:
-        """The candidate vectors the store receives for these records (same record and text: same vector).
+    def _release(self, label: bytes, clean: np.ndarray, strength: float, name: str) -> np.ndarray:
+        unit = unit_rows(np.asarray(clean, dtype=np.float64))
+        if strength > 0:
+            directions = np.empty_like(unit)
+            for i, row in enumerate(unit):
+                subkey = hmac.new(self._noise_key, label + b"\x00" + _noise_item(row), hashlib.sha256).digest()
+                directions[i] = keyed_normals(subkey, unit.shape[1], unit.shape[1])
+            unit = unit_rows(unit + strength * unit_rows(directions))
+        return self.rotation(unit.shape[1]).apply(unit.astype(np.float32), name=name)
+
+    def protect_documents(self, clean: Any, *, name: str = "document vectors") -> np.ndarray:
+        """The candidate vectors the store receives for these clean vectors (the same vector: the same release).
 
         Raises:
-            ValueError: ``clean`` is not a finite 2-D float batch, or the lengths differ.
+            InvalidTypeError, InvalidInputError, ProtectionError: see :func:`check_store_vectors`.
         """
-        x = check_vectors(clean, name=name)
-        if not len(record_ids) == len(texts) == len(x):
-            raise InvalidInputError(f"got {len(x)} vectors, {len(record_ids)} record ids and {len(texts)} texts")
-        items = [
-            canonical_record_id(rid).encode("utf-8") + b"\x00" + hashlib.sha256(t.encode("utf-8")).digest()
-            for rid, t in zip(record_ids, texts, strict=True)
-        ]
-        return noise_to_norm(x, self._directions(b"document", items, x.shape[1]), self._search.doc_strength)
+        x = check_store_vectors(clean, name=name)
+        return self._release(b"document", x, self._search.doc_strength, name)
 
-    def protect_query(self, clean: Any, *, text: str | None = None) -> np.ndarray:
-        """The query vector the store receives (one row); the same query is always sent the same way."""
-        x = check_vectors(np.asarray(clean, dtype=np.float32).reshape(1, -1), name="query vector")
-        if self._search.query_strength == 0:
-            return x
-        item = text.encode("utf-8") if text is not None else b"vector\x00" + x.astype("<f4").tobytes()
-        directions = self._directions(b"query", [hashlib.sha256(item).digest()], x.shape[1])
-        return noise_to_norm(x, directions, self._search.query_strength)
+    def protect_query(self, clean: Any, *, name: str = "query vector") -> np.ndarray:
+        """The query vector the store receives (one row); the same vector is always sent the same way."""
+        x = check_store_vectors(np.asarray(clean).reshape(1, -1) if not isinstance(clean, str) else clean, name=name)
+        return self._release(b"query", x, self._search.query_strength, name)
 
     def seal_vector(self, clean: np.ndarray, *, record_id: Any) -> str:
-        """The clean vector, packed and sealed, bound to ``record_id`` (stored under :data:`VECTOR_KEY`)."""
-        return self._sealer.seal(pack_vector(clean), record_id=canonical_record_id(record_id), field=VECTOR_FIELD)
+        """The clean vector's direction, packed and sealed, bound to ``record_id`` (stored under :data:`VECTOR_KEY`)."""
+        unit = unit_rows(np.asarray(clean, dtype=np.float64).reshape(1, -1))[0]
+        return self._sealer.seal(pack_vector(unit), record_id=canonical_record_id(record_id), field=VECTOR_FIELD)
 
     def open_vector(self, token: Any, *, record_id: Any) -> np.ndarray:
         """The clean vector sealed in ``token`` for ``record_id``.
@@ -263,23 +291,10 @@ class TwoStage:
             self._sealer.open(token if isinstance(token, str) else "", record_id=rid, field=VECTOR_FIELD)
         )
 
-    def rank(self, query: Any, tokens: Sequence[Any], record_ids: Sequence[Any], k: int) -> list[tuple[int, float]]:
-        """Open each candidate's sealed vector and rank by exact cosine with the clean query.
-
-        Returns:
-            ``(candidate index, cosine)`` of the best ``k``, best first.
-
-        Raises:
-            SealError: A candidate's vector does not open (moved, edited, wrong key, or missing).
-        """
-        if not tokens:
-            return []
-        vectors = np.stack([self.open_vector(t, record_id=r) for t, r in zip(tokens, record_ids, strict=True)])
-        order, scores = rerank(np.asarray(query, dtype=np.float32).reshape(-1), vectors, k)
-        return [(int(i), float(s)) for i, s in zip(order, scores, strict=True)]
-
     def __repr__(self) -> str:
         return f"TwoStage(search={self._search!r}, key=<redacted>)"
 
     def __reduce__(self) -> Any:
-        raise TypeError("a TwoStage holds key material and is not picklable: build it from the key in each process")
+        raise NotPicklableError(
+            "a TwoStage holds key material and is not picklable: build it from the key in each process"
+        )

@@ -14,7 +14,14 @@ import numpy as np
 
 from .errors import InvalidInputError, InvalidTypeError, ProtectionError
 
-__all__ = ["check_vectors", "check_texts", "check_text", "check_positive", "check_released"]
+__all__ = [
+    "check_vectors",
+    "check_store_vectors",
+    "check_texts",
+    "check_text",
+    "check_positive",
+    "check_released",
+]
 
 _FLOAT_KINDS = ("f",)
 
@@ -93,6 +100,59 @@ def check_vectors(
         if zero.any():
             bad = np.flatnonzero(zero)
             raise InvalidInputError(f"{name} has {bad.size} all-zero row(s), first at row {int(bad[0])}")
+    return out
+
+
+#: Row norms a sealed store accepts: far outside every encoder's range, inside what float32 directions can carry.
+STORE_NORM_RANGE = (1e-30, 1e30)
+
+
+def check_store_vectors(x: Any, *, dim: int | None = None, name: str = "embeddings") -> np.ndarray:
+    """Validate vectors on their way to a sealed store, once, for every store path (add, query, by vector).
+
+    An encoder's output (lists of numbers, integers included) is accepted; strings and other objects are
+    refused by type, never echoed (an encoder that returns its input would put it in the message). On top
+    of :func:`check_vectors`, each row's norm must lie in :data:`STORE_NORM_RANGE`: a 3e38 row overflows
+    a float32 direction, a 1e-44 row is subnormal and packs to zeros, and either would reach the store as a
+    vector that silently breaks every later search.
+
+    Returns:
+        A float32 copy of shape ``(n, D)``.
+
+    Raises:
+        InvalidTypeError: Not a numeric 2-D batch (a string, ragged rows, objects).
+        InvalidInputError: Wrong shape or dimension, empty, NaN/Inf or all-zero rows.
+        ProtectionError: A row whose norm is outside :data:`STORE_NORM_RANGE` (named by index).
+    """
+    if isinstance(x, np.ndarray) and x.dtype.kind in "USO":
+        raise InvalidTypeError(f"{name} must be numbers, got {_dtype_name(x.dtype)} values")
+    if not isinstance(x, np.ndarray):
+        try:
+            x = np.asarray(x)
+        except Exception:
+            raise InvalidTypeError(
+                f"{name} could not be read as a 2-D float array (ragged or non-numeric rows)"
+            ) from None
+        if x.dtype.kind in "USOb":
+            raise InvalidTypeError(f"{name} must be numbers, got {_dtype_name(x.dtype)} values")
+    if x.dtype.kind == "f" and x.dtype.itemsize > 4:
+        with np.errstate(over="ignore"):
+            norms64 = np.sqrt(np.einsum("ij,ij->i", x.astype(np.float64), x.astype(np.float64)))
+    else:
+        norms64 = None
+    out = check_vectors(x, dim=dim, name=name, cast_numbers=True)
+    norms = (
+        norms64
+        if norms64 is not None
+        else np.sqrt(np.einsum("ij,ij->i", out.astype(np.float64), out.astype(np.float64)))
+    )
+    low, high = STORE_NORM_RANGE
+    bad = np.flatnonzero(~((norms >= low) & (norms <= high)))
+    if bad.size:
+        raise ProtectionError(
+            f"{name}: {bad.size} row(s) have a norm outside [{low:g}, {high:g}], first at row {int(bad[0])}: "
+            "rescale the encoder's output; nothing was stored or sent"
+        )
     return out
 
 

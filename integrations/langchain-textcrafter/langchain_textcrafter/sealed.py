@@ -8,9 +8,15 @@ the way out. The sealed store builds the wrapped store itself, from a function y
 it embeddings (:mod:`.sealed_embeddings`) that answer for each sealed text with the vector of its
 plaintext; so retrieval works as on an unwrapped store and nothing patches the store you built.
 
-**Two-stage search** (the default; ``fetch_k=None`` turns it off; :mod:`textcrafter_rag.two_stage`): the
-store receives heavily noised candidate vectors and protected queries, the clean vectors travel sealed in
-the payload, and every search opens ``fetch_k`` candidates and ranks them by exact cosine in your process.
+**Sealed search** (:mod:`textcrafter_rag.sealed_search`; the clean vectors travel sealed in the payload and
+every search ranks the opened records by exact cosine in your process), in one of two modes:
+
+* candidates (the default, ``fetch_k=200``): the store ranks rotated, heavily noised candidate vectors with
+  a protected query and returns ``fetch_k`` records;
+* app-side index (``search=AppIndexSearch(index_path=...)``): the store holds a keyed random vector per
+  record and ranks nothing; your process scans its compressed index and fetches ``open_k`` records by id.
+
+``fetch_k=None`` (or ``search=None``) is single-stage: the store ranks the vectors of ``embedding``.
 
 Plain by design: the vectors the store receives (protect them with :class:`ProtectedEmbeddings` or
 two-stage search), the ids, the metadata fields not in ``sealed_metadata`` (filterable) and the reserved
@@ -27,20 +33,34 @@ import numpy as np
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
-from langchain_core.vectorstores.utils import maximal_marginal_relevance
 
-from textcrafter_rag.errors import InvalidInputError, InvalidTypeError
-from textcrafter_rag.sealed_records import RecordSealer, new_record_id
+from textcrafter_rag.app_index import AppIndexSearch
+from textcrafter_rag.errors import InvalidInputError, InvalidTypeError, NotPicklableError
+from textcrafter_rag.sealed_records import ID_FIELD, RecordSealer, new_record_id
+from textcrafter_rag.sealed_search import (
+    MARKER_KEY,
+    MODE_KEY,
+    SealedSearch,
+    SearchOptions,
+    check_marker_mode,
+    single_stage_marker_id,
+)
 from textcrafter_rag.sealing import SecretKey
-from textcrafter_rag.two_stage import DEFAULT_FETCH_K, VECTOR_KEY, TwoStage, TwoStageSearch, rerank
+from textcrafter_rag.two_stage import DEFAULT_FETCH_K, VECTOR_KEY, TwoStageSearch
+from textcrafter_rag.validation import check_store_vectors
 
-from .candidate_search import CandidateSearch
+from ._reading import SealedReading
+from .clean_vectors import CleanVectors
 from .sealed_embeddings import SealedTextEmbeddings
 
 __all__ = ["STORE_ID_FIELD", "SealedVectorStore"]
 
 #: Where stores that leave ``Document.id`` empty put the point id of a hit (``langchain_qdrant``).
 STORE_ID_FIELD = "_id"
+#: ``search=`` left out: the mode ``fetch_k`` names (candidates by default).
+_FROM_FETCH_K: Any = object()
+#: Plain fields the sealed store adds to each record; removed before a record is opened.
+_RESERVED = (VECTOR_KEY, MODE_KEY, MARKER_KEY)
 
 
 def _store_id_field(store: VectorStore) -> str:
@@ -49,19 +69,24 @@ def _store_id_field(store: VectorStore) -> str:
     return primary if isinstance(primary, str) and primary else STORE_ID_FIELD
 
 
+def _has_get_by_ids(store: VectorStore) -> bool:
+    return type(store).get_by_ids is not VectorStore.get_by_ids
+
+
 #: What builds the wrapped store: called once with the embeddings it must be built with.
 StoreFactory = Callable[[Embeddings], VectorStore]
 
 
-class SealedVectorStore(VectorStore):
+class SealedVectorStore(SealedReading):
     """A LangChain ``VectorStore`` that stores only sealed texts (and sealed named metadata).
 
     Example:
         >>> store = SealedVectorStore(InMemoryVectorStore, embedding=OpenAIEmbeddings(), key=KEY,
-        ...                           sealed_metadata=("author",))                # two-stage search
+        ...                           sealed_metadata=("author",))                # candidate search
         >>> store.as_retriever().invoke("who moved to Leeds?")      # decrypted documents
         >>> SealedVectorStore(lambda e: QdrantVectorStore(client=client, collection_name="docs", embedding=e),
-        ...                   embedding=ProtectedEmbeddings(base=OpenAIEmbeddings()), key=KEY, fetch_k=None)
+        ...                   embedding=OpenAIEmbeddings(), key=KEY,
+        ...                   search=AppIndexSearch(index_path="docs.tcidx"))    # the store ranks nothing
 
     Args:
         store: A function that builds the store to hold the records from the embeddings it is given
@@ -70,28 +95,34 @@ class SealedVectorStore(VectorStore):
             answer for sealed texts with their plaintext's vector). Or the :attr:`store` of another
             sealed store, to open the same records under another key or context.
         embedding: The user's embeddings: documents and queries are embedded with it, in this process.
-        key: 32 bytes or their URL-safe base64 string, as printed by ``textcrafter keygen``. Never
-            stored in a repr, error or log.
+        key: 32 bytes or their URL-safe base64 string, as printed by ``textcrafter keygen`` (or a
+            :class:`~textcrafter_rag.sealing.SecretKey`). Parsed once; never in a repr, error or log.
         sealed_metadata: Metadata fields to encrypt; the others stay plain and filterable.
         context: Tenant or collection name mixed into the key: documents sealed under one context
             do not open under another.
-        fetch_k: Two-stage search: candidates fetched per query (an int, default 200, with the default
-            candidate and query strengths), or a :class:`~textcrafter_rag.two_stage.TwoStageSearch`.
-            ``None``: single-stage, the store ranks with the vectors of ``embedding`` (protect them).
+        fetch_k: Candidate search: candidates fetched per query (an int, default 200, with the default
+            strengths), or a :class:`~textcrafter_rag.two_stage.TwoStageSearch`. ``None``: single-stage,
+            the store ranks with the vectors of ``embedding`` (protect them).
+        search: The search mode's options, instead of ``fetch_k``: a ``TwoStageSearch`` (candidates), an
+            :class:`~textcrafter_rag.app_index.AppIndexSearch` (the app-side index; needs a store with
+            ``get_by_ids``), or ``None`` (single-stage).
+        strict: Raise on a hit that does not open instead of skipping and counting it (:attr:`skipped`).
 
     Raises:
         TypeError: ``store`` is neither a factory nor a sealed store's store, the factory's store does
             not keep the embeddings it was given, or ``sealed_metadata`` is a string.
+        ValueError: Both ``fetch_k`` and ``search``, or the app-side index on a store without ``get_by_ids``.
         textcrafter_rag.sealing.InvalidKeyError: The key is not 32 bytes or their base64 string.
 
     Every hit is opened with the id the store returns (``Document.id``, else ``langchain_qdrant``'s
     ``_id`` or ``langchain_milvus``'s primary-key field), checked against the plain ``_tc_id`` field,
-    so values copied to another record do not open. A value that does not open (wrong key or context,
-    edited, moved) raises :class:`~textcrafter_rag.sealing.SealError`; ciphertext is never returned as
-    text. Other methods of the wrapped store (``FAISS.save_local``) are reached through :attr:`store`.
+    so values copied to another record do not open. In sealed search a hit that does not open is skipped
+    and counted (``strict=True`` raises :class:`~textcrafter_rag.sealing.SealError`); ciphertext is never
+    returned as text. Other methods of the wrapped store (``FAISS.save_local``) are reached through :attr:`store`.
 
-    In two-stage search scores are the exact cosine similarity of the clean vectors (higher is closer),
-    for every search; ``k`` may not exceed ``fetch_k``. The store never receives a clean vector.
+    In sealed search scores are the exact cosine similarity of the clean vectors (higher is closer),
+    for every search; ``k`` may not exceed ``fetch_k`` (``open_k``). The store never receives a clean vector.
+    A store written in one mode refuses to be opened in another (a marker record holds the mode).
     """
 
     def __init__(
@@ -103,9 +134,19 @@ class SealedVectorStore(VectorStore):
         sealed_metadata: Sequence[str] = (),
         context: str = "",
         fetch_k: int | TwoStageSearch | None = DEFAULT_FETCH_K,
+        search: SearchOptions | None = _FROM_FETCH_K,
+        strict: bool = False,
     ) -> None:
-        self._records = RecordSealer(key, sealed_metadata=sealed_metadata, context=context)
-        search = TwoStageSearch.of(fetch_k)
+        secret = SecretKey(key)
+        self._records = RecordSealer(secret, sealed_metadata=sealed_metadata, context=context)
+        if search is _FROM_FETCH_K:
+            search = TwoStageSearch.of(fetch_k)
+        elif fetch_k != DEFAULT_FETCH_K:
+            raise InvalidInputError("give either fetch_k= or search=, not both")
+        if search is not None and not isinstance(search, (TwoStageSearch, AppIndexSearch)):
+            raise InvalidTypeError(
+                f"search must be a TwoStageSearch, an AppIndexSearch or None, got {type(search).__name__}"
+            )
         adopted = store.embeddings if isinstance(store, VectorStore) else None
         if isinstance(store, VectorStore):
             if not isinstance(adopted, SealedTextEmbeddings):
@@ -123,22 +164,26 @@ class SealedVectorStore(VectorStore):
         if not isinstance(embedding, Embeddings):
             raise InvalidTypeError(f"embedding must be LangChain Embeddings, got {type(embedding).__name__}")
         self._embedding: Embeddings = embedding
-        self._search = (
-            CandidateSearch(TwoStage(key, context=context, search=search), embedding) if search is not None else None
-        )
+        self._clean = CleanVectors(embedding)
+        self._search = SealedSearch(secret, context=context, options=search, strict=strict) if search else None
+        self._marker_id = single_stage_marker_id(secret, context=context)
+        self._marker_checked = False
         if isinstance(adopted, SealedTextEmbeddings):
             shim, inner = adopted, store
         else:
-            if self._search is not None:
-                shim = SealedTextEmbeddings(embedding, query=self._search.store_query, aquery=self._search.astore_query)
-            else:
-                shim = SealedTextEmbeddings(embedding)
+            query = self._store_query if self._search is not None else None
+            shim = SealedTextEmbeddings(embedding, query=query, aquery=self._astore_query if query else None)
             inner = store(shim)
             if not isinstance(inner, VectorStore) or inner.embeddings is not shim:
                 raise InvalidTypeError(
                     "the store function must return a LangChain VectorStore built with the embeddings it is given "
                     "(e.g. lambda e: QdrantVectorStore(client=client, collection_name='docs', embedding=e))"
                 )
+        if isinstance(search, AppIndexSearch) and not _has_get_by_ids(inner):
+            raise InvalidInputError(
+                f"the app-side index fetches records by id, and {type(inner).__name__} has no get_by_ids: "
+                "use candidate search (fetch_k=) with this store"
+            )
         self._store = inner
         self._shim = shim
         self._id_field = _store_id_field(inner)
@@ -159,9 +204,20 @@ class SealedVectorStore(VectorStore):
         return self._records.sealed_metadata
 
     @property
+    def search_options(self) -> SearchOptions | None:
+        """The sealed search mode's options, or ``None`` for single-stage search."""
+        return self._search.options if self._search is not None else None
+
+    @property
     def two_stage(self) -> TwoStageSearch | None:
-        """The two-stage search options, or ``None`` for single-stage search."""
-        return self._search.two_stage.search if self._search is not None else None
+        """The candidate search options, or ``None`` (single-stage, or the app-side index)."""
+        options = self.search_options
+        return options if isinstance(options, TwoStageSearch) else None
+
+    @property
+    def skipped(self) -> int:
+        """Hits skipped so far because they did not open (another tenant under this key, edited, no vector)."""
+        return self._search.skipped if self._search is not None else 0
 
     @classmethod
     def from_texts(
@@ -175,6 +231,27 @@ class SealedVectorStore(VectorStore):
         sealed.add_texts(texts, metadatas, ids=ids)
         return sealed
 
+    # -- the mode marker -------------------------------------------------------------------------
+
+    def _marker(self, *, write: bool, dim: int | None = None) -> None:
+        """Refuse a store written in another mode (before anything is sent); mark a new sealed-search store."""
+        if self._marker_checked or not _has_get_by_ids(self._store):
+            return
+        found = self._store.get_by_ids([self._marker_id])
+        mode = self._search.mode if self._search is not None else "single"
+        check_marker_mode(mode, found[0].metadata if found else None)
+        if found or self._search is None:
+            self._marker_checked = True
+            return
+        if not write or dim is None:
+            return
+        fields = {ID_FIELD: self._marker_id, MARKER_KEY: mode, MODE_KEY: mode}
+        marker = Document(id=self._marker_id, page_content=self._search.marker_text(), metadata=fields)
+        vector = self._search.keyed_vectors(["marker"], dim)[0].tolist()
+        with self._shim.registered({marker.page_content: vector}):
+            self._store.add_documents([marker], ids=[self._marker_id])
+        self._marker_checked = True
+
     # -- writing ---------------------------------------------------------------------------------
 
     def _seal(
@@ -184,17 +261,20 @@ class SealedVectorStore(VectorStore):
         if len(given) != len(documents):
             raise InvalidInputError(f"got {len(given)} ids for {len(documents)} documents")
         record_ids = [new_record_id() if i is None or i == "" else i for i in given]
+        extra = (
+            self._search.record_fields(clean, record_ids) if self._search is not None and clean is not None else None
+        )
         sealed = []
-        for doc, rid in zip(documents, record_ids, strict=True):
-            if VECTOR_KEY in (doc.metadata or {}):
-                raise InvalidInputError(f"metadata field {VECTOR_KEY!r} is reserved for the sealed vector")
+        for i, (doc, rid) in enumerate(zip(documents, record_ids, strict=True)):
+            reserved = [k for k in _RESERVED if k in (doc.metadata or {})]
+            if reserved:
+                raise InvalidInputError(f"metadata field {reserved[0]!r} is reserved for the sealed store")
             rec = self._records.seal(doc.page_content, doc.metadata, record_id=rid)
-            sealed.append(
-                Document(id=rid if isinstance(rid, str) else None, page_content=rec.text, metadata=rec.metadata)
-            )
+            metadata = {**rec.metadata, **extra[i]} if extra is not None else rec.metadata
+            sealed.append(Document(id=rid if isinstance(rid, str) else None, page_content=rec.text, metadata=metadata))
         if clean is None or self._search is None:
             return sealed, record_ids, None
-        return sealed, record_ids, self._search.seal(sealed, clean, record_ids, [d.page_content for d in documents])
+        return sealed, record_ids, self._search.store_vectors(clean, record_ids).tolist()
 
     def add_documents(self, documents: list[Document], **kwargs: Any) -> list[str]:
         """Embed the plaintexts (one encoder call), seal texts and named metadata, add them to the wrapped store.
@@ -205,24 +285,34 @@ class SealedVectorStore(VectorStore):
         if not documents:
             return []
         texts = [d.page_content for d in documents]
-        clean = self._search.documents(texts) if self._search is not None else None
-        return self._add(documents, kwargs.pop("ids", None), clean, kwargs)
+        if self._search is None:
+            vectors = check_store_vectors(self._embedding.embed_documents(texts), name="document vectors")
+        else:
+            vectors = self._search.check_vectors(self._clean.documents(texts))
+        return self._add(documents, kwargs.pop("ids", None), vectors, kwargs)
 
     def _add(
-        self, documents: Sequence[Document], ids: Sequence[Any] | None, clean: np.ndarray | None, kwargs: dict
+        self, documents: Sequence[Document], ids: Sequence[Any] | None, vectors: np.ndarray, kwargs: dict
     ) -> list[str]:
-        sealed, record_ids, vectors = self._seal(documents, ids, clean)
-        if vectors is None:
-            vectors = self._embedding.embed_documents([d.page_content for d in documents])
-        with self._shim.registered(dict(zip((d.page_content for d in sealed), vectors, strict=True))):
-            return self._store.add_documents(sealed, ids=record_ids, **kwargs)
+        self._marker(write=True, dim=vectors.shape[1])
+        sealed, record_ids, store_vectors = self._seal(documents, ids, vectors if self._search is not None else None)
+        if store_vectors is None:
+            store_vectors = vectors.tolist()
+        with self._shim.registered(dict(zip((d.page_content for d in sealed), store_vectors, strict=True))):
+            out = self._store.add_documents(sealed, ids=record_ids, **kwargs)
+        if self._search is not None and self._search.mode == "index":
+            self._search.index_add(record_ids, vectors)
+        return out
 
-    def copy_to(self, target: SealedVectorStore, ids: Sequence[Any], **kwargs: Any) -> list[str]:
+    def copy_to(
+        self, target: SealedVectorStore, ids: Sequence[Any], *, delete_source: bool = False, **kwargs: Any
+    ) -> list[str]:
         """Open these records and add them to ``target``: rekeying, a new tenant context, another collection.
 
-        Two-stage to two-stage, no text goes through an encoder: the clean vectors are opened and sealed
-        again under the target's key, with its candidate vectors; otherwise ``target`` embeds the texts.
-        Copy into a new collection and drop the old one after, so nothing is lost if the copy stops.
+        Sealed search to sealed search, no text goes through an encoder: the clean vectors are opened and
+        sealed again under the target's key. **A copy leaves the source in place**: whoever holds both
+        stores holds two releases of each record (under two keys). Pass ``delete_source=True`` (a move:
+        the records are deleted here once ``target`` took them all), or delete the source collection.
 
         Raises:
             SealError: A record does not open under this store's key (nothing is written then).
@@ -234,23 +324,38 @@ class SealedVectorStore(VectorStore):
         opened = [self._open(d) for d in raw]
         record_ids = [d.id for d in opened]
         if self._search is not None and target._search is not None:
-            clean = self._search.open_vectors(raw, self._store_id)
-            return target._add(opened, record_ids, clean, kwargs)
-        return target.add_documents(opened, ids=record_ids, **kwargs)
+            self._search.strict, strict = True, self._search.strict
+            try:
+                vectors = self._search.open_hits(self._hit_fields(raw)).vectors
+            finally:
+                self._search.strict = strict
+            out = target._add(opened, record_ids, target._search.check_vectors(vectors), kwargs)
+        else:
+            out = target.add_documents(opened, ids=record_ids, **kwargs)
+        if delete_source:
+            self.delete(record_ids)
+        return out
 
     async def aadd_documents(self, documents: list[Document], **kwargs: Any) -> list[str]:
         """Async :meth:`add_documents` (the embeddings' native async path, then the store's)."""
         if not documents:
             return []
         texts = [d.page_content for d in documents]
-        if self._search is not None:
-            clean = await self._search.adocuments(texts)
-            sealed, ids, vectors = await asyncio.to_thread(self._seal, documents, kwargs.pop("ids", None), clean)
+        if self._search is None:
+            vectors = check_store_vectors(await self._embedding.aembed_documents(texts), name="document vectors")
         else:
-            sealed, ids, _ = self._seal(documents, kwargs.pop("ids", None), None)
-            vectors = await self._embedding.aembed_documents(texts)
-        with self._shim.registered(dict(zip((d.page_content for d in sealed), vectors, strict=True))):
-            return await self._store.aadd_documents(sealed, ids=ids, **kwargs)
+            vectors = self._search.check_vectors(await self._clean.adocuments(texts))
+        await asyncio.to_thread(self._marker, write=True, dim=vectors.shape[1])
+        sealed, ids, store_vectors = await asyncio.to_thread(
+            self._seal, documents, kwargs.pop("ids", None), vectors if self._search is not None else None
+        )
+        with self._shim.registered(
+            dict(zip((d.page_content for d in sealed), store_vectors or vectors.tolist(), strict=True))
+        ):
+            out = await self._store.aadd_documents(sealed, ids=ids, **kwargs)
+        if self._search is not None and self._search.mode == "index":
+            await asyncio.to_thread(self._search.index_add, ids, vectors)
+        return out
 
     @staticmethod
     def _documents(texts: Iterable[str], metadatas: list[dict] | None) -> list[Document]:
@@ -273,12 +378,29 @@ class SealedVectorStore(VectorStore):
         return await self.aadd_documents(self._documents(texts, metadatas), ids=ids, **kwargs)
 
     def delete(self, ids: list[Any] | None = None, **kwargs: Any) -> bool | None:
-        """Delete from the wrapped store (ids are not sealed)."""
-        return self._store.delete(ids, **kwargs)
+        """Delete from the wrapped store (ids are not sealed), and from the app-side index."""
+        out = self._store.delete(ids, **kwargs)
+        if ids and self._search is not None and self._search.mode == "index":
+            self._search.index_remove(ids)
+        return out
 
     async def adelete(self, ids: list[Any] | None = None, **kwargs: Any) -> bool | None:
         """Async :meth:`delete`."""
-        return await self._store.adelete(ids, **kwargs)
+        out = await self._store.adelete(ids, **kwargs)
+        if ids and self._search is not None and self._search.mode == "index":
+            await asyncio.to_thread(self._search.index_remove, ids)
+        return out
+
+    def save_index(self) -> None:
+        """Write the app-side index to its ``index_path`` now (it is also written after every write).
+
+        Raises:
+            ValueError: The store does not use the app-side index, or has no ``index_path``.
+            textcrafter_rag.app_index.IndexConflictError: Another process wrote the file since.
+        """
+        if self._search is None or self._search.mode != "index":
+            raise InvalidInputError("this store does not use the app-side index (search=AppIndexSearch(...))")
+        self._search.save_index()
 
     # -- opening ---------------------------------------------------------------------------------
 
@@ -286,7 +408,7 @@ class SealedVectorStore(VectorStore):
         return doc.id if doc.id is not None else doc.metadata.get(self._id_field)
 
     def _open(self, doc: Document) -> Document:
-        metadata = {k: v for k, v in doc.metadata.items() if k != VECTOR_KEY}
+        metadata = {k: v for k, v in doc.metadata.items() if k not in _RESERVED}
         rec = self._records.open(doc.page_content, metadata, store_id=self._store_id(doc))
         return Document(id=rec.record_id, page_content=rec.text, metadata=rec.metadata)
 
@@ -297,7 +419,8 @@ class SealedVectorStore(VectorStore):
         return [(self._open(d), s) for d, s in pairs]
 
     def _check(self, kwargs: Mapping[str, Any]) -> None:
-        self._records.check_filter(kwargs.get("filter"))
+        # every filter-like keyword (filter=, Milvus expr=, Chroma where=...), by the rule both adapters share
+        self._records.check_store_kwargs(kwargs)
 
     def get_by_ids(self, ids: Sequence[Any], /) -> list[Document]:
         """The documents with these ids, opened."""
@@ -307,136 +430,6 @@ class SealedVectorStore(VectorStore):
         """Async :meth:`get_by_ids`."""
         return self._opened(await self._store.aget_by_ids(ids))
 
-    # -- two-stage search --------------------------------------------------------------------------
-
-    def _candidates(self) -> CandidateSearch:
-        assert self._search is not None  # two-stage paths only
-        return self._search
-
-    def _ranked(self, query: np.ndarray, hits: list[Document], k: int) -> list[tuple[Document, float]]:
-        if not hits:
-            return []
-        order, scores = rerank(query, self._candidates().open_vectors(hits, self._store_id), k)
-        return [(self._open(hits[i]), s) for i, s in zip(order, scores, strict=True)]
-
-    def _mmr(self, query: np.ndarray, hits: list[Document], k: int, lambda_mult: float) -> list[Document]:
-        if not hits:
-            return []
-        vectors = self._candidates().open_vectors(hits, self._store_id).tolist()
-        return [self._open(hits[i]) for i in maximal_marginal_relevance(query, vectors, lambda_mult=lambda_mult, k=k)]
-
-    # -- reading ---------------------------------------------------------------------------------
-
-    def similarity_search(self, query: str, k: int = 4, **kwargs: Any) -> list[Document]:
-        """Hits for a plaintext query (store-specific ``filter`` etc. pass through), opened."""
-        return [d for d, _ in self.similarity_search_with_score(query, k=k, **kwargs)]
-
-    async def asimilarity_search(self, query: str, k: int = 4, **kwargs: Any) -> list[Document]:
-        """Async :meth:`similarity_search`."""
-        return [d for d, _ in await self.asimilarity_search_with_score(query, k=k, **kwargs)]
-
-    def similarity_search_with_score(self, query: str, k: int = 4, **kwargs: Any) -> list[tuple[Document, float]]:
-        """Hits with scores (the wrapped store's, or the exact cosine in two-stage search), opened."""
-        self._check(kwargs)
-        if self._search is None:
-            return self._opened_scored(self._store.similarity_search_with_score(query, k=k, **kwargs))
-        clean = self._candidates().query(query)
-        return self._ranked(clean, self._candidates().fetch(self._store, clean, k, query, **kwargs), k)
-
-    async def asimilarity_search_with_score(
-        self, query: str, k: int = 4, **kwargs: Any
-    ) -> list[tuple[Document, float]]:
-        """Async :meth:`similarity_search_with_score`."""
-        self._check(kwargs)
-        if self._search is None:
-            return self._opened_scored(await self._store.asimilarity_search_with_score(query, k=k, **kwargs))
-        clean = await self._candidates().aquery(query)
-        hits = await self._candidates().afetch(self._store, clean, k, query, **kwargs)
-        return await asyncio.to_thread(self._ranked, clean, hits, k)
-
-    def similarity_search_with_relevance_scores(
-        self, query: str, k: int = 4, **kwargs: Any
-    ) -> list[tuple[Document, float]]:
-        """Hits with relevance scores (the wrapped store's in [0, 1], or the exact cosine), opened."""
-        self._check(kwargs)
-        if self._search is None:
-            return self._opened_scored(self._store.similarity_search_with_relevance_scores(query, k=k, **kwargs))
-        return super().similarity_search_with_relevance_scores(query, k=k, **kwargs)
-
-    async def asimilarity_search_with_relevance_scores(
-        self, query: str, k: int = 4, **kwargs: Any
-    ) -> list[tuple[Document, float]]:
-        """Async :meth:`similarity_search_with_relevance_scores`."""
-        self._check(kwargs)
-        if self._search is None:
-            return self._opened_scored(await self._store.asimilarity_search_with_relevance_scores(query, k=k, **kwargs))
-        return await super().asimilarity_search_with_relevance_scores(query, k=k, **kwargs)
-
-    def similarity_search_by_vector(self, embedding: list[float], k: int = 4, **kwargs: Any) -> list[Document]:
-        """Hits for a query vector (in two-stage search a clean one: it is protected before the store sees it)."""
-        self._check(kwargs)
-        if self._search is None:
-            return self._opened(self._store.similarity_search_by_vector(embedding, k=k, **kwargs))
-        clean = np.asarray(embedding, dtype=np.float32)
-        return [d for d, _ in self._ranked(clean, self._candidates().fetch(self._store, clean, k, None, **kwargs), k)]
-
-    async def asimilarity_search_by_vector(self, embedding: list[float], k: int = 4, **kwargs: Any) -> list[Document]:
-        """Async :meth:`similarity_search_by_vector`."""
-        self._check(kwargs)
-        if self._search is None:
-            return self._opened(await self._store.asimilarity_search_by_vector(embedding, k=k, **kwargs))
-        clean = np.asarray(embedding, dtype=np.float32)
-        hits = await self._candidates().afetch(self._store, clean, k, None, **kwargs)
-        return [d for d, _ in await asyncio.to_thread(self._ranked, clean, hits, k)]
-
-    def max_marginal_relevance_search(
-        self, query: str, k: int = 4, fetch_k: int = 20, lambda_mult: float = 0.5, **kwargs: Any
-    ) -> list[Document]:
-        """MMR: the wrapped store's, or over the opened candidates' clean vectors (the store's ``fetch_k``)."""
-        self._check(kwargs)
-        if self._search is None:
-            return self._opened(self._store.max_marginal_relevance_search(query, k, fetch_k, lambda_mult, **kwargs))
-        clean = self._candidates().query(query)
-        return self._mmr(clean, self._candidates().fetch(self._store, clean, k, query, **kwargs), k, lambda_mult)
-
-    async def amax_marginal_relevance_search(
-        self, query: str, k: int = 4, fetch_k: int = 20, lambda_mult: float = 0.5, **kwargs: Any
-    ) -> list[Document]:
-        """Async :meth:`max_marginal_relevance_search`."""
-        self._check(kwargs)
-        if self._search is None:
-            return self._opened(
-                await self._store.amax_marginal_relevance_search(query, k, fetch_k, lambda_mult, **kwargs)
-            )
-        clean = await self._candidates().aquery(query)
-        hits = await self._candidates().afetch(self._store, clean, k, query, **kwargs)
-        return await asyncio.to_thread(self._mmr, clean, hits, k, lambda_mult)
-
-    def max_marginal_relevance_search_by_vector(
-        self, embedding: list[float], k: int = 4, fetch_k: int = 20, lambda_mult: float = 0.5, **kwargs: Any
-    ) -> list[Document]:
-        """MMR for a query vector, hits opened."""
-        self._check(kwargs)
-        if self._search is None:
-            hits = self._store.max_marginal_relevance_search_by_vector(embedding, k, fetch_k, lambda_mult, **kwargs)
-            return self._opened(hits)
-        clean = np.asarray(embedding, dtype=np.float32)
-        return self._mmr(clean, self._candidates().fetch(self._store, clean, k, None, **kwargs), k, lambda_mult)
-
-    async def amax_marginal_relevance_search_by_vector(
-        self, embedding: list[float], k: int = 4, fetch_k: int = 20, lambda_mult: float = 0.5, **kwargs: Any
-    ) -> list[Document]:
-        """Async :meth:`max_marginal_relevance_search_by_vector`."""
-        self._check(kwargs)
-        if self._search is None:
-            store = self._store
-            return self._opened(
-                await store.amax_marginal_relevance_search_by_vector(embedding, k, fetch_k, lambda_mult, **kwargs)
-            )
-        clean = np.asarray(embedding, dtype=np.float32)
-        hits = await self._candidates().afetch(self._store, clean, k, None, **kwargs)
-        return await asyncio.to_thread(self._mmr, clean, hits, k, lambda_mult)
-
     def _select_relevance_score_fn(self) -> Any:
         return self._store._select_relevance_score_fn() if self._search is None else (lambda cosine: cosine)
 
@@ -444,6 +437,9 @@ class SealedVectorStore(VectorStore):
         return [type(self).__name__, type(self._store).__name__, type(self._embedding).__name__]
 
     def __repr__(self) -> str:
-        two_stage = f", two_stage={self.two_stage!r}" if self._search is not None else ""
+        search = f", search={self.search_options!r}" if self._search is not None else ""
         name, sealed = type(self._store).__name__, self.sealed_metadata
-        return f"SealedVectorStore(store={name}, sealed_metadata={sealed!r}{two_stage}, key=<redacted>)"
+        return f"SealedVectorStore(store={name}, sealed_metadata={sealed!r}{search}, key=<redacted>)"
+
+    def __reduce__(self) -> Any:
+        raise NotPicklableError("a SealedVectorStore holds key material and is not picklable: build it in each process")

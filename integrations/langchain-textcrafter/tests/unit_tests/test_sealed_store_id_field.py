@@ -34,10 +34,11 @@ class PrimaryKeyStore(InMemoryVectorStore):
 
 @pytest.mark.parametrize("primary_field", ["pk", "doc_key"])
 def test_hits_open_with_the_primary_key_field_and_moved_records_raise(primary_field: str) -> None:
+    key = generate_key()
     store = SealedVectorStore(
         lambda e: PrimaryKeyStore(e, primary_field),
         embedding=FakeAsymmetricEmbeddings(),
-        key=generate_key(),
+        key=key,
         sealed_metadata=("author",),
     )
     inner = store.store
@@ -50,8 +51,10 @@ def test_hits_open_with_the_primary_key_field_and_moved_records_raise(primary_fi
         "b",
     )
     inner.store["b"] = {**inner.store["a"], "id": "b", "vector": inner.store["b"]["vector"]}  # a's values on b
+    assert [d.id for d in store.similarity_search(TEXTS[1], k=2)] == ["a"]  # b is skipped, counted
+    assert store.skipped == 1
     with pytest.raises(SealError, match="moved"):
-        store.similarity_search(TEXTS[1], k=1)
+        SealedVectorStore(inner, key=key, sealed_metadata=("author",), strict=True).similarity_search(TEXTS[1], k=1)
 
 
 def test_a_non_string_primary_field_attribute_falls_back_to_the_qdrant_field() -> None:

@@ -11,9 +11,10 @@ from langchain_core.vectorstores import InMemoryVectorStore
 
 from langchain_textcrafter import ProtectedEmbeddings, SealedVectorStore, SealError
 from textcrafter_rag import GaussianNoise
+from textcrafter_rag.sealed_search import ModeMismatchError, SkippedRecordsWarning
 from textcrafter_rag.sealing import Sealer, generate_key
 from textcrafter_rag.testing import KnownVectors
-from textcrafter_rag.two_stage import TwoStageSearch, pack_vector, unpack_vector
+from textcrafter_rag.two_stage import TwoStage, TwoStageSearch, pack_vector, unpack_vector
 
 TEXTS = [f"Patient {i} was treated for condition {i % 7} at ward {i % 5}." for i in range(30)]
 IDS = [f"r{i}" for i in range(30)]
@@ -44,6 +45,12 @@ def _sealed(base, *, key: str | None = None, fetch_k: int | TwoStageSearch = 30,
     return SealedVectorStore(RecordingStore, embedding=base, key=key or generate_key(), fetch_k=fetch_k, **kwargs)
 
 
+def _unrotated(key: str, vector, *, context: str = "") -> np.ndarray:
+    """A stored vector with the tenant's secret rotation undone (what only the key holder can compute)."""
+    rotation = TwoStage(key, context=context, search=TwoStageSearch()).rotation(len(vector))
+    return rotation.invert(np.asarray([vector], dtype=np.float32))[0]
+
+
 def _cos(a, b) -> float:
     a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     return float(a @ b / np.linalg.norm(a) / np.linalg.norm(b))
@@ -56,7 +63,8 @@ def _exact(base: FakeAsymmetricEmbeddings, query: str, k: int) -> list[str]:
 
 
 def test_the_store_receives_candidate_vectors_and_sealed_clean_ones(base) -> None:
-    store = _sealed(base, fetch_k=TwoStageSearch(fetch_k=30, doc_strength=2.0))
+    key = generate_key()
+    store = _sealed(base, key=key, fetch_k=TwoStageSearch(fetch_k=30, doc_strength=2.0))
     store.add_texts(TEXTS, ids=IDS)
     assert base.known.served["embed_documents"] == TEXTS  # one encoder call, plaintexts only
     inner = store.store
@@ -66,8 +74,10 @@ def test_the_store_receives_candidate_vectors_and_sealed_clean_ones(base) -> Non
         assert Sealer.is_sealed(row["metadata"]["_tc_vec"]) and Sealer.is_sealed(row["text"])
         assert np.linalg.norm(row["vector"]) == pytest.approx(1.0, abs=1e-5)
         assert _cos(row["vector"], clean) < 0.95  # far from the clean vector (about 1/sqrt(5) on average)
-    cosines = [_cos(inner.store[r]["vector"], base.doc(t)) for r, t in zip(IDS, TEXTS)]
-    assert np.mean(cosines) == pytest.approx(1 / np.sqrt(5), abs=0.1)
+    rotated = [_cos(inner.store[r]["vector"], base.doc(t)) for r, t in zip(IDS, TEXTS)]
+    assert abs(np.mean(rotated)) < 0.15  # rotated by the tenant's key: a guess cannot be compared without it
+    cosines = [_cos(_unrotated(key, inner.store[r]["vector"]), base.doc(t)) for r, t in zip(IDS, TEXTS)]
+    assert np.mean(cosines) == pytest.approx(1 / np.sqrt(5), abs=0.1)  # noise 2.0 under the rotation
 
 
 def test_search_ranks_by_exact_cosine_and_never_sends_the_clean_query(base) -> None:
@@ -123,7 +133,7 @@ def test_async_paths(base) -> None:
     assert base.known.served["aembed_query"]
 
 
-def test_re_adding_a_record_gives_the_store_the_same_vector(base) -> None:
+def test_every_copy_of_one_vector_gives_the_store_the_same_candidate(base) -> None:
     key = generate_key()
     first = _sealed(base, key=key)
     first.add_texts(TEXTS[:3], ids=IDS[:3])
@@ -131,23 +141,48 @@ def test_re_adding_a_record_gives_the_store_the_same_vector(base) -> None:
     again.add_texts(TEXTS[:3], ids=IDS[:3])
     for rid in IDS[:3]:
         assert first.store.store[rid]["vector"] == again.store.store[rid]["vector"]
+    first.add_texts([TEXTS[0]] * 4)  # the same text again without ids: four new records, one release
+    first.add_texts([TEXTS[0]], ids=["another-id"])
+    r0 = first.store.store["r0"]["vector"]
+    copies = [r["vector"] for r in first.store.store.values() if np.allclose(r["vector"], r0, atol=1e-6)]
+    assert len(copies) == 6  # equal up to the float rounding of a batch's matrix product
     other_tenant = _sealed(base, key=key, context="tenant-b")
     other_tenant.add_texts(TEXTS[:1], ids=IDS[:1])
-    assert other_tenant.store.store[IDS[0]]["vector"] != first.store.store[IDS[0]]["vector"]
+    b_vector = other_tenant.store.store[IDS[0]]["vector"]
+    assert b_vector != first.store.store[IDS[0]]["vector"]  # another rotation ...
+    np.testing.assert_allclose(  # ... of the same draw: two tenants under one key give nothing to average
+        _unrotated(key, b_vector, context="tenant-b"), _unrotated(key, first.store.store["r0"]["vector"]), atol=1e-5
+    )
 
 
-def test_a_moved_or_missing_sealed_vector_is_refused(base) -> None:
-    store = _sealed(base)
+def test_records_that_do_not_open_are_skipped_counted_or_refused_in_strict_mode(base) -> None:
+    key = generate_key()
+    store = _sealed(base, key=key, fetch_k=40)
     store.add_texts(TEXTS, ids=IDS)
     meta0, meta1 = store.store.store["r0"]["metadata"], store.store.store["r1"]["metadata"]
     meta0["_tc_vec"], meta1["_tc_vec"] = meta1["_tc_vec"], meta0["_tc_vec"]
+    with pytest.warns(SkippedRecordsWarning):
+        hits = store.similarity_search("q", k=30 - 2)
+    assert {d.id for d in hits} == set(IDS[2:]) and store.skipped == 2
     with pytest.raises(SealError):
-        store.similarity_search("q", k=1)
+        SealedVectorStore(store.store, key=key, fetch_k=30, strict=True).similarity_search("q", k=1)
     meta0["_tc_vec"], meta1["_tc_vec"] = meta1["_tc_vec"], meta0["_tc_vec"]
-    assert store.similarity_search("q", k=1)
     del meta0["_tc_vec"]
+    assert "r0" not in {d.id for d in store.similarity_search("q", k=29)}
     with pytest.raises(SealError, match="no sealed vector"):
-        store.similarity_search("q", k=1)
+        SealedVectorStore(store.store, key=key, fetch_k=30, strict=True).similarity_search("q", k=29)
+
+
+def test_duplicate_hits_are_removed_and_at_most_fetch_k_are_opened(base) -> None:
+    class Repeating(RecordingStore):
+        def similarity_search_by_vector(self, embedding, k=4, **kwargs):
+            hits = super().similarity_search_by_vector(embedding, k=k, **kwargs)
+            return [hits[0]] * 4 + hits * 300  # a store that repeats hits and returns far more than asked
+
+    store = SealedVectorStore(Repeating, embedding=base, key=generate_key(), fetch_k=30)
+    store.add_texts(TEXTS, ids=IDS)
+    ids = [d.id for d in store.similarity_search("q", k=4)]
+    assert len(set(ids)) == 4 and ids == [d.id for d in store.similarity_search("q", k=4)]
 
 
 def test_protected_embeddings_are_read_through_their_base_encoder(base) -> None:
@@ -167,13 +202,16 @@ def test_copy_to_rekeys_without_the_encoder(base) -> None:
     assert [d.page_content for d in new.similarity_search("q", k=3)] == _exact(base, "q", 3)
     assert new.get_by_ids(["r4"])[0].metadata == {"ward": 4}
     assert new.store.store["r4"]["vector"] != old.store.store["r4"]["vector"]  # the new key's candidate
-    with pytest.raises(SealError):
+    with pytest.raises(SealError, match="wrong key"):
         SealedVectorStore(new.store, key=generate_key(), fetch_k=30).similarity_search("q", k=1)
     with pytest.raises(ValueError, match="not in this store"):
         old.copy_to(new, ["missing"])
     single = SealedVectorStore(InMemoryVectorStore, embedding=base, key=generate_key(), fetch_k=None)
     old.copy_to(single, IDS[:2])  # into a single-stage store: the target embeds the opened texts
     assert base.known.served["embed_documents"][-2:] == TEXTS[:2]
+    moved = _sealed(base, context="moved")
+    old.copy_to(moved, IDS[:3], delete_source=True)  # a move: the old release is gone
+    assert old.get_by_ids(IDS[:3]) == [] and len(moved.get_by_ids(IDS[:3])) == 3
 
 
 def test_two_stage_search_is_the_default_and_a_single_stage_store_says_how_to_open_it(base) -> None:
@@ -186,8 +224,20 @@ def test_two_stage_search_is_the_default_and_a_single_stage_store_says_how_to_op
     assert not np.allclose(row["vector"], base.doc(TEXTS[0]))  # the store holds a candidate, not the vector
     single = SealedVectorStore(InMemoryVectorStore, embedding=base, key=key, fetch_k=None)
     single.add_texts(TEXTS[:3], ids=IDS[:3])
-    with pytest.raises(SealError, match="fetch_k=None"):
+    with pytest.raises(ModeMismatchError, match="fetch_k=None"):
         SealedVectorStore(single.store, key=key).similarity_search("q", k=1)
     assert [d.page_content for d in SealedVectorStore(single.store, key=key, fetch_k=None).get_by_ids(["r1"])] == [
         TEXTS[1]
     ]
+
+
+def test_a_store_refuses_to_be_opened_in_another_mode_before_the_query_is_sent(base) -> None:
+    key = generate_key()
+    two_stage = _sealed(base, key=key)
+    two_stage.add_texts(TEXTS[:3], ids=IDS[:3])
+    reopened = SealedVectorStore(two_stage.store, key=key, fetch_k=None)
+    for search in (lambda: reopened.similarity_search("q", k=1), lambda: reopened.add_texts(["x"], ids=["x"])):
+        with pytest.raises(ModeMismatchError, match="'candidates' mode"):
+            search()
+    assert two_stage.store.searched == []  # nothing, and above all no clean query, reached the store
+    assert [d.page_content for d in reopened.get_by_ids(["r1"])] == [TEXTS[1]]  # reading by id still works

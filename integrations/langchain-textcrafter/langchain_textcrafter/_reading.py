@@ -1,0 +1,235 @@
+"""The read methods of :class:`~langchain_textcrafter.SealedVectorStore`, split from it by role.
+
+Every LangChain search entry point (text or vector query, scores, relevance scores, MMR, sync and async)
+either passes through to the wrapped store (single-stage, after the mode check) or runs sealed search:
+the clean query ranks the records that the store (candidates) or the app-side index returned, opened in
+this process. :class:`SealedReading` holds only that dispatch; the sealed store defines the steps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from langchain_core.documents import Document
+from langchain_core.vectorstores import VectorStore
+from langchain_core.vectorstores.utils import maximal_marginal_relevance
+
+from textcrafter_rag.errors import InvalidInputError
+from textcrafter_rag.sealed_records import ID_FIELD
+from textcrafter_rag.sealed_search import MODE_KEY, SealedSearch
+from textcrafter_rag.two_stage import VECTOR_KEY
+from textcrafter_rag.validation import check_store_vectors
+
+from .clean_vectors import CleanVectors, as_row
+
+__all__ = ["SealedReading"]
+
+
+class SealedReading(VectorStore):
+    """Search methods over the steps a sealed store defines (see :class:`~langchain_textcrafter.SealedVectorStore`)."""
+
+    _search: SealedSearch | None
+    _store: VectorStore
+    _clean: CleanVectors
+
+    # Steps the sealed store defines.
+    def _check(self, kwargs: Mapping[str, Any]) -> None:
+        raise NotImplementedError
+
+    def _marker(self, *, write: bool, dim: int | None = None) -> None:
+        raise NotImplementedError
+
+    def _store_id(self, doc: Document) -> Any:
+        raise NotImplementedError
+
+    def _open(self, doc: Document) -> Document:
+        raise NotImplementedError
+
+    def _opened(self, docs: Iterable[Document]) -> list[Document]:
+        raise NotImplementedError
+
+    def _opened_scored(self, pairs: Iterable[tuple[Document, float]]) -> list[tuple[Document, float]]:
+        raise NotImplementedError
+
+    # -- sealed search ---------------------------------------------------------------------------
+
+    def _core(self) -> SealedSearch:
+        assert self._search is not None  # sealed-search paths only
+        return self._search
+
+    def _query_vector(self, vector: Any) -> np.ndarray:
+        return self._core().check_vectors(as_row(vector), name="query vector")[0]
+
+    def _store_query(self, text: str) -> list[float]:
+        return self._core().store_query(self._query_vector(self._clean.query(text)))[0].tolist()
+
+    async def _astore_query(self, text: str) -> list[float]:
+        return self._core().store_query(self._query_vector(await self._clean.aquery(text)))[0].tolist()
+
+    def _hit_fields(self, hits: Sequence[Document]) -> list[tuple[Any, Any, Any, Any]]:
+        return [
+            (self._store_id(d), d.metadata.get(ID_FIELD), d.metadata.get(VECTOR_KEY), d.metadata.get(MODE_KEY))
+            for d in hits
+        ]
+
+    def _fetch(self, clean: np.ndarray, k: int, kwargs: Mapping[str, Any]) -> list[Document]:
+        core = self._core()
+        core.check_k(k)
+        self._marker(write=False)
+        if core.mode == "index":
+            if kwargs:
+                raise InvalidInputError(
+                    f"the app-side index ranks in this process and passes nothing to the store: {sorted(kwargs)} "
+                    "cannot be applied (filter the opened documents, or use candidate search to filter in the store)"
+                )
+            ids = core.index_candidates(clean)
+            return self._store.get_by_ids(ids) if ids else []
+        return self._store.similarity_search_by_vector(core.store_query(clean)[0].tolist(), k=core.fetch_k, **kwargs)
+
+    async def _afetch(self, clean: np.ndarray, k: int, kwargs: Mapping[str, Any]) -> list[Document]:
+        core = self._core()
+        if core.mode == "index":
+            return await asyncio.to_thread(self._fetch, clean, k, kwargs)
+        core.check_k(k)
+        await asyncio.to_thread(self._marker, write=False)
+        protected = core.store_query(clean)[0].tolist()
+        return await self._store.asimilarity_search_by_vector(protected, k=core.fetch_k, **kwargs)
+
+    def _ranked(self, query: np.ndarray, hits: list[Document], k: int) -> list[tuple[Document, float]]:
+        opened = self._core().open_hits(self._hit_fields(hits))
+        ranked = self._core().rank(query, opened.vectors, k)
+        return [(self._open(hits[opened.positions[i]]), s) for i, s in ranked]
+
+    def _mmr(self, query: np.ndarray, hits: list[Document], k: int, lambda_mult: float) -> list[Document]:
+        opened = self._core().open_hits(self._hit_fields(hits))
+        if not opened.positions:
+            return []
+        picked = maximal_marginal_relevance(query, opened.vectors.tolist(), lambda_mult=lambda_mult, k=k)
+        return [self._open(hits[opened.positions[i]]) for i in picked]
+
+    def similarity_search(self, query: str, k: int = 4, **kwargs: Any) -> list[Document]:
+        """Hits for a plaintext query (store-specific ``filter`` etc. pass through), opened."""
+        return [d for d, _ in self.similarity_search_with_score(query, k=k, **kwargs)]
+
+    async def asimilarity_search(self, query: str, k: int = 4, **kwargs: Any) -> list[Document]:
+        """Async :meth:`similarity_search`."""
+        return [d for d, _ in await self.asimilarity_search_with_score(query, k=k, **kwargs)]
+
+    def similarity_search_with_score(self, query: str, k: int = 4, **kwargs: Any) -> list[tuple[Document, float]]:
+        """Hits with scores (the wrapped store's, or the exact cosine in sealed search), opened."""
+        self._check(kwargs)
+        if self._search is None:
+            self._marker(write=False)
+            return self._opened_scored(self._store.similarity_search_with_score(query, k=k, **kwargs))
+        clean = self._query_vector(self._clean.query(query))
+        return self._ranked(clean, self._fetch(clean, k, kwargs), k)
+
+    async def asimilarity_search_with_score(
+        self, query: str, k: int = 4, **kwargs: Any
+    ) -> list[tuple[Document, float]]:
+        """Async :meth:`similarity_search_with_score`."""
+        self._check(kwargs)
+        if self._search is None:
+            await asyncio.to_thread(self._marker, write=False)
+            return self._opened_scored(await self._store.asimilarity_search_with_score(query, k=k, **kwargs))
+        clean = self._query_vector(await self._clean.aquery(query))
+        hits = await self._afetch(clean, k, kwargs)
+        return await asyncio.to_thread(self._ranked, clean, hits, k)
+
+    def similarity_search_with_relevance_scores(
+        self, query: str, k: int = 4, **kwargs: Any
+    ) -> list[tuple[Document, float]]:
+        """Hits with relevance scores (the wrapped store's in [0, 1], or the exact cosine), opened."""
+        self._check(kwargs)
+        if self._search is None:
+            self._marker(write=False)
+            return self._opened_scored(self._store.similarity_search_with_relevance_scores(query, k=k, **kwargs))
+        return super().similarity_search_with_relevance_scores(query, k=k, **kwargs)
+
+    async def asimilarity_search_with_relevance_scores(
+        self, query: str, k: int = 4, **kwargs: Any
+    ) -> list[tuple[Document, float]]:
+        """Async :meth:`similarity_search_with_relevance_scores`."""
+        self._check(kwargs)
+        if self._search is None:
+            await asyncio.to_thread(self._marker, write=False)
+            return self._opened_scored(await self._store.asimilarity_search_with_relevance_scores(query, k=k, **kwargs))
+        return await super().asimilarity_search_with_relevance_scores(query, k=k, **kwargs)
+
+    def similarity_search_by_vector(self, embedding: list[float], k: int = 4, **kwargs: Any) -> list[Document]:
+        """Hits for a query vector (in sealed search a clean one: the store never receives it), opened."""
+        self._check(kwargs)
+        if self._search is None:
+            self._marker(write=False)
+            vector = check_store_vectors(as_row(embedding), name="query vector")[0].tolist()
+            return self._opened(self._store.similarity_search_by_vector(vector, k=k, **kwargs))
+        clean = self._query_vector(embedding)
+        return [d for d, _ in self._ranked(clean, self._fetch(clean, k, kwargs), k)]
+
+    async def asimilarity_search_by_vector(self, embedding: list[float], k: int = 4, **kwargs: Any) -> list[Document]:
+        """Async :meth:`similarity_search_by_vector`."""
+        self._check(kwargs)
+        if self._search is None:
+            await asyncio.to_thread(self._marker, write=False)
+            vector = check_store_vectors(as_row(embedding), name="query vector")[0].tolist()
+            return self._opened(await self._store.asimilarity_search_by_vector(vector, k=k, **kwargs))
+        clean = self._query_vector(embedding)
+        hits = await self._afetch(clean, k, kwargs)
+        return [d for d, _ in await asyncio.to_thread(self._ranked, clean, hits, k)]
+
+    def max_marginal_relevance_search(
+        self, query: str, k: int = 4, fetch_k: int = 20, lambda_mult: float = 0.5, **kwargs: Any
+    ) -> list[Document]:
+        """MMR: the wrapped store's, or over the opened records' clean vectors (the store's ``fetch_k``)."""
+        self._check(kwargs)
+        if self._search is None:
+            self._marker(write=False)
+            return self._opened(self._store.max_marginal_relevance_search(query, k, fetch_k, lambda_mult, **kwargs))
+        clean = self._query_vector(self._clean.query(query))
+        return self._mmr(clean, self._fetch(clean, k, kwargs), k, lambda_mult)
+
+    async def amax_marginal_relevance_search(
+        self, query: str, k: int = 4, fetch_k: int = 20, lambda_mult: float = 0.5, **kwargs: Any
+    ) -> list[Document]:
+        """Async :meth:`max_marginal_relevance_search`."""
+        self._check(kwargs)
+        if self._search is None:
+            await asyncio.to_thread(self._marker, write=False)
+            return self._opened(
+                await self._store.amax_marginal_relevance_search(query, k, fetch_k, lambda_mult, **kwargs)
+            )
+        clean = self._query_vector(await self._clean.aquery(query))
+        hits = await self._afetch(clean, k, kwargs)
+        return await asyncio.to_thread(self._mmr, clean, hits, k, lambda_mult)
+
+    def max_marginal_relevance_search_by_vector(
+        self, embedding: list[float], k: int = 4, fetch_k: int = 20, lambda_mult: float = 0.5, **kwargs: Any
+    ) -> list[Document]:
+        """MMR for a query vector, hits opened."""
+        self._check(kwargs)
+        if self._search is None:
+            self._marker(write=False)
+            vector = check_store_vectors(as_row(embedding), name="query vector")[0].tolist()
+            return self._opened(
+                self._store.max_marginal_relevance_search_by_vector(vector, k, fetch_k, lambda_mult, **kwargs)
+            )
+        clean = self._query_vector(embedding)
+        return self._mmr(clean, self._fetch(clean, k, kwargs), k, lambda_mult)
+
+    async def amax_marginal_relevance_search_by_vector(
+        self, embedding: list[float], k: int = 4, fetch_k: int = 20, lambda_mult: float = 0.5, **kwargs: Any
+    ) -> list[Document]:
+        """Async :meth:`max_marginal_relevance_search_by_vector`."""
+        self._check(kwargs)
+        if self._search is None:
+            await asyncio.to_thread(self._marker, write=False)
+            vector = check_store_vectors(as_row(embedding), name="query vector")[0].tolist()
+            return self._opened(
+                await self._store.amax_marginal_relevance_search_by_vector(vector, k, fetch_k, lambda_mult, **kwargs)
+            )
+        clean = self._query_vector(embedding)
+        hits = await self._afetch(clean, k, kwargs)
+        return await asyncio.to_thread(self._mmr, clean, hits, k, lambda_mult)

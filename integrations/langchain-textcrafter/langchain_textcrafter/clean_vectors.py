@@ -1,0 +1,63 @@
+"""Clean vectors from the user's embeddings, in this process, for the sealed store's two search modes.
+
+The sealed store needs the clean document and query vectors (they are sealed, and the query ranks the
+opened records); the store itself only ever receives what :class:`~textcrafter_rag.sealed_search.SealedSearch`
+builds from them. A :class:`ProtectedEmbeddings` is read through its base encoders (its own mechanism and
+rotation would only blur the exact re-rank; the sealed store's key rotates and noises what the store gets);
+any other LangChain ``Embeddings`` is taken as it is.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from langchain_core.embeddings import Embeddings
+
+from .embeddings import ProtectedEmbeddings
+
+__all__ = ["CleanVectors"]
+
+
+class CleanVectors:
+    """The clean document and query vectors of the user's embeddings (never sent to the store).
+
+    Args:
+        embedding: The user's embeddings.
+    """
+
+    def __init__(self, embedding: Embeddings) -> None:
+        self._embedding = embedding
+        protector = embedding.protector if isinstance(embedding, ProtectedEmbeddings) else None
+        self._documents = protector.encoder if protector is not None else None
+        self._queries = protector.query_encoder if protector is not None else None
+
+    def documents(self, texts: list[str]) -> object:
+        """The clean document vectors (one encoder call; validated by the caller)."""
+        if self._documents is not None:
+            return self._documents.encode(texts)
+        return self._embedding.embed_documents(texts)
+
+    async def adocuments(self, texts: list[str]) -> object:
+        """Async :meth:`documents`."""
+        if self._documents is not None:
+            return await self._documents.aencode(texts)
+        return await self._embedding.aembed_documents(texts)
+
+    def query(self, text: str) -> object:
+        """The clean query vector (validated by the caller)."""
+        if self._queries is not None:
+            return self._queries.encode([text])[0]
+        return self._embedding.embed_query(text)
+
+    async def aquery(self, text: str) -> object:
+        """Async :meth:`query`."""
+        if self._queries is not None:
+            return (await self._queries.aencode([text]))[0]
+        return await self._embedding.aembed_query(text)
+
+    def __repr__(self) -> str:
+        return f"CleanVectors(embedding={type(self._embedding).__name__})"
+
+
+def as_row(vector: object) -> np.ndarray:
+    """One vector as a ``(1, D)`` array, for the core's validation (strings stay strings: refused by type)."""
+    return vector if isinstance(vector, str) else np.asarray(vector).reshape(1, -1)

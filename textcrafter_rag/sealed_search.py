@@ -1,0 +1,378 @@
+"""The one framework-free core of sealed search: what the store receives, what the application opens and ranks.
+
+Both adapters' sealed stores (LangChain ``SealedVectorStore``, LlamaIndex ``sealed_storage_context``)
+build one :class:`SealedSearch` from one parsed key and only translate Documents and Nodes. It has two
+modes, chosen by the options object it is given:
+
+* **candidates** (:class:`~textcrafter_rag.two_stage.TwoStageSearch`): the store ranks rotated, noised
+  candidate vectors (:class:`~textcrafter_rag.two_stage.TwoStage`) and returns ``fetch_k`` records;
+* **index** (:class:`~textcrafter_rag.app_index.AppIndexSearch`): the store ranks nothing. Its vector for
+  a record is a keyed random unit vector of the record id (no relation to the text); the application scans
+  its own compressed index (:class:`~textcrafter_rag.app_index.AppIndex`) and fetches ``open_k`` records
+  by id.
+
+In both, every record carries its clean direction sealed (``_tc_vec``, bound to the record id) and the
+plain mode marker ``_tc_mode``; hits are opened here, de-duplicated, capped, and ranked by exact cosine.
+A hit that does not open (another tenant under the same key, edited, no sealed vector) is skipped and
+counted (:attr:`SealedSearch.skipped`, one warning per process and store), or raises with ``strict=True``.
+A marker record (:meth:`SealedSearch.marker_id`) tells a store's mode to a process that opens it in
+another mode, before any query is sent.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import threading
+import uuid
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .app_index import AppIndex, AppIndexSearch, IndexFile
+from .errors import InvalidInputError, InvalidTypeError, NotPicklableError, TextcrafterError
+from .keyed import keyed_normals
+from .numerics import unit_rows
+from .sealed_records import RecordSealer, canonical_record_id
+from .sealing import Sealer, SealError, SecretKey
+from .two_stage import VECTOR_KEY, TwoStage, TwoStageSearch, rerank
+from .validation import check_store_vectors
+
+__all__ = [
+    "MODE_KEY",
+    "MARKER_KEY",
+    "ModeMismatchError",
+    "OpenedHits",
+    "SealedSearch",
+    "SearchOptions",
+    "SkippedRecordsWarning",
+]
+
+#: The plain metadata key naming the mode a record was written in.
+MODE_KEY = "_tc_mode"
+#: The plain metadata key of the marker record (its value is the mode).
+MARKER_KEY = "_tc_marker"
+#: What selects a mode: candidate search, the app-side index, or ``None`` (single-stage, the store ranks).
+SearchOptions = TwoStageSearch | AppIndexSearch
+_MARKER_FIELD = "marker"
+
+
+class ModeMismatchError(TextcrafterError, ValueError):
+    """The store was written in another search mode than the one it is opened with."""
+
+
+class SkippedRecordsWarning(UserWarning):
+    """Some hits did not open and were skipped (counted in :attr:`SealedSearch.skipped`)."""
+
+
+def mode_name(options: SearchOptions | None) -> str:
+    """``"candidates"``, ``"index"`` or ``"single"`` for these options."""
+    if options is None:
+        return "single"
+    return "index" if isinstance(options, AppIndexSearch) else "candidates"
+
+
+@dataclass(frozen=True)
+class OpenedHits:
+    """Hits whose sealed vectors opened: their positions in the store's answer, ids and clean directions."""
+
+    positions: list[int]
+    record_ids: list[str]
+    vectors: np.ndarray
+
+
+class SealedSearch:
+    """Seal records' vectors, build what the store receives, open and rank hits: one key, one tenant.
+
+    Args:
+        key: The store's key, parsed once by the caller (:class:`~textcrafter_rag.sealing.SecretKey`).
+        context: The tenant or collection name.
+        options: :class:`TwoStageSearch` (candidates) or :class:`AppIndexSearch` (app-side index).
+        strict: Raise on the first hit that does not open, instead of skipping and counting it.
+
+    Instances hold key material and refuse to be pickled.
+    """
+
+    def __init__(self, key: SecretKey, *, context: str = "", options: SearchOptions, strict: bool = False) -> None:
+        if not isinstance(key, SecretKey):
+            raise InvalidTypeError(f"key must be a SecretKey (parsed once by the caller), got {type(key).__name__}")
+        if not isinstance(options, (TwoStageSearch, AppIndexSearch)):
+            raise InvalidTypeError(
+                f"options must be a TwoStageSearch or an AppIndexSearch, got {type(options).__name__}"
+            )
+        self.options = options
+        self.mode = mode_name(options)
+        self.strict = bool(strict)
+        self._context = context
+        self._marker_key = key.subkey("store-marker", context=context)
+        self._vector_key = key.subkey("index-store-vector", context=context)
+        self._sealer = Sealer(key, context=context)
+        # The candidate mode's noise and rotation; in index mode only its vector sealing is used.
+        self._two_stage = TwoStage(
+            key, context=context, search=options if isinstance(options, TwoStageSearch) else TwoStageSearch()
+        )
+        self._lock = threading.Lock()
+        self._skipped = 0
+        self._warned = False
+        self._index: AppIndex | None = None
+        self._file: IndexFile | None = None
+        if isinstance(options, AppIndexSearch) and options.index_path is not None:
+            self._file = IndexFile(options.index_path, key=key, context=context)
+
+    # -- limits -------------------------------------------------------------------------------------
+
+    @property
+    def fetch_k(self) -> int:
+        """Records the store returns (candidates) or that are fetched by id (index) per query."""
+        return self.options.open_k if isinstance(self.options, AppIndexSearch) else self.options.fetch_k
+
+    def check_k(self, k: int) -> int:
+        """``k`` itself, refused if more than :attr:`fetch_k` records would be needed."""
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+            raise InvalidInputError(f"k must be a positive int, got {k!r}")
+        if k > self.fetch_k:
+            name = "open_k" if self.mode == "index" else "fetch_k"
+            raise InvalidInputError(
+                f"k={k} exceeds this store's {name}={self.fetch_k}: raise {name} to return more hits"
+            )
+        return int(k)
+
+    # -- writing ------------------------------------------------------------------------------------
+
+    def check_vectors(self, clean: Any, *, name: str = "document vectors") -> np.ndarray:
+        """The one validation of every vector on a store path (see :func:`check_store_vectors`)."""
+        return check_store_vectors(clean, name=name)
+
+    def store_vectors(self, clean: np.ndarray, record_ids: Sequence[Any]) -> np.ndarray:
+        """What the store receives for these (validated) clean vectors: candidates, or keyed random vectors."""
+        if self.mode == "candidates":
+            return self._two_stage.protect_documents(clean)
+        return self.keyed_vectors([canonical_record_id(r) for r in record_ids], clean.shape[1])
+
+    def keyed_vectors(self, labels: Sequence[str], dim: int) -> np.ndarray:
+        """Unit vectors from a keyed PRF of each label: unrelated to any text, unpredictable without the key."""
+        out = np.empty((len(labels), dim), dtype=np.float64)
+        for i, label in enumerate(labels):
+            out[i] = keyed_normals(hmac.new(self._vector_key, label.encode("utf-8"), hashlib.sha256).digest(), dim, dim)
+        return unit_rows(out).astype(np.float32)
+
+    def seal_vector(self, clean: np.ndarray, *, record_id: Any) -> str:
+        """The clean direction, packed and sealed, bound to the record id (stored under ``_tc_vec``)."""
+        return self._two_stage.seal_vector(clean, record_id=record_id)
+
+    def record_fields(self, clean: np.ndarray, record_ids: Sequence[Any]) -> list[dict[str, str]]:
+        """The plain fields each record carries: its sealed vector and the mode marker."""
+        return [
+            {VECTOR_KEY: self.seal_vector(v, record_id=r), MODE_KEY: self.mode}
+            for v, r in zip(clean, record_ids, strict=True)
+        ]
+
+    # -- the marker record --------------------------------------------------------------------------
+
+    def marker_id(self) -> str:
+        """The id of this tenant's marker record (a UUID, valid in every store; keyed, so it names nothing)."""
+        return marker_id_for(self._marker_key)
+
+    def marker_text(self) -> str:
+        """The marker record's sealed text (the mode, bound to the marker id)."""
+        return self._sealer.seal(self.mode, record_id=self.marker_id(), field=_MARKER_FIELD)
+
+    def check_marker(self, fields: dict[str, Any] | None) -> None:
+        """Refuse a store whose marker record (its plain fields, or ``None`` if absent) names another mode."""
+        check_marker_mode(self.mode, fields)
+
+    # -- the query ----------------------------------------------------------------------------------
+
+    def store_query(self, clean: Any) -> np.ndarray:
+        """What the store is searched with (one row): a protected query; in index mode a keyed random one."""
+        x = check_store_vectors(
+            np.asarray(clean).reshape(1, -1) if not isinstance(clean, str) else clean, name="query vector"
+        )
+        if self.mode == "candidates":
+            return self._two_stage.protect_query(x)
+        return self.keyed_vectors(["query"], x.shape[1])
+
+    # -- opening and ranking ------------------------------------------------------------------------
+
+    @property
+    def skipped(self) -> int:
+        """Hits skipped so far because they did not open (another tenant, edited, no sealed vector)."""
+        return self._skipped
+
+    def _skip(self, rid: str, error: SealError) -> None:
+        if self.strict:
+            raise error
+        with self._lock:
+            self._skipped += 1
+            first = not self._warned
+            self._warned = True
+        if first:
+            warnings.warn(
+                "a search skipped records that do not open under this key and tenant (another tenant under the "
+                "same key, edited, or written without a sealed vector); SealedSearch.skipped counts them, "
+                "strict=True raises instead",
+                SkippedRecordsWarning,
+                stacklevel=4,
+            )
+
+    def open_hits(self, hits: Sequence[tuple[Any, Any, Any, Any]]) -> OpenedHits:
+        """Open the sealed vectors of hits, in the store's order.
+
+        Each hit is ``(store id, stored _tc_id, sealed vector, mode)``: the id the store returned (or
+        ``None``), the record id the record carries (see
+        :meth:`~textcrafter_rag.sealed_records.RecordSealer.resolve_record_id`), ``_tc_vec`` and ``_tc_mode``.
+
+        Duplicates (one record returned twice, in any id spelling) are dropped, at most :attr:`fetch_k`
+        hits are opened, the marker record is passed over, and hits that do not open are skipped and counted;
+        if none opens, the key or tenant is wrong and that is an error, not an empty answer.
+
+        Raises:
+            ModeMismatchError: A hit was written in another mode, or no hit carries a sealed vector while
+                some were returned (a single-stage store opened in this mode).
+            SealError: No hit opens (wrong key or tenant), or with ``strict=True`` the first that does not.
+        """
+        positions: list[int] = []
+        rids: list[str] = []
+        vectors: list[np.ndarray] = []
+        seen: set[str] = set()
+        unmarked = failed = 0
+        for pos, (store_id, stored_id, token, mode) in enumerate(hits):
+            if len(positions) >= self.fetch_k:
+                break
+            try:
+                rid = RecordSealer.resolve_record_id(store_id, stored_id)
+            except SealError as exc:
+                self._skip("?", exc)
+                failed += 1
+                continue
+            if rid in seen or rid == self.marker_id():
+                continue
+            seen.add(rid)
+            if mode is not None and mode != self.mode:
+                raise ModeMismatchError(
+                    f"record {rid!r} was written in {mode!r} mode and this store searches in {self.mode!r} mode: "
+                    f"open it with the options it was written with"
+                )
+            if token is None and mode is None:
+                unmarked += 1
+            try:
+                vector = self._two_stage.open_vector(token, record_id=rid)
+            except SealError as exc:
+                self._skip(rid, exc)
+                failed += 1
+                continue
+            positions.append(pos)
+            rids.append(rid)
+            vectors.append(vector)
+        if not positions and unmarked:
+            raise ModeMismatchError(
+                f"none of the {unmarked} records returned has a sealed vector: the store was written single-stage; "
+                "open it with fetch_k=None"
+            )
+        if not positions and failed:
+            raise SealError(
+                f"none of the {failed} records returned opens under this key and tenant: wrong key or context "
+                "(or every record was edited); nothing is returned"
+            )
+        dim = len(vectors[0]) if vectors else 0
+        return OpenedHits(positions, rids, np.stack(vectors) if vectors else np.empty((0, dim), dtype=np.float32))
+
+    @staticmethod
+    def rank(query: Any, vectors: np.ndarray, k: int) -> list[tuple[int, float]]:
+        """``(row, cosine)`` of the best ``k`` rows of ``vectors`` by exact cosine with the clean query."""
+        if len(vectors) == 0:
+            return []
+        order, scores = rerank(np.asarray(query, dtype=np.float32).reshape(-1), vectors, k)
+        return [(int(i), float(s)) for i, s in zip(order, scores, strict=True)]
+
+    # -- the app-side index -------------------------------------------------------------------------
+
+    def index(self, dim: int | None = None) -> AppIndex | None:
+        """The app-side index (loaded from its file at first use; ``None`` before any record and file)."""
+        if self.mode != "index":
+            raise InvalidInputError("this store searches with candidates: it keeps no app-side index")
+        with self._lock:
+            if self._index is None:
+                assert isinstance(self.options, AppIndexSearch)
+                loaded = self._file.load(search=self.options) if self._file is not None else None
+                if loaded is not None:
+                    self._index = loaded
+                elif dim is not None:
+                    self._index = AppIndex(dim, search=self.options)
+            if self._index is not None and dim is not None and self._index.dim != dim:
+                raise InvalidInputError(f"vectors of dimension {dim} for an index of dimension {self._index.dim}")
+            return self._index
+
+    def index_add(self, record_ids: Sequence[Any], clean: np.ndarray) -> None:
+        """Add (or replace) records in the app-side index, after the store took them; saves the file."""
+        index = self.index(clean.shape[1])
+        assert index is not None
+        with self._lock:
+            index.add([canonical_record_id(r) for r in record_ids], clean)
+            if self._file is not None:
+                self._file.save(index)
+
+    def index_remove(self, record_ids: Sequence[Any]) -> int:
+        """Forget records (deleted from the store) in the app-side index; saves the file."""
+        index = self.index()
+        if index is None:
+            return 0
+        with self._lock:
+            removed = index.remove([canonical_record_id(r) for r in record_ids])
+            if removed and self._file is not None:
+                self._file.save(index)
+        return removed
+
+    def index_candidates(self, query: Any) -> list[str]:
+        """The ids of the :attr:`fetch_k` records the app-side index ranks best for the clean query."""
+        index = self.index()
+        if index is None:
+            return []
+        q = check_store_vectors(np.asarray(query).reshape(1, -1), name="query vector")[0]
+        return index.search(q, self.fetch_k)
+
+    def save_index(self) -> None:
+        """Write the app-side index to its file now (it is also written after every add and delete)."""
+        if self._file is None:
+            raise InvalidInputError("this store has no index_path: its index lives in this process only")
+        index = self.index()
+        if index is not None:
+            with self._lock:
+                self._file.save(index)
+
+    def __repr__(self) -> str:
+        return f"SealedSearch(options={self.options!r}, key=<redacted>)"
+
+    def __reduce__(self) -> Any:
+        raise NotPicklableError("a SealedSearch holds key material and is not picklable: build it in each process")
+
+
+def marker_id_for(marker_key: bytes) -> str:
+    """The marker record id of a ``"store-marker"`` subkey, as a version-4 UUID."""
+    digest = hmac.new(marker_key, b"marker-record", hashlib.sha256).digest()
+    return str(uuid.UUID(bytes=digest[:16], version=4))
+
+
+def check_marker_mode(mode: str, fields: dict[str, Any] | None) -> None:
+    """Refuse a marker (plain fields of the marker record, or ``None``) that names another mode than ``mode``.
+
+    Raises:
+        ModeMismatchError: The store was written in another mode.
+    """
+    if fields is None:
+        return
+    written = fields.get(MARKER_KEY)
+    if written is not None and written != mode:
+        hint = "fetch_k=None" if written == "single" else f"the {written!r} options it was written with"
+        raise ModeMismatchError(
+            f"this store was written in {written!r} mode and is opened in {mode!r} mode: open it with {hint} "
+            "(nothing was sent to the store)"
+        )
+
+
+def single_stage_marker_id(key: SecretKey, *, context: str = "") -> str:
+    """The marker id a single-stage store looks up before its first search (the same id as the modes')."""
+    return marker_id_for(key.subkey("store-marker", context=context))
