@@ -303,3 +303,13 @@ def test_a_store_can_tell_reported_vectors_from_sealed_embedding_ones(base) -> N
     plain = base.get_text_embedding_batch([EXTRA])  # the same encoder, unwrapped
     with pytest.warns(ReportedVectorsWarning, match=r"1 of 2 node embeddings came from no SealedEmbedding"):
         assert warn_unless_silent([silent[0], *plain], what="node embeddings") == 1
+
+
+def test_sealed_embedding_over_the_bundled_minilm(minilm, instrumentation) -> None:
+    """A non-LlamaIndex base (the bundled offline MiniLM, an Encoder) goes through the same silent path."""
+    events, spans = instrumentation
+    embed = SealedEmbedding(base=minilm)
+    np.testing.assert_allclose(embed.get_text_embedding_batch(TEXTS[:2]), minilm.encode(TEXTS[:2]), atol=1e-6)
+    np.testing.assert_allclose(embed.get_query_embedding(QUERY), minilm.encode([QUERY])[0], atol=1e-6)
+    assert events.vectors == [] and set(events.chunks) == {*TEXTS[:2], QUERY}
+    assert spans.results == []  # no span opened around it, so none returned a vector
