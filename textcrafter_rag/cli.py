@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import time
+from collections.abc import Sequence
+from typing import Any, NoReturn
 
 from .attacks.cli import add_attack_command
 from .audit.cli import add_audit_command
@@ -18,6 +21,62 @@ from .streaming import protect_file, rekey_file
 from .textcrafter import CalibrationConfig, RewardWeights, fit_textcrafter
 
 __all__ = ["main", "build_parser"]
+
+_REDACTED = "<redacted>"
+#: What a key looks like: 32 bytes in (URL-safe or standard) base64, 43 characters and an optional "="
+#: (after an option's dashes or "=" too: ``--key=KEY``, or a key that starts with "-").
+_KEY_LIKE = re.compile(r"(?<![A-Za-z0-9+/_])[A-Za-z0-9+/_-]{43}=?(?![A-Za-z0-9+/_=-])")
+
+
+def _redact_keys(text: str) -> str:
+    """``text`` with every key-looking run of characters replaced: nothing printed ever holds a key."""
+    return _KEY_LIKE.sub(_REDACTED, text)
+
+
+def _shown_arg(token: str) -> str:
+    """A command-line token as an error may show it: option names only, never a value or a key."""
+    if not token.startswith("-"):
+        return _REDACTED  # a value
+    option, eq, _ = token.partition("=")
+    if _KEY_LIKE.search(option):  # a key that starts with "-", not an option
+        return _REDACTED
+    return option + eq + (_REDACTED if eq else "")
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose errors never print a value given on the command line.
+
+    argparse echoes what it could not use: ``unrecognized arguments: --key=<the key>``, ``ambiguous
+    option: --key=<the key> could match --key-file, --key-env``, ``invalid int value: '<the key>'``.
+    A key typed by mistake would end up in the terminal, the shell's scrollback and CI logs. Errors
+    here keep option names and replace values (anything after ``=``, every quoted or listed argument
+    the user gave, and anything that looks like a key) with ``<redacted>``. Subcommand parsers are of
+    this class too (``add_subparsers`` builds them with the parent's class).
+    """
+
+    def parse_known_args(self, args: Sequence[str] | None = None, namespace: Any = None) -> Any:
+        self._tc_argv = [str(a) for a in (sys.argv[1:] if args is None else args)]
+        return super().parse_known_args(args, namespace)
+
+    def parse_args(self, args: Sequence[str] | None = None, namespace: Any = None) -> Any:  # type: ignore[override]
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            self.error("unrecognized arguments: " + " ".join(_shown_arg(a) for a in extras))
+        return parsed
+
+    def error(self, message: str) -> NoReturn:
+        for token in sorted(set(getattr(self, "_tc_argv", ())), key=len, reverse=True):
+            shown = _shown_arg(token)
+            if shown == token:
+                continue
+            if token.startswith("-"):  # --opt=value, as in "ambiguous option: --key=... could match"
+                message = re.sub(rf"(?<!\S){re.escape(token)}(?!\S)", shown, message)
+            # argparse quotes values: "invalid int value: '...'", "invalid choice: '...'"
+            message = message.replace(repr(token), repr(_REDACTED))
+            value = token.partition("=")[2] if token.startswith("-") else ""
+            if value:  # "ignored explicit argument '<value>'"
+                message = message.replace(repr(value), repr(_REDACTED))
+        super().error(_redact_keys(message))
 
 
 def _cmd_fit(args: argparse.Namespace) -> int:
@@ -151,7 +210,7 @@ def _cmd_keygen(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``textcrafter`` command."""
-    parser = argparse.ArgumentParser(prog="textcrafter", description=__doc__)
+    parser = _Parser(prog="textcrafter", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
     fit = sub.add_parser("fit", help="fit a TextCrafter policy for an encoder and save it")
@@ -252,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except (TextcrafterError, ValueError, FileNotFoundError) as exc:  # messages never hold a key or a data value
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {_redact_keys(str(exc))}", file=sys.stderr)
         return 2
 
 

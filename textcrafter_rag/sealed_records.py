@@ -57,8 +57,8 @@ ID_FIELD = "_tc_id"
 TEXT_FIELD = "text"
 _METADATA_FIELD = "metadata."
 #: Attributes of typed filter objects holding a field name (Qdrant ``FieldCondition.key``,
-#: LlamaIndex ``MetadataFilter.key``, Weaviate ``target``) ...
-_FILTER_NAME_ATTRS = ("key", "target")
+#: LlamaIndex ``MetadataFilter.key``, Weaviate ``target``, Weaviate v3 ``path``: a name or a list of names) ...
+_FILTER_NAME_ATTRS = ("key", "target", "path")
 #: ... and those holding sub-filters (Qdrant ``must``/``should``/``must_not``/``min_should``
 #: and ``MinShould.conditions``, nested and is-empty/is-null conditions; LlamaIndex ``filters``).
 _FILTER_CHILD_ATTRS = ("must", "should", "must_not", "min_should", "conditions", "filter", "filters", "nested")
@@ -85,12 +85,13 @@ def filter_field_names(flt: Any) -> set[str]:
     """Every name a store filter may refer to a field by, whatever its form; imports no store package.
 
     Dicts (``{"author": ...}``, ``{"$and": [...]}``, Elasticsearch-style nesting, a dict-shaped Qdrant
-    filter's ``"key"``): every key and every ``key``/``target`` value, recursively. Typed filters
-    (Qdrant ``models.Filter``, LlamaIndex ``MetadataFilters``, ...): their ``key``/``target``
-    attributes, recursively through the sub-filter attributes. A string filter (a Milvus-style
-    expression): every identifier outside quotes, every part of a dotted or subscripted path, and
-    every quoted key (``metadata["author"]``, ``$meta['author']``, ``"author": ...``); a quoted
-    value is not read. Over-reading only names operators, which never name a sealed field;
+    filter's ``"key"``): every key and every ``key``/``target``/``path`` value, recursively. Typed
+    filters (Qdrant ``models.Filter``, LlamaIndex ``MetadataFilters``, ...): their ``key``/``target``/
+    ``path`` attributes, recursively through the sub-filter attributes. A string filter (a Milvus-style
+    expression): every identifier outside quotes, and every quoted key (``metadata["author"]``,
+    ``$meta['author']``, ``"author": ...``); a quoted value is not read. Every name also counts by
+    each part of its path (``doc.author``, ``metadata["author"]`` name ``author``). Over-reading
+    names operators, and at worst refuses a plain nested field sharing a sealed field's name;
     under-reading would let a filter send a sealed field's value to the store and match nothing.
     """
     names: set[str] = set()
@@ -107,9 +108,9 @@ def filter_field_names(flt: Any) -> set[str]:
         if isinstance(node, Mapping):
             for name, value in node.items():
                 if isinstance(name, str):
-                    names.add(name)
-                    if name in _FILTER_NAME_ATTRS and isinstance(value, str):
-                        names.add(value)
+                    names.update(_path_names(name))
+                    if name in _FILTER_NAME_ATTRS:
+                        names.update(_name_values(value))
                 walk(value, depth + 1)
             return
         if isinstance(node, (list, tuple, set, frozenset)):
@@ -117,14 +118,26 @@ def filter_field_names(flt: Any) -> set[str]:
                 walk(item, depth + 1)
             return
         for attr in _FILTER_NAME_ATTRS:
-            value = getattr(node, attr, None)
-            if isinstance(value, str):
-                names.add(value)
+            names.update(_name_values(getattr(node, attr, None)))
         for attr in _FILTER_CHILD_ATTRS:
             walk(getattr(node, attr, None), depth + 1)
 
     walk(flt, 0)
     return names
+
+
+def _name_values(value: Any) -> list[str]:
+    """The field names a ``key``/``target``/``path`` value holds: a name, or a list of names (a path)."""
+    if isinstance(value, str):
+        return sorted(_path_names(value))
+    if isinstance(value, (list, tuple)):
+        return [name for v in value if isinstance(v, str) for name in _path_names(v)]
+    return []
+
+
+def _path_names(name: str) -> set[str]:
+    """A field name as given, and the parts of it read as a path (``metadata["author"]``, ``doc.author``)."""
+    return {name} | _expression_names(name)
 
 
 def _expression_names(expr: str) -> set[str]:
