@@ -43,8 +43,8 @@ from llama_index.core.vector_stores.types import (
 )
 
 from textcrafter_rag.errors import InvalidInputError, InvalidTypeError
-from textcrafter_rag.sealed_records import ID_FIELD, RecordSealer, canonical_record_id, filter_field_names
-from textcrafter_rag.sealing import SealError, SecretKey
+from textcrafter_rag.sealed_records import ID_FIELD, RecordSealer, canonical_record_id
+from textcrafter_rag.sealing import NotPicklable, SealError, SecretKey
 from textcrafter_rag.two_stage import VECTOR_KEY, TwoStage, TwoStageSearch, rerank
 
 __all__ = ["NODE_FIELD", "SealedVectorStore"]
@@ -53,21 +53,8 @@ __all__ = ["NODE_FIELD", "SealedVectorStore"]
 NODE_FIELD = "node"
 
 
-#: Store-specific keyword arguments that hold a filter without "filter" in their name (Chroma, Milvus).
-_FILTER_KWARGS = ("where", "where_document", "expr")
-
-
-def _filter_keys(filters: Any, store_kwargs: Mapping[str, Any] | None = None) -> list[str]:
-    """Field names in ``MetadataFilters`` and in store-specific filter arguments (``qdrant_filters=``, ``where=``).
-
-    One definition for both frameworks: :func:`textcrafter_rag.sealed_records.filter_field_names`
-    reads any filter form (Qdrant ``models.Filter``, dicts, expressions) without importing its package.
-    """
-    extra = [v for k, v in (store_kwargs or {}).items() if "filter" in k or k in _FILTER_KWARGS]
-    return sorted(filter_field_names([filters, *extra]) if extra else filter_field_names(filters))
-
-
-class SealedVectorStore(BasePydanticVectorStore):
+# NotPicklable first: LlamaIndex's own __getstate__ would silently drop the key holders and pickle the rest
+class SealedVectorStore(NotPicklable, BasePydanticVectorStore):
     """Wrap a LlamaIndex vector store so it stores only sealed nodes (plus the plain metadata fields).
 
     Example:
@@ -269,7 +256,9 @@ class SealedVectorStore(BasePydanticVectorStore):
         )
 
     def _check(self, filters: MetadataFilters | None, store_kwargs: Mapping[str, Any] | None = None) -> None:
-        self._records.check_filter_keys(_filter_keys(filters, store_kwargs))
+        # one rule for both frameworks (sealed_records): MetadataFilters, then every filter-like store keyword
+        self._records.check_filter(filters)
+        self._records.check_store_kwargs(store_kwargs or {})
 
     # -- the vector store protocol ---------------------------------------------------------------
 
