@@ -21,6 +21,8 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 
 from langchain_textcrafter import SealedVectorStore
+from textcrafter_rag.app_index import AppIndexSearch
+from textcrafter_rag.sealed_search import MARKER_KEY, MODE_KEY
 from textcrafter_rag.sealing import Sealer
 from textcrafter_rag.testing import scan_for_plaintext
 from textcrafter_rag.testing.pii_records import SEALED_FIELDS
@@ -29,8 +31,8 @@ from textcrafter_rag.two_stage import VECTOR_KEY
 from ._sealed_engine_servers import RECORDS, assert_opened, documents
 
 TWO_STAGE_RECORDS = RECORDS[:20]
-#: Every record is a candidate, so the re-rank is exact and the expected order is known.
-FETCH_K = len(TWO_STAGE_RECORDS)
+#: Every record is a candidate (and the store's marker record), so the re-rank is exact and the order known.
+FETCH_K = len(TWO_STAGE_RECORDS) + 1
 #: Five paraphrased questions and one stored text (which must come back first, at cosine ~1).
 QUERIES = [r.question for r in TWO_STAGE_RECORDS[:5]] + [TWO_STAGE_RECORDS[7].text]
 #: The clean vectors travel as float16: a score may differ from the float32 cosine by this much.
@@ -53,6 +55,14 @@ def two_stage_store(
     return SealedVectorStore(
         store, embedding=embeddings, key=key, sealed_metadata=SEALED_FIELDS, fetch_k=FETCH_K, **kwargs
     )
+
+
+def app_index_store(
+    store: Callable[[Embeddings], VectorStore], embeddings: Embeddings, key: str, **kwargs: Any
+) -> SealedVectorStore:
+    """A sealed store with the app-side index over the engine ``store`` builds (every record opened)."""
+    search = AppIndexSearch(open_k=FETCH_K, **kwargs)
+    return SealedVectorStore(store, embedding=embeddings, key=key, sealed_metadata=SEALED_FIELDS, search=search)
 
 
 def add_two_stage_records(store: SealedVectorStore, ids: Sequence[Any] | None = None) -> list[Any]:
@@ -87,19 +97,25 @@ def check_two_stage_hits(store: SealedVectorStore, ids: Sequence[Any], minilm: A
     assert assert_opened(top[0], ids) == 7 and top[1] == pytest.approx(1.0, abs=SCORE_TOL)
 
 
-def check_two_stage_rows(rows: Sequence[StoredRow], minilm: Any, scratch: Path) -> None:
+def check_two_stage_rows(rows: Sequence[StoredRow], minilm: Any, scratch: Path, *, mode: str = "candidates") -> None:
     """The engine holds sealed texts, sealed fields and sealed clean vectors, and only noised vectors.
 
     The rows are also written to a file under ``scratch`` and byte-scanned for every text, 3-word
-    fragment and sealed value of the records.
+    fragment and sealed value of the records. The store's marker record (its mode, sealed) is set aside.
     """
+    markers = [r for r in rows if MARKER_KEY in r.metadata]  # none where the store has no get_by_ids (Milvus)
+    assert [r.metadata[MARKER_KEY] for r in markers] in ([], [mode])
+    assert all(Sealer.is_sealed(r.text) for r in markers)
+    rows = [r for r in rows if MARKER_KEY not in r.metadata]
+    assert all(r.metadata[MODE_KEY] == mode for r in rows)
     assert sorted(int(r.metadata["n"]) for r in rows) == list(range(len(TWO_STAGE_RECORDS)))
     clean = minilm.encode([r.text for r in TWO_STAGE_RECORDS])
     for row in rows:
         n = int(row.metadata["n"])
         assert Sealer.is_sealed(row.text) and Sealer.is_sealed(row.metadata[VECTOR_KEY])
         assert all(Sealer.is_sealed(row.metadata[f]) for f in SEALED_FIELDS if f in TWO_STAGE_RECORDS[n].metadata)
-        assert _cosines(clean[n], np.asarray([row.vector]))[0] < 0.95  # the engine never got the clean vector
+        limit = 0.95 if mode == "candidates" else 0.5  # index mode: a keyed random vector, |cos| ~ 0.05 at 384-d
+        assert abs(_cosines(clean[n], np.asarray([row.vector]))[0]) < limit  # the engine never got the clean vector
     dump = scratch / "two-stage-rows.json"
     dump.write_text(
         json.dumps([{"text": r.text, "metadata": r.metadata} for r in rows], ensure_ascii=False, default=str)

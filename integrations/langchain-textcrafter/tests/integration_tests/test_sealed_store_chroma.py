@@ -43,6 +43,7 @@ from ._sealed_engine_servers import (
 from ._two_stage_engine_checks import (
     StoredRow,
     add_two_stage_records,
+    app_index_store,
     check_two_stage_hits,
     check_two_stage_rows,
     two_stage_store,
@@ -151,6 +152,17 @@ def test_two_stage_search_ranks_by_exact_cosine_and_the_engine_holds_no_clean_ve
     raw = store.store.get(include=["documents", "metadatas", "embeddings"])  # what the server holds
     rows = [StoredRow(*row) for row in zip(raw["documents"], raw["metadatas"], raw["embeddings"], strict=True)]
     check_two_stage_rows(rows, minilm, tmp_path)
+
+
+def test_app_index_mode_ranks_in_the_app_and_the_engine_holds_no_rankable_vector(
+    running: Running, embeddings: Any, minilm: Any, tmp_path: Path
+) -> None:
+    store = app_index_store(_chroma(running.client, "app-index"), embeddings, generate_key())
+    ids = add_two_stage_records(store)
+    check_two_stage_hits(store, ids, minilm)
+    raw = store.store.get(include=["documents", "metadatas", "embeddings"])  # what the server holds
+    rows = [StoredRow(*row) for row in zip(raw["documents"], raw["metadatas"], raw["embeddings"], strict=True)]
+    check_two_stage_rows(rows, minilm, tmp_path, mode="index")
 
 
 async def test_delete_and_async_then_no_plaintext_on_disk(tmp_path: Path, embeddings: Any) -> None:
