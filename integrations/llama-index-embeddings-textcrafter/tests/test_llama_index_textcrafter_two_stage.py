@@ -52,7 +52,10 @@ def _index(base: FakeBase, path: Path, key: str, fetch_k: int = 24) -> tuple[Vec
 def test_qdrant_holds_candidates_and_sealed_vectors_and_the_retriever_ranks_exactly(base, tmp_path) -> None:
     index, client = _index(base, tmp_path, generate_key())
     points, _ = client.scroll("notes", limit=100, with_vectors=True, with_payload=True)
-    assert len(points) == len(TEXTS)
+    markers = [p for p in points if "_tc_marker" in p.payload]  # the store's mode, sealed, under a keyed id
+    assert [p.payload["_tc_marker"] for p in markers] == ["candidates"]
+    points = [p for p in points if "_tc_marker" not in p.payload]
+    assert len(points) == len(TEXTS) and all(p.payload["_tc_mode"] == "candidates" for p in points)
     for point in points:
         text = TEXTS[IDS.index(str(point.id))]
         assert Sealer.is_sealed(point.payload["_tc_vec"])

@@ -313,3 +313,37 @@ def test_sealed_embedding_over_the_bundled_minilm(minilm, instrumentation) -> No
     np.testing.assert_allclose(embed.get_query_embedding(QUERY), minilm.encode([QUERY])[0], atol=1e-6)
     assert events.vectors == [] and set(events.chunks) == {*TEXTS[:2], QUERY}
     assert spans.results == []  # no span opened around it, so none returned a vector
+
+
+def test_retrieval_hands_no_vector_to_any_handler_when_the_store_embeds_the_query(base: FakeBase) -> None:
+    """Results carry no embedding, and the retriever never holds the clean query vector (the store embeds it)."""
+    embed = SealedEmbedding(base=base)
+    with _observed() as seen:
+        client = QdrantClient(location=":memory:")
+        ctx = sealed_storage_context(
+            vector_store=QdrantVectorStore(client=client, collection_name="notes"),
+            key=generate_key(),
+            fetch_k=8,
+            embed_model=embed,
+        )
+        index = VectorStoreIndex(
+            _nodes(TEXTS), storage_context=ctx, embed_model=embed, callback_manager=CallbackManager([seen.callbacks])
+        )
+        seen.clear()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", ReportedVectorsWarning)
+            hits = index.as_retriever(similarity_top_k=3).retrieve(QUERY)
+    client.close()
+    assert len(hits) == 3 and all(h.node.embedding is None for h in hits)
+    assert [(s.channel, s.source, s.path) for s in seen.found] == []
+    assert seen.callbacks.embedding_chunks == [QUERY]  # the query text was embedded, and reported, once
+
+
+def test_a_plain_encoder_in_sealed_search_is_loud(base: FakeBase) -> None:
+    with _observed() as seen, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ReportedVectorsWarning)
+        index, client = _index(base, seen)
+        index.as_retriever(similarity_top_k=3).retrieve(QUERY)
+    client.close()
+    said = [str(w.message) for w in caught if issubclass(w.category, ReportedVectorsWarning)]
+    assert any("node embeddings" in m for m in said) and any("query embeddings" in m for m in said)

@@ -32,6 +32,7 @@ from llama_index.core.storage.kvstore.types import (
 )
 from llama_index.core.vector_stores.types import BasePydanticVectorStore
 
+from textcrafter_rag.app_index import AppIndexSearch
 from textcrafter_rag.errors import InvalidTypeError
 from textcrafter_rag.sealed_records import RecordSealer
 from textcrafter_rag.sealing import SealError, SecretKey
@@ -167,6 +168,8 @@ def sealed_storage_context(
     context: str = "",
     persist_dir: str | os.PathLike[str] | None = None,
     fetch_k: int | TwoStageSearch | None = None,
+    search: TwoStageSearch | AppIndexSearch | None = None,
+    embed_model: Any = None,
 ) -> StorageContext:
     """A ``StorageContext`` that writes no plaintext: sealed docstore and index store, sealed vector store.
 
@@ -182,6 +185,10 @@ def sealed_storage_context(
             encoder wrapped in :class:`~.base.SealedEmbedding` (``embed_model=SealedEmbedding(base=encoder)``):
             the same clean vectors, but none of them handed to LlamaIndex's event, callback or span
             handlers, as a plain LlamaIndex model hands every one of them, beside its text.
+        search: The sealed search mode's options instead of ``fetch_k`` (e.g. ``AppIndexSearch(index_path=...)``:
+            the app-side index; embed with ``SealedEmbedding`` likewise).
+        embed_model: Sealed search: the ``SealedEmbedding`` the index embeds with, also given to the store so
+            it embeds queries itself (the retriever then never holds the clean query vector).
 
     Raises:
         FileNotFoundError: ``persist_dir`` holds no docstore or index store.
@@ -194,8 +201,9 @@ def sealed_storage_context(
     docstore = SimpleDocumentStore(simple_kvstore=SealedKVStore(doc_kv, key=key, context=context))  # type: ignore[arg-type]
     index_store = SimpleIndexStore(simple_kvstore=SealedKVStore(index_kv, key=key, context=context))  # type: ignore[arg-type]
     if not isinstance(vector_store, SealedVectorStore):
+        mode = {"search": search} if search is not None else {"fetch_k": fetch_k}
         vector_store = SealedVectorStore(
-            vector_store, key=key, sealed_metadata=sealed_metadata, context=context, fetch_k=fetch_k
+            vector_store, key=key, sealed_metadata=sealed_metadata, context=context, embed_model=embed_model, **mode
         )
     return StorageContext.from_defaults(
         docstore=docstore,

@@ -16,45 +16,66 @@ their text lives in the index's docstore, which :func:`.sealed_storage.sealed_st
 seals. Filtering on a sealed field is impossible (the field is not in the store), and so are
 text, sparse and hybrid query modes over sealed texts.
 
-**Two-stage search** (``fetch_k=``; :mod:`textcrafter_rag.two_stage`): give the index the *plain*
-encoder; each shell then carries a keyed candidate vector (heavy noise) instead of the node's
-embedding, and the clean embedding travels sealed in the shell's metadata (``_tc_vec``). A query
-reaches the store protected, ``fetch_k`` shells come back, and their sealed vectors are opened and
-ranked by exact cosine with the clean query in this process. It needs a store that keeps payloads.
+**Sealed search** (:mod:`textcrafter_rag.sealed_search`): give the index the clean encoder wrapped in
+:class:`~llama_index.embeddings.textcrafter.SealedEmbedding` (no vector reaches LlamaIndex's handlers); the
+clean embedding travels sealed in the shell's metadata (``_tc_vec``), and every query ranks the opened
+shells by exact cosine with the clean query in this process. Two modes:
+
+* candidates (``fetch_k=``): each shell carries a rotated, heavily noised candidate vector; a protected
+  query brings ``fetch_k`` shells back;
+* app-side index (``search=AppIndexSearch(...)``): each shell carries a keyed random vector (the store
+  ranks nothing); this process scans its compressed index and reads ``open_k`` shells by id
+  (``get_nodes``).
+
+Both need a store that keeps payloads.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 from llama_index.core.bridge.pydantic import PrivateAttr
-from llama_index.core.indices.query.embedding_utils import get_top_k_mmr_embeddings
 from llama_index.core.schema import BaseNode, MetadataMode, NodeRelationship, RelatedNodeInfo, TextNode
 from llama_index.core.storage.docstore.utils import doc_to_json, json_to_doc
 from llama_index.core.vector_stores.types import (
     BasePydanticVectorStore,
     MetadataFilters,
     VectorStoreQuery,
-    VectorStoreQueryMode,
     VectorStoreQueryResult,
 )
 
+from textcrafter_rag.app_index import AppIndexSearch
 from textcrafter_rag.errors import InvalidInputError, InvalidTypeError
 from textcrafter_rag.sealed_records import ID_FIELD, RecordSealer, canonical_record_id
+from textcrafter_rag.sealed_search import (
+    MARKER_KEY,
+    MODE_KEY,
+    SealedSearch,
+    SearchOptions,
+    single_stage_marker_id,
+)
 from textcrafter_rag.sealing import NotPicklable, SealError, SecretKey
-from textcrafter_rag.two_stage import VECTOR_KEY, TwoStage, TwoStageSearch, rerank
+from textcrafter_rag.two_stage import VECTOR_KEY, TwoStageSearch
+
+from ._sealed_steps import SealedSearchSteps
+from .instrumentation import warn_unless_silent
 
 __all__ = ["NODE_FIELD", "SealedVectorStore"]
 
 #: Field name the whole node is sealed under.
 NODE_FIELD = "node"
+#: ``search=`` left out: the mode ``fetch_k`` names (single-stage by default).
+_FROM_FETCH_K: Any = object()
+#: Plain fields the sealed store adds to each shell.
+_RESERVED = (VECTOR_KEY, MODE_KEY, MARKER_KEY)
 
 
 # NotPicklable first: LlamaIndex's own __getstate__ would silently drop the key holders and pickle the rest
-class SealedVectorStore(NotPicklable, BasePydanticVectorStore):
+class SealedVectorStore(NotPicklable, SealedSearchSteps, BasePydanticVectorStore):
     """Wrap a LlamaIndex vector store so it stores only sealed nodes (plus the plain metadata fields).
 
     Example:
@@ -70,9 +91,15 @@ class SealedVectorStore(NotPicklable, BasePydanticVectorStore):
         sealed_metadata: Metadata fields kept out of the store (they live only inside the sealed
             node); the others are also stored plain, for filters.
         context: Tenant or collection name mixed into the key.
-        fetch_k: Two-stage search: candidates fetched per query (an int, with the default strengths, or a
-            :class:`~textcrafter_rag.two_stage.TwoStageSearch`); the index must then embed with the plain
-            encoder. ``None`` (default): the store ranks with the nodes' embeddings.
+        fetch_k: Candidate search: candidates fetched per query (an int, with the default strengths, or a
+            :class:`~textcrafter_rag.two_stage.TwoStageSearch`); the index must then embed with the clean
+            encoder (``SealedEmbedding``). ``None`` (default): the store ranks with the nodes' embeddings.
+        search: The sealed search mode's options instead of ``fetch_k``: a ``TwoStageSearch`` or an
+            :class:`~textcrafter_rag.app_index.AppIndexSearch` (the app-side index; the store needs ``get_nodes``).
+        strict: Raise on a shell that does not open instead of skipping and counting it (:attr:`skipped`).
+        embed_model: Sealed search: the store embeds each query itself with this model (the index's
+            ``SealedEmbedding``), so LlamaIndex's retriever never puts the clean query vector on the query
+            bundle that its spans carry (``is_embedding_query`` is then ``False``).
 
     Raises:
         TypeError: ``sealed_metadata`` is a string.
@@ -89,7 +116,10 @@ class SealedVectorStore(NotPicklable, BasePydanticVectorStore):
     is_embedding_query: bool = True
     _store: BasePydanticVectorStore = PrivateAttr()
     _records: RecordSealer = PrivateAttr()
-    _two_stage: TwoStage | None = PrivateAttr(default=None)
+    _search: SealedSearch | None = PrivateAttr(default=None)
+    _marker_id: str = PrivateAttr(default="")
+    _marker_checked: bool = PrivateAttr(default=False)
+    _embed_model: Any = PrivateAttr(default=None)
 
     def __init__(
         self,
@@ -99,19 +129,35 @@ class SealedVectorStore(NotPicklable, BasePydanticVectorStore):
         sealed_metadata: Sequence[str] = (),
         context: str = "",
         fetch_k: int | TwoStageSearch | None = None,
+        search: SearchOptions | None = _FROM_FETCH_K,
+        strict: bool = False,
+        embed_model: Any = None,
     ) -> None:
         if not isinstance(store, BasePydanticVectorStore):
             raise InvalidTypeError(f"store must be a LlamaIndex BasePydanticVectorStore, got {type(store).__name__}")
-        search = TwoStageSearch.of(fetch_k)
+        if search is _FROM_FETCH_K:
+            search = TwoStageSearch.of(fetch_k)
+        elif fetch_k is not None:
+            raise InvalidInputError("give either fetch_k= or search=, not both")
+        if search is not None and not isinstance(search, (TwoStageSearch, AppIndexSearch)):
+            raise InvalidTypeError(
+                f"search must be a TwoStageSearch, an AppIndexSearch or None, got {type(search).__name__}"
+            )
         if search is not None and not store.stores_text:
             raise InvalidInputError(
-                f"two-stage search needs a vector store that keeps payloads; {type(store).__name__} keeps only "
+                f"sealed search needs a vector store that keeps payloads; {type(store).__name__} keeps only "
                 "vectors (stores_text=False), so the sealed clean vectors would have nowhere to go"
             )
-        super().__init__(stores_text=store.stores_text, is_embedding_query=store.is_embedding_query)
+        if embed_model is not None and search is None:
+            raise InvalidInputError("embed_model= is for sealed search (fetch_k= or search=): single-stage stores rank")
+        embeds_queries = store.is_embedding_query and embed_model is None
+        super().__init__(stores_text=store.stores_text, is_embedding_query=embeds_queries)
+        self._embed_model = embed_model
+        secret = SecretKey(key)
         self._store = store
-        self._records = RecordSealer(key, sealed_metadata=sealed_metadata, context=context)
-        self._two_stage = TwoStage(key, context=context, search=search) if search is not None else None
+        self._records = RecordSealer(secret, sealed_metadata=sealed_metadata, context=context)
+        self._search = SealedSearch(secret, context=context, options=search, strict=strict) if search else None
+        self._marker_id = single_stage_marker_id(secret, context=context)
 
     @classmethod
     def class_name(cls) -> str:
@@ -133,15 +179,26 @@ class SealedVectorStore(NotPicklable, BasePydanticVectorStore):
         return self._records.sealed_metadata
 
     @property
+    def search_options(self) -> SearchOptions | None:
+        """The sealed search mode's options, or ``None`` for single-stage search."""
+        return self._search.options if self._search is not None else None
+
+    @property
     def two_stage(self) -> TwoStageSearch | None:
-        """The two-stage search options, or ``None`` for single-stage search."""
-        return self._two_stage.search if self._two_stage is not None else None
+        """The candidate search options, or ``None`` (single-stage, or the app-side index)."""
+        options = self.search_options
+        return options if isinstance(options, TwoStageSearch) else None
+
+    @property
+    def skipped(self) -> int:
+        """Shells skipped so far because they did not open (another tenant under this key, edited, no vector)."""
+        return self._search.skipped if self._search is not None else 0
 
     # -- sealing and opening ---------------------------------------------------------------------
 
     def seal_node(self, node: BaseNode) -> TextNode:
         """The shell the wrapped store gets for ``node``: id, embedding, source id, plain metadata, sealed node."""
-        return self._shells([node])[0]
+        return self._shells([node])[0][0]
 
     def _shell(self, node: BaseNode, embedding: list[float] | None, extra: dict[str, Any]) -> TextNode:
         rid = canonical_record_id(node.node_id)
@@ -151,8 +208,9 @@ class SealedVectorStore(NotPicklable, BasePydanticVectorStore):
         relationships = {}
         if node.ref_doc_id is not None:
             relationships[NodeRelationship.SOURCE] = RelatedNodeInfo(node_id=node.ref_doc_id)
-        if VECTOR_KEY in node.metadata:
-            raise InvalidInputError(f"node {rid!r}: metadata field {VECTOR_KEY!r} is reserved for the sealed vector")
+        reserved = [k for k in _RESERVED if k in node.metadata]
+        if reserved:
+            raise InvalidInputError(f"node {rid!r}: metadata field {reserved[0]!r} is reserved for the sealed store")
         metadata = {**self._records.plain_metadata(node.metadata), ID_FIELD: rid, **extra}
         return TextNode(
             id_=node.node_id, text=token, metadata=metadata, relationships=relationships, embedding=embedding
@@ -182,78 +240,21 @@ class SealedVectorStore(NotPicklable, BasePydanticVectorStore):
         nodes = [self.open_node(n, store_id=ids[i] if ids else None) for i, n in enumerate(result.nodes)]
         return VectorStoreQueryResult(nodes=nodes, similarities=result.similarities, ids=result.ids)
 
-    def _shells(self, nodes: Sequence[BaseNode]) -> list[BaseNode]:
-        if self._two_stage is None:
-            return [self._shell(n, n.embedding, {}) for n in nodes]
+    def _shells(self, nodes: Sequence[BaseNode]) -> tuple[list[BaseNode], np.ndarray | None]:
+        """The shells for ``nodes``, and (sealed search) their validated clean vectors."""
+        if self._search is None:
+            return [self._shell(n, n.embedding, {}) for n in nodes], None
         missing = [n.node_id for n in nodes if n.embedding is None]
         if missing:
-            raise InvalidInputError(f"two-stage search needs each node's embedding; {len(missing)} node(s) have none")
+            raise InvalidInputError(f"sealed search needs each node's embedding; {len(missing)} node(s) have none")
         if not nodes:
-            return []
-        clean = np.asarray([n.embedding for n in nodes], dtype=np.float32)
+            return [], None
+        clean = self._search.check_vectors([n.embedding for n in nodes], name="node embeddings")
+        warn_unless_silent([n.embedding for n in nodes], what="node embeddings", stacklevel=4)
         ids = [canonical_record_id(n.node_id) for n in nodes]
-        texts = [n.get_content(metadata_mode=MetadataMode.NONE) for n in nodes]
-        candidates = self._two_stage.protect_documents(clean, record_ids=ids, texts=texts)
-        return [
-            self._shell(n, candidate.tolist(), {VECTOR_KEY: self._two_stage.seal_vector(vector, record_id=rid)})
-            for n, candidate, vector, rid in zip(nodes, candidates, clean, ids, strict=True)
-        ]
-
-    def _store_query(self, query: VectorStoreQuery) -> tuple[VectorStoreQuery, np.ndarray | None]:
-        """What the wrapped store is asked: in two-stage search, a protected query for ``fetch_k`` candidates."""
-        if self._two_stage is None:
-            return query, None
-        if query.query_embedding is None:
-            raise InvalidInputError("two-stage search needs a query embedding (text-only modes cannot be re-ranked)")
-        if query.mode not in (VectorStoreQueryMode.DEFAULT, VectorStoreQueryMode.MMR):
-            raise InvalidInputError(f"two-stage search supports the default and MMR modes, not {query.mode.value!r}")
-        fetch_k = self._two_stage.search.fetch_k
-        if query.similarity_top_k > fetch_k:
-            raise InvalidInputError(
-                f"similarity_top_k={query.similarity_top_k} exceeds this store's fetch_k={fetch_k}: raise fetch_k"
-            )
-        clean = np.asarray(query.query_embedding, dtype=np.float32)
-        protected = self._two_stage.protect_query(clean, text=query.query_str)[0].tolist()
-        candidates = dataclasses.replace(
-            query, query_embedding=protected, similarity_top_k=fetch_k, mode=VectorStoreQueryMode.DEFAULT
-        )
-        return candidates, clean
-
-    def _ranked(
-        self, query: VectorStoreQuery, clean: np.ndarray, result: VectorStoreQueryResult
-    ) -> VectorStoreQueryResult:
-        """Open the candidates' sealed vectors, rank them exactly (or by MMR), open the winners only."""
-        assert self._two_stage is not None
-        shells = result.nodes or []
-        ids: Sequence[Any] = result.ids if result.ids and len(result.ids) == len(shells) else []
-        rids = [
-            RecordSealer.resolve_record_id(ids[i] if ids else None, (s.metadata or {}).get(ID_FIELD, s.node_id))
-            for i, s in enumerate(shells)
-        ]
-        if not shells:
-            return VectorStoreQueryResult(nodes=[], similarities=[], ids=[])
-        vectors = np.stack(
-            [self._two_stage.open_vector((s.metadata or {}).get(VECTOR_KEY), record_id=r) for s, r in zip(shells, rids)]
-        )
-        k = query.similarity_top_k
-        if query.mode == VectorStoreQueryMode.MMR:
-            scores, order = get_top_k_mmr_embeddings(
-                clean.tolist(),
-                vectors.tolist(),
-                similarity_top_k=k,
-                embedding_ids=list(range(len(shells))),
-                mmr_threshold=query.mmr_threshold,
-            )
-        else:
-            order, scores = rerank(clean, vectors, k)
-        nodes = []
-        for i in order:
-            node = self.open_node(shells[i], store_id=ids[i] if ids else None)
-            node.embedding = vectors[i].tolist()
-            nodes.append(node)
-        return VectorStoreQueryResult(
-            nodes=nodes, similarities=[float(x) for x in scores], ids=[rids[i] for i in order]
-        )
+        vectors = self._search.store_vectors(clean, ids)
+        fields = self._search.record_fields(clean, ids)
+        return [self._shell(n, v.tolist(), f) for n, v, f in zip(nodes, vectors, fields, strict=True)], clean
 
     def _check(self, filters: MetadataFilters | None, store_kwargs: Mapping[str, Any] | None = None) -> None:
         # one rule for both frameworks (sealed_records): MetadataFilters, then every filter-like store keyword
@@ -264,29 +265,64 @@ class SealedVectorStore(NotPicklable, BasePydanticVectorStore):
 
     def add(self, nodes: Sequence[BaseNode], **add_kwargs: Any) -> list[str]:
         """Add the shells of ``nodes`` (the nodes themselves are not modified)."""
-        return self._store.add(self._shells(nodes), **add_kwargs)
+        shells, clean = self._shells(nodes)
+        self._marker(write=False)
+        out = self._store.add(shells, **add_kwargs)
+        self._marker(write=True, dim=clean.shape[1] if clean is not None else None)
+        if clean is not None and self._search is not None and self._search.mode == "index":
+            self._search.index_add([n.node_id for n in nodes], clean)
+        return out
 
     async def async_add(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[str]:
         """Async :meth:`add`."""
-        return await self._store.async_add(self._shells(nodes), **kwargs)
+        shells, clean = self._shells(nodes)
+        await self._amarker(write=False)
+        out = await self._store.async_add(shells, **kwargs)
+        await self._amarker(write=True, dim=clean.shape[1] if clean is not None else None)
+        if clean is not None and self._search is not None and self._search.mode == "index":
+            await asyncio.to_thread(self._search.index_add, [n.node_id for n in nodes], clean)
+        return out
 
     def query(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
         """The wrapped store's query, its nodes opened (stores that keep no text return ids only).
 
-        In two-stage search the store gets a protected query for ``fetch_k`` candidates; the result
-        holds the best ``similarity_top_k`` by exact cosine (those are its similarities).
+        In sealed search the result holds the best ``similarity_top_k`` by exact cosine (those are its
+        similarities): from ``fetch_k`` candidates the store found, or ``open_k`` shells read by id.
         """
         self._check(query.filters, kwargs)
-        store_query, clean = self._store_query(query)
-        result = self._store.query(store_query, **kwargs)
-        return self._open_result(result) if clean is None else self._ranked(query, clean, result)
+        if self._search is None:
+            self._marker(write=False)
+            return self._open_result(self._store.query(query, **kwargs))
+        if query.query_embedding is None and self._embed_model is not None and query.query_str:
+            query = dataclasses.replace(query, query_embedding=self._embed_model.get_query_embedding(query.query_str))
+        clean = self._clean_query(query)
+        self._marker(write=False)
+        if self._search.mode == "index":
+            ids = self._index_ids(query, clean, kwargs)
+            shells = self._store.get_nodes(node_ids=ids) if ids else []
+            self._healed(ids, shells)
+            return self._ranked(query, clean, shells, None)
+        result = self._store.query(self._candidate_query(query, clean), **kwargs)
+        return self._ranked(query, clean, result.nodes or [], result.ids)
 
     async def aquery(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
         """Async :meth:`query`."""
         self._check(query.filters, kwargs)
-        store_query, clean = self._store_query(query)
-        result = await self._store.aquery(store_query, **kwargs)
-        return self._open_result(result) if clean is None else self._ranked(query, clean, result)
+        if self._search is None:
+            await self._amarker(write=False)
+            return self._open_result(await self._store.aquery(query, **kwargs))
+        if query.query_embedding is None and self._embed_model is not None and query.query_str:
+            embedding = await self._embed_model.aget_query_embedding(query.query_str)
+            query = dataclasses.replace(query, query_embedding=embedding)
+        clean = self._clean_query(query)
+        await self._amarker(write=False)
+        if self._search.mode == "index":
+            ids = self._index_ids(query, clean, kwargs)
+            shells = await self._store.aget_nodes(node_ids=ids) if ids else []
+            self._healed(ids, shells)
+            return self._ranked(query, clean, shells, None)
+        result = await self._store.aquery(self._candidate_query(query, clean), **kwargs)
+        return await asyncio.to_thread(self._ranked, query, clean, result.nodes or [], result.ids)
 
     def get_nodes(self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None) -> list[BaseNode]:
         """The wrapped store's nodes, opened."""
@@ -314,6 +350,8 @@ class SealedVectorStore(NotPicklable, BasePydanticVectorStore):
         """Delete nodes by id (or by a filter on plain fields)."""
         self._check(filters)
         self._store.delete_nodes(node_ids, filters, **delete_kwargs)
+        if node_ids and self._search is not None and self._search.mode == "index":
+            self._search.index_remove(node_ids)
 
     async def adelete_nodes(
         self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None, **delete_kwargs: Any
@@ -321,6 +359,8 @@ class SealedVectorStore(NotPicklable, BasePydanticVectorStore):
         """Async :meth:`delete_nodes`."""
         self._check(filters)
         await self._store.adelete_nodes(node_ids, filters, **delete_kwargs)
+        if node_ids and self._search is not None and self._search.mode == "index":
+            await asyncio.to_thread(self._search.index_remove, node_ids)
 
     def clear(self) -> None:
         """Clear the wrapped store."""
@@ -335,7 +375,7 @@ class SealedVectorStore(NotPicklable, BasePydanticVectorStore):
         self._store.persist(persist_path, fs=fs)
 
     def __repr__(self) -> str:
-        two_stage = f", two_stage={self.two_stage!r}" if self._two_stage is not None else ""
+        two_stage = f", search={self.search_options!r}" if self._search is not None else ""
         return (
             f"SealedVectorStore(store={type(self._store).__name__}, sealed_metadata={self.sealed_metadata!r}"
             f"{two_stage}, key=<redacted>)"

@@ -1,0 +1,175 @@
+"""The sealed-search steps of the LlamaIndex :class:`~.sealed_vector_store.SealedVectorStore`, split by role.
+
+The mode marker, the clean query's checks, what the store is asked (a protected query for candidates, or
+ids from the app-side index), and the exact re-rank of the opened shells. The store class holds the
+LlamaIndex protocol (add, query, delete) and the sealing of nodes; these steps translate shells for the
+framework-free core, :class:`textcrafter_rag.sealed_search.SealedSearch`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from llama_index.core.indices.query.embedding_utils import get_top_k_mmr_embeddings
+from llama_index.core.schema import BaseNode, TextNode
+from llama_index.core.vector_stores.types import (
+    BasePydanticVectorStore,
+    VectorStoreQuery,
+    VectorStoreQueryMode,
+    VectorStoreQueryResult,
+)
+
+from textcrafter_rag.errors import InvalidInputError
+from textcrafter_rag.sealed_records import ID_FIELD, canonical_record_id
+from textcrafter_rag.sealed_search import MARKER_KEY, MODE_KEY, SealedSearch, check_marker_mode
+from textcrafter_rag.two_stage import VECTOR_KEY
+
+from .instrumentation import warn_unless_silent
+
+__all__ = ["SealedSearchSteps"]
+
+
+class SealedSearchSteps:
+    """Steps of sealed search over a wrapped LlamaIndex store (mixed into the sealed vector store)."""
+
+    _search: SealedSearch | None
+    _store: BasePydanticVectorStore
+    _marker_id: str
+    _marker_checked: bool
+
+    def open_node(self, shell: BaseNode, *, store_id: Any = None) -> BaseNode:
+        raise NotImplementedError
+
+    def _marker_node(self, dim: int) -> TextNode:
+        assert self._search is not None
+        mode = self._search.mode
+        return TextNode(
+            id_=self._marker_id,
+            text=self._search.marker_text(),
+            metadata={ID_FIELD: self._marker_id, MARKER_KEY: mode, MODE_KEY: mode},
+            embedding=self._search.keyed_vectors(["marker"], dim)[0].tolist(),
+        )
+
+    def _settle_marker(self, found: Sequence[BaseNode] | None, *, write: bool) -> bool:
+        """Check a marker read back (``None``: unreadable); ``True`` if a marker must be written now."""
+        mode = self._search.mode if self._search is not None else "single"
+        if found is None:
+            return False
+        check_marker_mode(mode, found[0].metadata if found else None)
+        if found or self._search is None:
+            self._marker_checked = True
+            return False
+        return write
+
+    def _marker(self, *, write: bool, dim: int | None = None) -> None:
+        """Refuse a store written in another mode before anything is sent; after a write, mark a new store.
+
+        Best effort: a store that cannot read by id (or whose collection does not exist yet) is checked
+        again next time, and each hit's own ``_tc_mode`` field is checked regardless.
+        """
+        if self._marker_checked:
+            return
+        try:
+            found: Sequence[BaseNode] | None = self._store.get_nodes(node_ids=[self._marker_id])
+        except Exception:  # no read by id, no collection yet, an async-only client: the hits' fields decide
+            found = None
+        if self._settle_marker(found, write=write) and dim is not None:
+            self._store.add([self._marker_node(dim)])
+            self._marker_checked = True
+
+    async def _amarker(self, *, write: bool, dim: int | None = None) -> None:
+        """Async :meth:`_marker` (through the store's async client)."""
+        if self._marker_checked:
+            return
+        try:
+            found: Sequence[BaseNode] | None = await self._store.aget_nodes(node_ids=[self._marker_id])
+        except Exception:  # as in _marker
+            found = None
+        if self._settle_marker(found, write=write) and dim is not None:
+            await self._store.async_add([self._marker_node(dim)])
+            self._marker_checked = True
+
+    def _clean_query(self, query: VectorStoreQuery) -> np.ndarray:
+        """The validated clean query of a sealed search (it never leaves this process)."""
+        assert self._search is not None
+        if query.query_embedding is None:
+            raise InvalidInputError("sealed search needs a query embedding (text-only modes cannot be re-ranked)")
+        if query.mode not in (VectorStoreQueryMode.DEFAULT, VectorStoreQueryMode.MMR):
+            raise InvalidInputError(f"sealed search supports the default and MMR modes, not {query.mode.value!r}")
+        self._search.check_k(query.similarity_top_k)
+        clean = self._search.check_vectors(np.asarray(query.query_embedding).reshape(1, -1), name="query vector")
+        warn_unless_silent([query.query_embedding], what="query embeddings", stacklevel=5)
+        return clean[0]
+
+    def _candidate_query(self, query: VectorStoreQuery, clean: np.ndarray) -> VectorStoreQuery:
+        """What the store is asked in candidate search: a protected query for ``fetch_k`` shells."""
+        assert self._search is not None
+        protected = self._search.store_query(clean)[0].tolist()
+        return dataclasses.replace(
+            query, query_embedding=protected, similarity_top_k=self._search.fetch_k, mode=VectorStoreQueryMode.DEFAULT
+        )
+
+    def _index_ids(self, query: VectorStoreQuery, clean: np.ndarray, kwargs: Mapping[str, Any]) -> list[str]:
+        """The ids the app-side index ranks best (the store receives nothing but these ids)."""
+        assert self._search is not None
+        if query.filters is not None or kwargs:
+            raise InvalidInputError(
+                "the app-side index ranks in this process and passes nothing to the store: filters and store "
+                "arguments cannot be applied (use candidate search, fetch_k=, to filter in the store)"
+            )
+        return self._search.index_candidates(clean)
+
+    def _healed(self, ids: list[str], shells: Sequence[BaseNode]) -> None:
+        """Forget index entries whose records the store no longer has (deleted by source document or elsewhere)."""
+        assert self._search is not None
+        returned = {canonical_record_id(s.node_id) for s in shells}
+        gone = [i for i in ids if i not in returned]
+        if gone:
+            self._search.index_remove(gone)
+
+    def _ranked(
+        self, query: VectorStoreQuery, clean: np.ndarray, shells: Sequence[BaseNode], store_ids: Sequence[Any] | None
+    ) -> VectorStoreQueryResult:
+        """Open the shells' sealed vectors, rank them exactly (or by MMR), open the winners only.
+
+        The results carry no embedding: LlamaIndex hands them to retrieval events, callbacks and spans.
+        """
+        assert self._search is not None
+        ids: Sequence[Any] = store_ids if store_ids and len(store_ids) == len(shells) else []
+        opened = self._search.open_hits(
+            [
+                (
+                    ids[i] if ids else None,
+                    (s.metadata or {}).get(ID_FIELD, s.node_id),
+                    (s.metadata or {}).get(VECTOR_KEY),
+                    (s.metadata or {}).get(MODE_KEY),
+                )
+                for i, s in enumerate(shells)
+            ]
+        )
+        if not opened.positions:
+            return VectorStoreQueryResult(nodes=[], similarities=[], ids=[])
+        k = query.similarity_top_k
+        if query.mode == VectorStoreQueryMode.MMR:
+            scores, order = get_top_k_mmr_embeddings(
+                clean.tolist(),
+                opened.vectors.tolist(),
+                similarity_top_k=k,
+                embedding_ids=list(range(len(opened.positions))),
+                mmr_threshold=query.mmr_threshold,
+            )
+        else:
+            ranked = self._search.rank(clean, opened.vectors, k)
+            order, scores = [i for i, _ in ranked], [s for _, s in ranked]
+        nodes = []
+        for i in order:
+            pos = opened.positions[i]
+            node = self.open_node(shells[pos], store_id=ids[pos] if ids else None)
+            node.embedding = None
+            nodes.append(node)
+        return VectorStoreQueryResult(
+            nodes=nodes, similarities=[float(x) for x in scores], ids=[opened.record_ids[i] for i in order]
+        )
