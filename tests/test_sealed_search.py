@@ -33,7 +33,7 @@ def _core(**kwargs) -> SealedSearch:
 
 
 def _hits(core: SealedSearch, x: np.ndarray, ids: list[str]) -> list[tuple]:
-    return [(r, r, core.seal_vector(v, record_id=r), core.mode) for v, r in zip(x, ids)]
+    return [(r, r, core.seal_vector(v, record_id=r, record_text=f"t-{r}"), core.mode, f"t-{r}") for v, r in zip(x, ids)]
 
 
 def test_the_key_is_parsed_once_by_the_caller():
@@ -51,9 +51,9 @@ def test_open_hits_skips_and_counts_what_does_not_open_deduplicates_and_caps():
     hits = _hits(core, x, ids)
     other_tenant = SealedSearch(KEY, context="b", options=TwoStageSearch(fetch_k=5))
     hits[1] = _hits(other_tenant, x[1:2], ids[1:2])[0]  # one record of another tenant under the same key
-    hits[2] = (ids[2], ids[2], None, core.mode)  # one record without a sealed vector
+    hits[2] = (ids[2], ids[2], None, core.mode, "t")  # one record without a sealed vector
     spelled = first.replace("-", "").upper()
-    hits.insert(1, (spelled, spelled, hits[0][2], core.mode))  # the first record again, in another spelling
+    hits.insert(1, (spelled, spelled, hits[0][2], core.mode, hits[0][4]))  # the first record again, in another spelling
     with pytest.warns(SkippedRecordsWarning):
         opened = core.open_hits(hits)
     assert opened.record_ids == [first, "r3", "r4", "r5", "r6"]  # capped at fetch_k=5 opened
@@ -80,12 +80,12 @@ def test_no_hit_that_opens_is_an_error_not_an_empty_answer():
 def test_modes_are_named_on_every_record_and_a_mismatch_is_refused():
     core = _core()
     x = _unit(2)
-    fields = core.record_fields(x, ["a", "b"])
+    fields = core.record_fields(x, ["a", "b"], ["ta", "tb"])
     assert [f["_tc_mode"] for f in fields] == ["candidates", "candidates"]
-    index_hits = [("a", "a", fields[0]["_tc_vec"], "index")]
+    index_hits = [("a", "a", fields[0]["_tc_vec"], "index", "ta")]
     with pytest.raises(ModeMismatchError, match="'index' mode"):
         core.open_hits(index_hits)
-    single = [("a", "a", None, None), ("b", "b", None, None)]
+    single = [("a", "a", None, None, "ta"), ("b", "b", None, None, "tb")]
     with pytest.raises(ModeMismatchError, match="fetch_k=None"):
         core.open_hits(single)
     check_marker_mode("candidates", {MARKER_KEY: "candidates"})
@@ -95,7 +95,7 @@ def test_modes_are_named_on_every_record_and_a_mismatch_is_refused():
     assert (
         core.marker_id() == _core().marker_id() != SealedSearch(KEY, context="t", options=TwoStageSearch()).marker_id()
     )
-    assert core.open_hits([(core.marker_id(), core.marker_id(), None, None)]).record_ids == []
+    assert core.open_hits([(core.marker_id(), core.marker_id(), None, None, "m")]).record_ids == []
 
 
 def test_the_index_mode_stores_keyed_random_vectors_unrelated_to_the_text():
@@ -118,3 +118,14 @@ def test_the_core_is_not_picklable():
     with pytest.raises(NotPicklableError):
         pickle.dumps(_core())
     assert "redacted" in repr(_core())
+
+
+def test_a_sealed_vector_is_bound_to_its_record_text_and_old_unbound_ones_still_open():
+    core = _core()
+    x = _unit(2)
+    bound = core.seal_vector(x[0], record_id="a", record_text="text-v2")
+    assert core.open_hits([("a", "a", bound, core.mode, "text-v2")]).record_ids == ["a"]
+    with pytest.raises(SealError):  # a new text spliced beside an old sealed vector (or the reverse)
+        _core(strict=True).open_hits([("a", "a", bound, core.mode, "text-v3")])
+    legacy = core.seal_vector(x[0], record_id="a")  # sealed before texts were bound
+    assert core.open_hits([("a", "a", legacy, core.mode, "any text")]).record_ids == ["a"]

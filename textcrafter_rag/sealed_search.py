@@ -159,15 +159,17 @@ class SealedSearch:
             out[i] = keyed_normals(hmac.new(self._vector_key, label.encode("utf-8"), hashlib.sha256).digest(), dim, dim)
         return unit_rows(out).astype(np.float32)
 
-    def seal_vector(self, clean: np.ndarray, *, record_id: Any) -> str:
-        """The clean direction, packed and sealed, bound to the record id (stored under ``_tc_vec``)."""
-        return self._two_stage.seal_vector(clean, record_id=record_id)
+    def seal_vector(self, clean: np.ndarray, *, record_id: Any, record_text: str | None = None) -> str:
+        """The clean direction, packed and sealed, bound to the record id and its sealed text (``_tc_vec``)."""
+        return self._two_stage.seal_vector(clean, record_id=record_id, record_text=record_text)
 
-    def record_fields(self, clean: np.ndarray, record_ids: Sequence[Any]) -> list[dict[str, str]]:
-        """The plain fields each record carries: its sealed vector and the mode marker."""
+    def record_fields(
+        self, clean: np.ndarray, record_ids: Sequence[Any], record_texts: Sequence[str]
+    ) -> list[dict[str, str]]:
+        """The plain fields each record carries: its sealed vector (bound to its sealed text) and the mode."""
         return [
-            {VECTOR_KEY: self.seal_vector(v, record_id=r), MODE_KEY: self.mode}
-            for v, r in zip(clean, record_ids, strict=True)
+            {VECTOR_KEY: self.seal_vector(v, record_id=r, record_text=t), MODE_KEY: self.mode}
+            for v, r, t in zip(clean, record_ids, record_texts, strict=True)
         ]
 
     # -- the marker record --------------------------------------------------------------------------
@@ -218,12 +220,13 @@ class SealedSearch:
                 stacklevel=4,
             )
 
-    def open_hits(self, hits: Sequence[tuple[Any, Any, Any, Any]]) -> OpenedHits:
+    def open_hits(self, hits: Sequence[tuple[Any, Any, Any, Any, Any]]) -> OpenedHits:
         """Open the sealed vectors of hits, in the store's order.
 
-        Each hit is ``(store id, stored _tc_id, sealed vector, mode)``: the id the store returned (or
-        ``None``), the record id the record carries (see
-        :meth:`~textcrafter_rag.sealed_records.RecordSealer.resolve_record_id`), ``_tc_vec`` and ``_tc_mode``.
+        Each hit is ``(store id, stored _tc_id, sealed vector, mode, sealed text)``: the id the store returned
+        (or ``None``), the record id the record carries (see
+        :meth:`~textcrafter_rag.sealed_records.RecordSealer.resolve_record_id`), ``_tc_vec``, ``_tc_mode`` and
+        the record's sealed text as the store holds it (the vector is bound to it).
 
         Duplicates (one record returned twice, in any id spelling) are dropped, at most :attr:`fetch_k`
         hits are opened, the marker record is passed over, and hits that do not open are skipped and counted;
@@ -239,7 +242,7 @@ class SealedSearch:
         vectors: list[np.ndarray] = []
         seen: set[str] = set()
         unmarked = failed = 0
-        for pos, (store_id, stored_id, token, mode) in enumerate(hits):
+        for pos, (store_id, stored_id, token, mode, text) in enumerate(hits):
             if len(positions) >= self.fetch_k:
                 break
             try:
@@ -259,7 +262,9 @@ class SealedSearch:
             if token is None and mode is None:
                 unmarked += 1
             try:
-                vector = self._two_stage.open_vector(token, record_id=rid)
+                vector = self._two_stage.open_vector(
+                    token, record_id=rid, record_text=text if isinstance(text, str) else None
+                )
             except SealError as exc:
                 self._skip(rid, exc)
                 failed += 1

@@ -193,6 +193,13 @@ _NOISE_GRID = 0.25
 NOISE_ALGORITHM = "two-stage-noise-v2"
 
 
+def _vector_field(record_text: str | None) -> str:
+    """The sealed vector's field name: bound to a digest of the record's sealed text when there is one."""
+    if record_text is None:
+        return VECTOR_FIELD
+    return f"{VECTOR_FIELD}:{hashlib.sha256(record_text.encode('utf-8')).hexdigest()[:32]}"
+
+
 def _noise_item(unit: np.ndarray) -> bytes:
     """What a vector's noise is keyed by: its unit direction, quantized (``_NOISE_GRID``), as bytes."""
     step = _NOISE_GRID / math.sqrt(unit.shape[-1])
@@ -270,26 +277,40 @@ class TwoStage(KeyHolder):  # refuses pickling and __getstate__ (the key); copie
         x = check_store_vectors(np.asarray(clean).reshape(1, -1) if not isinstance(clean, str) else clean, name=name)
         return self._release(b"query", x, self._search.query_strength, name)
 
-    def seal_vector(self, clean: np.ndarray, *, record_id: Any) -> str:
-        """The clean vector's direction, packed and sealed, bound to ``record_id`` (stored under :data:`VECTOR_KEY`)."""
-        unit = unit_rows(np.asarray(clean, dtype=np.float64).reshape(1, -1))[0]
-        return self._sealer.seal(pack_vector(unit), record_id=canonical_record_id(record_id), field=VECTOR_FIELD)
+    def seal_vector(self, clean: np.ndarray, *, record_id: Any, record_text: str | None = None) -> str:
+        """The clean vector's direction, packed and sealed, bound to ``record_id`` (stored under :data:`VECTOR_KEY`).
 
-    def open_vector(self, token: Any, *, record_id: Any) -> np.ndarray:
-        """The clean vector sealed in ``token`` for ``record_id``.
+        With ``record_text`` (the record's sealed text as the store holds it) the vector is also bound to
+        that text: a new text spliced beside an old ``_tc_vec`` (or the reverse) does not open.
+        """
+        unit = unit_rows(np.asarray(clean, dtype=np.float64).reshape(1, -1))[0]
+        field = _vector_field(record_text)
+        return self._sealer.seal(pack_vector(unit), record_id=canonical_record_id(record_id), field=field)
+
+    def open_vector(self, token: Any, *, record_id: Any, record_text: str | None = None) -> np.ndarray:
+        """The clean vector sealed in ``token`` for ``record_id`` (and the record's sealed text, if bound to it).
+
+        A vector sealed before texts were bound (no text in its binding) still opens; one bound to
+        another text does not.
 
         Raises:
-            SealError: Missing, not sealed, or not under this key, tenant and record id.
+            SealError: Missing, not sealed, or not under this key, tenant, record id and text.
         """
         rid = canonical_record_id(record_id)
         if token is None:
             raise SealError(
-                f"record {rid!r} has no sealed vector ({VECTOR_KEY!r}): it was added without two-stage search "
+                f"record {rid!r} has no sealed vector ({VECTOR_KEY!r}): it was added without sealed search "
                 "(open such a store with fetch_k=None)"
             )
-        return unpack_vector(
-            self._sealer.open(token if isinstance(token, str) else "", record_id=rid, field=VECTOR_FIELD)
-        )
+        token = token if isinstance(token, str) else ""
+        fields = [_vector_field(record_text), VECTOR_FIELD] if record_text is not None else [VECTOR_FIELD]
+        for i, field in enumerate(fields):
+            try:
+                return unpack_vector(self._sealer.open(token, record_id=rid, field=field))
+            except SealError:
+                if i == len(fields) - 1:
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def __repr__(self) -> str:
         return f"TwoStage(search={self._search!r}, key=<redacted>)"

@@ -69,9 +69,15 @@ class SealedReading(VectorStore):
     async def _astore_query(self, text: str) -> list[float]:
         return self._core().store_query(self._query_vector(await self._clean.aquery(text)))[0].tolist()
 
-    def _hit_fields(self, hits: Sequence[Document]) -> list[tuple[Any, Any, Any, Any]]:
+    def _hit_fields(self, hits: Sequence[Document]) -> list[tuple[Any, Any, Any, Any, Any]]:
         return [
-            (self._store_id(d), d.metadata.get(ID_FIELD), d.metadata.get(VECTOR_KEY), d.metadata.get(MODE_KEY))
+            (
+                self._store_id(d),
+                d.metadata.get(ID_FIELD),
+                d.metadata.get(VECTOR_KEY),
+                d.metadata.get(MODE_KEY),
+                d.page_content,
+            )
             for d in hits
         ]
 

@@ -261,17 +261,19 @@ class SealedVectorStore(SealedReading):
         if len(given) != len(documents):
             raise InvalidInputError(f"got {len(given)} ids for {len(documents)} documents")
         record_ids = [new_record_id() if i is None or i == "" else i for i in given]
-        extra = (
-            self._search.record_fields(clean, record_ids) if self._search is not None and clean is not None else None
-        )
         sealed = []
-        for i, (doc, rid) in enumerate(zip(documents, record_ids, strict=True)):
+        for doc, rid in zip(documents, record_ids, strict=True):
             reserved = [k for k in _RESERVED if k in (doc.metadata or {})]
             if reserved:
                 raise InvalidInputError(f"metadata field {reserved[0]!r} is reserved for the sealed store")
             rec = self._records.seal(doc.page_content, doc.metadata, record_id=rid)
-            metadata = {**rec.metadata, **extra[i]} if extra is not None else rec.metadata
-            sealed.append(Document(id=rid if isinstance(rid, str) else None, page_content=rec.text, metadata=metadata))
+            sealed.append(
+                Document(id=rid if isinstance(rid, str) else None, page_content=rec.text, metadata=rec.metadata)
+            )
+        if self._search is not None and clean is not None:
+            fields = self._search.record_fields(clean, record_ids, [d.page_content for d in sealed])
+            for doc, extra in zip(sealed, fields, strict=True):
+                doc.metadata.update(extra)
         if clean is None or self._search is None:
             return sealed, record_ids, None
         return sealed, record_ids, self._search.store_vectors(clean, record_ids).tolist()

@@ -241,3 +241,17 @@ def test_a_store_refuses_to_be_opened_in_another_mode_before_the_query_is_sent(b
             search()
     assert two_stage.store.searched == []  # nothing, and above all no clean query, reached the store
     assert [d.page_content for d in reopened.get_by_ids(["r1"])] == [TEXTS[1]]  # reading by id still works
+
+
+def test_a_new_text_beside_an_old_sealed_vector_does_not_open(base) -> None:
+    key = generate_key()
+    store = _sealed(base, key=key, fetch_k=40)
+    store.add_texts(TEXTS[:3], ids=IDS[:3])
+    old_vector = store.store.store["r0"]["metadata"]["_tc_vec"]
+    store.add_texts(["Patient 0 now reads differently."], ids=["r0"])  # an update of r0
+    store.store.store["r0"]["metadata"]["_tc_vec"] = old_vector  # the store splices the old vector back in
+    strict = SealedVectorStore(store.store, key=key, fetch_k=40, strict=True)
+    with pytest.raises(SealError):
+        strict.similarity_search(TEXTS[0], k=3)
+    with pytest.warns(SkippedRecordsWarning):
+        assert "r0" not in [d.id for d in store.similarity_search(TEXTS[0], k=2)]

@@ -146,6 +146,7 @@ class SealedSearchSteps:
                     (s.metadata or {}).get(ID_FIELD, s.node_id),
                     (s.metadata or {}).get(VECTOR_KEY),
                     (s.metadata or {}).get(MODE_KEY),
+                    getattr(s, "text", None),
                 )
                 for i, s in enumerate(shells)
             ]

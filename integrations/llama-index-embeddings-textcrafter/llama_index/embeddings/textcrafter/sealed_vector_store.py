@@ -253,8 +253,11 @@ class SealedVectorStore(NotPicklable, SealedSearchSteps, BasePydanticVectorStore
         warn_unless_silent([n.embedding for n in nodes], what="node embeddings", stacklevel=4)
         ids = [canonical_record_id(n.node_id) for n in nodes]
         vectors = self._search.store_vectors(clean, ids)
-        fields = self._search.record_fields(clean, ids)
-        return [self._shell(n, v.tolist(), f) for n, v, f in zip(nodes, vectors, fields, strict=True)], clean
+        shells = [self._shell(n, v.tolist(), {}) for n, v in zip(nodes, vectors, strict=True)]
+        fields = self._search.record_fields(clean, ids, [s.text for s in shells])  # the vector binds its shell
+        for shell, extra in zip(shells, fields, strict=True):
+            shell.metadata.update(extra)
+        return shells, clean
 
     def _check(self, filters: MetadataFilters | None, store_kwargs: Mapping[str, Any] | None = None) -> None:
         # one rule for both frameworks (sealed_records): MetadataFilters, then every filter-like store keyword
