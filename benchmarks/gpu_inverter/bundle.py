@@ -8,6 +8,8 @@ Layout of the bundle folder (``.cache/gpu_bundle/`` by default, ignored by git):
     train.jsonl.gz             the attacker's training sentences (one JSON string per line)
     test.jsonl.gz              the held-out WikiText-2 test sentences
     test_vectors.safetensors   their exact float32 MiniLM vectors (computed here with the full-precision encoder)
+    queries.jsonl.gz           optional: SciFact test queries, victims of the two-stage query rows ...
+    query_vectors.safetensors  ... and their exact vectors
 
 The victims' vectors are exact; the GPU step embeds the training sentences (and rerank candidates) with
 the dequantised encoder, whose cosine to the exact one on the test sentences is recorded in the manifest.
@@ -33,6 +35,8 @@ from safetensors.torch import load_file, save_file
 __all__ = [
     "BUNDLE_FORMAT",
     "DEFAULT_BUNDLE",
+    "QUERIES",
+    "QUERY_VECTORS",
     "device_command",
     "ENCODER_FILES",
     "check_bundle",
@@ -49,6 +53,7 @@ BUNDLE_FORMAT = 1
 #: Where ``prepare`` writes and ``train`` reads by default (ignored by git: ``.cache/``).
 DEFAULT_BUNDLE = Path(".cache") / "gpu_bundle"
 MANIFEST = "manifest.json"
+QUERIES, QUERY_VECTORS = "queries.jsonl.gz", "query_vectors.safetensors"
 #: The sentence-transformers files copied from the MiniLM folder (its model.safetensors is replaced).
 ENCODER_FILES = (
     "config.json",
@@ -123,6 +128,7 @@ def write_bundle(
     test: Sequence[str],
     corpus_report: dict[str, Any],
     settings: dict[str, Any],
+    queries: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Write the bundle to ``out`` (replaced); returns the manifest.
 
@@ -133,9 +139,10 @@ def write_bundle(
         train: Training sentences; test: held-out test sentences (none of them in ``train``).
         corpus_report: How the training sentences were assembled (sources, deduplication counts).
         settings: Recorded as is (``max_len``, seed, ...).
+        queries: Victim queries of the attack jobs (none in ``train``), written with their exact vectors.
     """
-    if set(train) & set(test):
-        raise ValueError("a test sentence is among the training sentences")
+    if set(train) & (set(test) | set(queries)):
+        raise ValueError("a test sentence or query is among the training sentences")
     shutil.rmtree(out, ignore_errors=True)
     enc_dir = out / "encoder"
     for name in ENCODER_FILES:
@@ -146,6 +153,10 @@ def write_bundle(
     write_lines(out / "test.jsonl.gz", test)
     exact = np.asarray(encode(list(test)), dtype=np.float32)
     save_file({"vectors": torch.from_numpy(exact)}, str(out / "test_vectors.safetensors"))
+    if queries:
+        write_lines(out / QUERIES, queries)
+        q_exact = np.asarray(encode(list(queries)), dtype=np.float32)
+        save_file({"vectors": torch.from_numpy(q_exact)}, str(out / QUERY_VECTORS))
     with encoder_folder(out) as folder:
         from sentence_transformers import SentenceTransformer
 
@@ -158,6 +169,7 @@ def write_bundle(
         "format": BUNDLE_FORMAT,
         "n_train": len(train),
         "n_test": len(test),
+        "n_queries": len(queries),
         "corpus": corpus_report,
         "settings": settings,
         "encoder": {

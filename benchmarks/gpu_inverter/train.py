@@ -10,7 +10,8 @@ back from the device):
 * ``inverter.json``: architecture, training summary and the shards' SHA-256;
 * ``strength.json`` / ``strength.md``: BLEU / token-F1 / content-F1 (and exact match, cosine) of
   greedy, beam and beam + rerank decoding on the bundle's held-out WikiText-2 test sentences, beside
-  the floor attackers, all with no defense.
+  the floor attackers, all with no defense;
+* ``adaptive.json`` (with ``adaptive``): the defended rows, non-adaptive and adaptive (:mod:`.adaptive`).
 
 :func:`unpack` turns these into a verified inverter artifact (``Inverter.load`` reads it) with the
 strength rows beside it, which ``textcrafter audit --attacker DIR`` reports.
@@ -22,6 +23,7 @@ import hashlib
 import json
 import platform
 import shutil
+import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -31,7 +33,8 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
-from .bundle import check_bundle, encoder_folder, read_lines
+from .adaptive import AdaptiveRun, run_jobs
+from .bundle import QUERIES, QUERY_VECTORS, check_bundle, encoder_folder, read_lines
 from .lean import lean_import
 
 __all__ = ["SHARD_BYTES", "DeviceRun", "train_and_measure", "unpack"]
@@ -135,6 +138,8 @@ class DeviceRun:
         device: ``auto`` (CUDA when present), ``cuda`` or ``cpu``.
         train_minutes: Training time budget (``0``: none, stop at ``max_steps``).
         layers: Decoder layers (6 reuses every MiniLM layer).
+        dropout: The decoder's dropout (0.0 is the package default; 4 minutes on one GPU are 40 passes over the
+            corpus, and without it the training loss falls to about 0.0006: it memorises its sentences).
         batch_size, lr, warmup_steps, max_steps: Optimisation (bf16 autocast and fused AdamW on CUDA).
         max_train, n_test: Use only the first sentences of the bundle (smoke runs); ``None`` for all.
         beam: Beam width (rows for greedy, beam and beam + rerank are written).
@@ -144,6 +149,7 @@ class DeviceRun:
     device: str = "auto"
     train_minutes: float = 4.0
     layers: int = 6
+    dropout: float = 0.0
     batch_size: int = 512
     lr: float = 1e-3
     warmup_steps: int = 200
@@ -154,11 +160,35 @@ class DeviceRun:
     seed: int = 0
 
 
-def train_and_measure(bundle: Path, out: Path, run: DeviceRun, *, progress: bool = True) -> list[dict[str, Any]]:
-    """Train, round to float16, measure and write the weights and strength rows to ``out``; returns the rows."""
+def _victims(bundle: Path, test: list[str], test_vec: np.ndarray) -> dict[str, tuple[list[str], np.ndarray]]:
+    """The victim corpora of the attack jobs: the test sentences, and the SciFact queries when bundled."""
+    corpora = {"wikitext": (test, test_vec)}
+    if (bundle / QUERIES).is_file():
+        corpora["scifact-queries"] = (
+            read_lines(bundle / QUERIES),
+            load_file(str(bundle / QUERY_VECTORS))["vectors"].numpy(),
+        )
+    return corpora
+
+
+def train_and_measure(
+    bundle: Path,
+    out: Path,
+    run: DeviceRun,
+    *,
+    adaptive: AdaptiveRun | None = None,
+    cache_dir: Path | None = None,
+    progress: bool = True,
+) -> list[dict[str, Any]]:
+    """Train, round to float16, measure and write the weights and strength rows to ``out``; returns the rows.
+
+    With ``adaptive``, the attack jobs of :mod:`.adaptive` follow in the same process. ``cache_dir`` holds
+    the embeddings of the training sentences and the adaptive attackers (default: a temporary folder).
+    """
     t_all = time.time()
     manifest = check_bundle(bundle)
     inverter_mod = lean_import("textcrafter_rag.attacks.inverter")
+    attack_cache = lean_import("textcrafter_rag.attacks.cache")
     encoders = lean_import("textcrafter_rag.encoders")
     floor = lean_import("textcrafter_rag.attacks.floor")
     rerank = lean_import("textcrafter_rag.attacks.correction").rerank
@@ -174,10 +204,14 @@ def train_and_measure(bundle: Path, out: Path, run: DeviceRun, *, progress: bool
         st = SentenceTransformer(str(folder), device=str(dev))
         enc = encoders.as_encoder(st, batch_size=1024 if on_gpu else 64, model_id=encoders.BUNDLED_MODEL_ID)
         t = time.time()
-        emb = enc.encode(train)
+        tmp = tempfile.TemporaryDirectory(prefix="gpu_inverter_cache_") if cache_dir is None else None
+        cache = Path(tmp.name) if tmp is not None else cache_dir
+        emb = attack_cache.attacker_embeddings(enc, train, cache_dir=cache, progress=progress)
         embed_minutes = (time.time() - t) / 60
         print(f"embedded {len(train)} training sentences in {embed_minutes:.2f} min on {dev}", flush=True)
-        cfg = inverter_mod.InverterConfig(n_layers=run.layers, max_len=int(manifest["settings"]["max_len"]))
+        cfg = inverter_mod.InverterConfig(
+            n_layers=run.layers, dropout=run.dropout, max_len=int(manifest["settings"]["max_len"])
+        )
         tc = inverter_mod.InverterTrainingConfig(
             batch_size=run.batch_size,
             lr=run.lr,
@@ -224,7 +258,8 @@ def train_and_measure(bundle: Path, out: Path, run: DeviceRun, *, progress: bool
             "epochs": round(summary["epochs_done"], 3),
             "samples_seen": summary["steps"] * run.batch_size,
             "final_loss": None if summary["final_loss"] is None else round(summary["final_loss"], 4),
-            "inverter": f"{cfg.n_layers}L-d{cfg.d_model}-prefix{cfg.n_prefix}-vocab{len(inv.vocab_ids)}",
+            "inverter": f"{cfg.n_layers}L-d{cfg.d_model}-prefix{cfg.n_prefix}-vocab{len(inv.vocab_ids)}"
+            + (f"-dropout{cfg.dropout:g}" if cfg.dropout else ""),
             "beam": run.beam,
             "weights": "float16",
             "embed_minutes": round(embed_minutes, 2),
@@ -249,9 +284,28 @@ def train_and_measure(bundle: Path, out: Path, run: DeviceRun, *, progress: bool
         for r in rows:
             r["total_minutes"] = base["total_minutes"]
         _write_weights(inv, out, {"encoder": encoders.BUNDLED_MODEL_ID, "strength": STRENGTH_JSON})
-    examples = {a: p[:3] for a, p in preds.items()}
-    (out / STRENGTH_JSON).write_text(json.dumps(rows, indent=2), encoding="utf-8")
-    (out / STRENGTH_MD).write_text(_markdown(rows, base, examples, test), encoding="utf-8")
+        examples = {a: p[:3] for a, p in preds.items()}
+        (out / STRENGTH_JSON).write_text(json.dumps(rows, indent=2), encoding="utf-8")
+        (out / STRENGTH_MD).write_text(_markdown(rows, base, examples, test), encoding="utf-8")
+        if adaptive is not None:
+            meta = {
+                k: base[k] for k in ("encoder", "inverter", "train_minutes", "train_steps", "n_train", "device_name")
+            }
+            run_jobs(
+                inverter=inv,
+                encoder=enc,
+                texts=train,
+                corpora=_victims(bundle, test, test_vec),
+                run=adaptive,
+                out=out,
+                cache_dir=cache,
+                started=t_all,
+                batch_size=gen_batch,
+                score=_metrics,
+                meta={**meta, "torch": torch.__version__, "seed": run.seed},
+            )
+        if tmp is not None:
+            tmp.cleanup()
     return rows
 
 
