@@ -34,9 +34,9 @@ import numpy as np
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from .errors import InvalidInputError, InvalidTypeError, NotPicklableError, TextcrafterError
+from .errors import InvalidInputError, InvalidTypeError, TextcrafterError
 from .numerics import unit_rows
-from .sealing import SealError, SecretKey
+from .sealing import NotPicklable, SealError, SecretKey
 
 __all__ = [
     "DEFAULT_CODE_BYTES",
@@ -360,7 +360,7 @@ class AppIndex:
         return index
 
 
-class IndexFile:
+class IndexFile(NotPicklable):
     """The sealed index in a local file, one writer at a time.
 
     The file is ``TCIDX1``, a 12-byte nonce, then AES-256-GCM of (generation, :meth:`AppIndex.to_bytes`)
@@ -440,6 +440,3 @@ class IndexFile:
 
     def __repr__(self) -> str:
         return f"IndexFile(path={str(self.path)!r}, key=<redacted>)"
-
-    def __reduce__(self) -> Any:
-        raise NotPicklableError("an IndexFile holds key material and is not picklable: build it in each process")

@@ -33,11 +33,11 @@ from typing import Any
 import numpy as np
 
 from .app_index import AppIndex, AppIndexSearch, IndexFile
-from .errors import InvalidInputError, InvalidTypeError, NotPicklableError, TextcrafterError
+from .errors import InvalidInputError, InvalidTypeError, TextcrafterError
 from .keyed import keyed_normals
 from .numerics import unit_rows
 from .sealed_records import RecordSealer, canonical_record_id
-from .sealing import Sealer, SealError, SecretKey
+from .sealing import NotPicklable, Sealer, SealError, SecretKey
 from .two_stage import VECTOR_KEY, TwoStage, TwoStageSearch, rerank
 from .validation import check_store_vectors
 
@@ -84,7 +84,7 @@ class OpenedHits:
     vectors: np.ndarray
 
 
-class SealedSearch:
+class SealedSearch(NotPicklable):
     """Seal records' vectors, build what the store receives, open and rank hits: one key, one tenant.
 
     Args:
@@ -350,9 +350,6 @@ class SealedSearch:
 
     def __repr__(self) -> str:
         return f"SealedSearch(options={self.options!r}, key=<redacted>)"
-
-    def __reduce__(self) -> Any:
-        raise NotPicklableError("a SealedSearch holds key material and is not picklable: build it in each process")
 
 
 def marker_id_for(marker_key: bytes) -> str:

@@ -35,7 +35,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 
 from textcrafter_rag.app_index import AppIndexSearch
-from textcrafter_rag.errors import InvalidInputError, InvalidTypeError, NotPicklableError
+from textcrafter_rag.errors import InvalidInputError, InvalidTypeError
 from textcrafter_rag.sealed_records import ID_FIELD, RecordSealer, new_record_id
 from textcrafter_rag.sealed_search import (
     MARKER_KEY,
@@ -45,7 +45,7 @@ from textcrafter_rag.sealed_search import (
     check_marker_mode,
     single_stage_marker_id,
 )
-from textcrafter_rag.sealing import SecretKey
+from textcrafter_rag.sealing import NotPicklable, SecretKey
 from textcrafter_rag.two_stage import DEFAULT_FETCH_K, VECTOR_KEY, TwoStageSearch
 from textcrafter_rag.validation import check_store_vectors
 
@@ -77,7 +77,7 @@ def _has_get_by_ids(store: VectorStore) -> bool:
 StoreFactory = Callable[[Embeddings], VectorStore]
 
 
-class SealedVectorStore(SealedReading):
+class SealedVectorStore(NotPicklable, SealedReading):
     """A LangChain ``VectorStore`` that stores only sealed texts (and sealed named metadata).
 
     Example:
@@ -381,6 +381,7 @@ class SealedVectorStore(SealedReading):
 
     def delete(self, ids: list[Any] | None = None, **kwargs: Any) -> bool | None:
         """Delete from the wrapped store (ids are not sealed), and from the app-side index."""
+        self._check(kwargs)
         out = self._store.delete(ids, **kwargs)
         if ids and self._search is not None and self._search.mode == "index":
             self._search.index_remove(ids)
@@ -388,6 +389,7 @@ class SealedVectorStore(SealedReading):
 
     async def adelete(self, ids: list[Any] | None = None, **kwargs: Any) -> bool | None:
         """Async :meth:`delete`."""
+        self._check(kwargs)
         out = await self._store.adelete(ids, **kwargs)
         if ids and self._search is not None and self._search.mode == "index":
             await asyncio.to_thread(self._search.index_remove, ids)
@@ -442,6 +444,3 @@ class SealedVectorStore(SealedReading):
         search = f", search={self.search_options!r}" if self._search is not None else ""
         name, sealed = type(self._store).__name__, self.sealed_metadata
         return f"SealedVectorStore(store={name}, sealed_metadata={sealed!r}{search}, key=<redacted>)"
-
-    def __reduce__(self) -> Any:
-        raise NotPicklableError("a SealedVectorStore holds key material and is not picklable: build it in each process")

@@ -40,7 +40,7 @@ def _exact(base: FakeBase, query: str, k: int) -> list[str]:
     return [TEXTS[i] for i in np.argsort([_cos(q, unpack_vector(pack_vector(base.doc(t)))) for t in TEXTS])[::-1][:k]]
 
 
-def _index(base: FakeBase, path: Path, key: str, fetch_k: int = 24) -> tuple[VectorStoreIndex, QdrantClient]:
+def _index(base: FakeBase, path: Path, key: str, fetch_k: int = 25) -> tuple[VectorStoreIndex, QdrantClient]:
     client = QdrantClient(path=str(path / "qdrant"))
     ctx = sealed_storage_context(
         vector_store=QdrantVectorStore(client=client, collection_name="notes"), key=key, fetch_k=fetch_k
@@ -72,14 +72,14 @@ def test_qdrant_holds_candidates_and_sealed_vectors_and_the_retriever_ranks_exac
 
 def test_query_modes_async_and_refusals(base, tmp_path) -> None:
     key = generate_key()
-    index, client = _index(base, tmp_path, key, fetch_k=24)
+    index, client = _index(base, tmp_path, key, fetch_k=25)
     store = index.vector_store
-    assert isinstance(store, SealedVectorStore) and store.two_stage.fetch_k == 24
+    assert isinstance(store, SealedVectorStore) and store.two_stage.fetch_k == 25
     q = base.query("q")
     mmr = store.query(VectorStoreQuery(query_embedding=q, similarity_top_k=3, mode=VectorStoreQueryMode.MMR))
     assert len(mmr.nodes) == 3
     with pytest.raises(ValueError, match="exceeds this store's fetch_k"):
-        store.query(VectorStoreQuery(query_embedding=q, similarity_top_k=25))
+        store.query(VectorStoreQuery(query_embedding=q, similarity_top_k=26))
     with pytest.raises(SealError):  # another key opens no candidate
         SealedVectorStore(store.store, key=generate_key(), fetch_k=24).query(
             VectorStoreQuery(query_embedding=q, similarity_top_k=1)
@@ -95,7 +95,7 @@ async def test_async_index_and_retriever(base, tmp_path) -> None:
         "notes", vectors_config=models.VectorParams(size=32, distance=models.Distance.COSINE)
     )
     inner = QdrantVectorStore(aclient=aclient, collection_name="notes")
-    ctx = sealed_storage_context(vector_store=inner, key=generate_key(), fetch_k=24)
+    ctx = sealed_storage_context(vector_store=inner, key=generate_key(), fetch_k=25)  # 24 notes and the marker
     index = VectorStoreIndex([], storage_context=ctx, embed_model=base, use_async=True)
     await index.ainsert_nodes([TextNode(id_=i, text=t) for i, t in zip(IDS, TEXTS)])
     hits = await index.as_retriever(similarity_top_k=3).aretrieve("q")

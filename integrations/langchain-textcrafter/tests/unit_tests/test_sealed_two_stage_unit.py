@@ -41,7 +41,8 @@ def base() -> FakeAsymmetricEmbeddings:
     return FakeAsymmetricEmbeddings(KnownVectors(dim=32))
 
 
-def _sealed(base, *, key: str | None = None, fetch_k: int | TwoStageSearch = 30, **kwargs) -> SealedVectorStore:
+def _sealed(base, *, key: str | None = None, fetch_k: int | TwoStageSearch = 31, **kwargs) -> SealedVectorStore:
+    """The whole store (30 records and its marker record) is fetched: the re-rank is exact whatever the key."""
     return SealedVectorStore(RecordingStore, embedding=base, key=key or generate_key(), fetch_k=fetch_k, **kwargs)
 
 
@@ -96,7 +97,7 @@ def test_search_ranks_by_exact_cosine_and_never_sends_the_clean_query(base) -> N
     assert store.store.searched[-1] == sent  # the same query is always sent the same way: nothing to average
     assert base.known.served["embed_query"] == [query, query]
     with pytest.raises(ValueError, match="exceeds this store's fetch_k"):
-        store.similarity_search(query, k=31)
+        store.similarity_search(query, k=32)
 
 
 def test_by_vector_mmr_relevance_and_retriever(base) -> None:
@@ -165,12 +166,12 @@ def test_records_that_do_not_open_are_skipped_counted_or_refused_in_strict_mode(
         hits = store.similarity_search("q", k=30 - 2)
     assert {d.id for d in hits} == set(IDS[2:]) and store.skipped == 2
     with pytest.raises(SealError):
-        SealedVectorStore(store.store, key=key, fetch_k=30, strict=True).similarity_search("q", k=1)
+        SealedVectorStore(store.store, key=key, fetch_k=40, strict=True).similarity_search("q", k=1)
     meta0["_tc_vec"], meta1["_tc_vec"] = meta1["_tc_vec"], meta0["_tc_vec"]
     del meta0["_tc_vec"]
     assert "r0" not in {d.id for d in store.similarity_search("q", k=29)}
     with pytest.raises(SealError, match="no sealed vector"):
-        SealedVectorStore(store.store, key=key, fetch_k=30, strict=True).similarity_search("q", k=29)
+        SealedVectorStore(store.store, key=key, fetch_k=40, strict=True).similarity_search("q", k=29)
 
 
 def test_duplicate_hits_are_removed_and_at_most_fetch_k_are_opened(base) -> None:
@@ -187,7 +188,7 @@ def test_duplicate_hits_are_removed_and_at_most_fetch_k_are_opened(base) -> None
 
 def test_protected_embeddings_are_read_through_their_base_encoder(base) -> None:
     embeddings = ProtectedEmbeddings(base=base, mechanism=GaussianNoise(s=0.5, seed=0))
-    store = SealedVectorStore(RecordingStore, embedding=embeddings, key=generate_key(), fetch_k=30)
+    store = SealedVectorStore(RecordingStore, embedding=embeddings, key=generate_key(), fetch_k=31)
     store.add_texts(TEXTS, ids=IDS)
     assert [d.page_content for d in store.similarity_search("q", k=3)] == _exact(base, "q", 3)
 
@@ -255,3 +256,18 @@ def test_a_new_text_beside_an_old_sealed_vector_does_not_open(base) -> None:
         strict.similarity_search(TEXTS[0], k=3)
     with pytest.warns(SkippedRecordsWarning):
         assert "r0" not in [d.id for d in store.similarity_search(TEXTS[0], k=2)]
+
+
+def test_deletes_refuse_filters_on_sealed_fields_and_the_store_never_serialises(base) -> None:
+    import pickle
+
+    from textcrafter_rag.errors import NotPicklableError
+
+    store = _sealed(base, sealed_metadata=("author",))
+    store.add_texts(TEXTS[:2], [{"author": "Jane Doe"}, {"author": "Bob"}], ids=IDS[:2])
+    with pytest.raises(ValueError, match="sealed metadata field"):
+        store.delete(IDS[:1], expr='author == "Jane Doe"')
+    assert len(store.get_by_ids(IDS[:2])) == 2  # nothing was deleted, nothing was sent
+    for serialise in (pickle.dumps, lambda s: s.__getstate__()):
+        with pytest.raises(NotPicklableError):
+            serialise(store)

@@ -341,17 +341,19 @@ class SealedVectorStore(NotPicklable, SealedSearchSteps, BasePydanticVectorStore
 
     def delete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
         """Delete the nodes of a source document (its id is stored plain)."""
+        self._check(None, delete_kwargs)
         self._store.delete(ref_doc_id, **delete_kwargs)
 
     async def adelete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
         """Async :meth:`delete`."""
+        self._check(None, delete_kwargs)
         await self._store.adelete(ref_doc_id, **delete_kwargs)
 
     def delete_nodes(
         self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None, **delete_kwargs: Any
     ) -> None:
         """Delete nodes by id (or by a filter on plain fields)."""
-        self._check(filters)
+        self._check(filters, delete_kwargs)
         self._store.delete_nodes(node_ids, filters, **delete_kwargs)
         if node_ids and self._search is not None and self._search.mode == "index":
             self._search.index_remove(node_ids)
@@ -360,7 +362,7 @@ class SealedVectorStore(NotPicklable, SealedSearchSteps, BasePydanticVectorStore
         self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None, **delete_kwargs: Any
     ) -> None:
         """Async :meth:`delete_nodes`."""
-        self._check(filters)
+        self._check(filters, delete_kwargs)
         await self._store.adelete_nodes(node_ids, filters, **delete_kwargs)
         if node_ids and self._search is not None and self._search.mode == "index":
             await asyncio.to_thread(self._search.index_remove, node_ids)
