@@ -120,7 +120,9 @@ def test_gpu_script_end_to_end_on_cpu(tmp_path: Path) -> None:
     assert manifest["bytes"] < 40 * 2**20  # the repository (~23 MB) and the bundle travel within 64 MiB
     args = ["--bundle", str(bundle), "--out", str(out), "--device", "cpu", "--train-minutes", "0"]
     small = ["--max-steps", "3", "--layers", "1", "--batch-size", "16", "--beam", "2", "--n-test", "6"]
-    code = _DEVICE_STEP.format(argv=["train", *args, *small, "--no-progress"])
+    jobs = ["wikitext/none/non-adaptive", "wikitext/gaussian@norm=1/adaptive", "wikitext/textcrafter:eps=1/adaptive"]
+    attacks = ["--adaptive", "--n-pairs", "8", "--attack-beam", "2", "--dropout", "0.1", "--jobs", *jobs]
+    code = _DEVICE_STEP.format(argv=["train", *args, *small, *attacks, "--no-progress"])
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     files = sorted(out.iterdir())
@@ -135,11 +137,29 @@ def test_gpu_script_end_to_end_on_cpu(tmp_path: Path) -> None:
     ]
     assert all(r["defense"] == "none" and r["n_test"] == 6 and r["train_steps"] == 3 for r in rows)
     assert all(np.isfinite([r[k] for k in ("bleu", "token_f1", "content_f1", "cosine")]).all() for r in rows)
+    assert rows[0]["inverter"].endswith("-dropout0.1")
+    attacked = json.loads((out / "adaptive.json").read_text())
+    assert [(r["defense"], r["mode"]) for r in attacked["rows"]] == [
+        ("none", "non-adaptive"),
+        ("textcrafter:eps=1", "adaptive"),
+        ("gaussian@norm=1", "adaptive"),
+    ]
+    assert not attacked["skipped"] and all(len(r["predictions"]) == 6 for r in attacked["rows"])
+    assert [r.get("pairs_seen") for r in attacked["rows"]] == [None, 8, 8]
+    assert attacked["rows"][1]["perturbation_norm"] == pytest.approx(1.0, abs=1e-3)  # the shipped eps 1.0
     assert main(["unpack", "--from", str(out), "--bundle", str(bundle), "--to", str(dest)]) == 0
     inv = Inverter.load(dest)
     assert inv.config.n_layers == 1 and read_strength(dest) == rows
     text = inv.invert(np.ones((1, 384), dtype=np.float32) / np.sqrt(384))
     assert len(text) == 1
+    from benchmarks.gpu_inverter.record import main as record
+
+    assert record(["--from", str(out), "--bundle", str(bundle), "--out-dir", str(tmp_path / "results")]) == 0
+    recorded = json.loads((tmp_path / "results" / "attack_strength_gpu.json").read_text())
+    scored = [r for r in recorded["rows"] if r["part"] == "attack"]
+    assert len(scored) == 3 and all(0 <= r["rouge_l"] <= 100 for r in scored)  # rescored here, ROUGE-L included
+    assert all(r["content_f1"] == pytest.approx(r["device_content_f1"], abs=0.01) for r in scored)
+    assert "Defended rows" in (tmp_path / "results" / "attack_strength_gpu.md").read_text()
     (out / "inverter-00001-of-00001.safetensors").write_bytes(b"truncated")
     with pytest.raises(ValueError, match="truncated or modified"):
         main(["unpack", "--from", str(out), "--bundle", str(bundle), "--to", str(tmp_path / "again")])
@@ -174,3 +194,56 @@ def test_audit_names_the_attacker_and_quotes_its_recordedstrength_summary() -> N
     assert strength_summary(rows, prefer="inverter-beam8")["best"]["attack"] == "inverter-beam8"
     assert strength_summary(rows, prefer="inverter-beam4-rerank")["best"]["attack"] == "inverter-beam8-rerank"
     assert strength_summary(None) is None and "not recorded" in strength_text(None)
+
+
+def test_adaptive_budget_is_the_privacy_tables_budget() -> None:
+    from benchmarks.common.attack_rows import fixed_adapt_config
+    from benchmarks.gpu_inverter.adaptive import adapt_config
+
+    assert adapt_config() == fixed_adapt_config()
+
+
+def test_attack_job_defenses() -> None:
+    from benchmarks.gpu_inverter.adaptive import DEFENSES, JOBS, make_defense
+    from textcrafter_rag.two_stage import noise_to_norm, random_directions
+
+    assert {j.defense for j in JOBS} == set(DEFENSES)
+    x = np.random.default_rng(1).standard_normal((5, 384)).astype(np.float32)
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    cand = make_defense("two-stage-candidate:r=2", seed=3, dim=384)
+    want = noise_to_norm(x, random_directions(5, 384, np.random.default_rng(3)), 2.0)
+    np.testing.assert_allclose(cand.protect(x), want, atol=1e-6)
+    assert not np.allclose(cand.protect(x), want)  # fresh directions on every call, as independent records
+    assert cand.spec() == "two-stage-candidate:mechanism=gaussian,strength=2.0"
+    gauss = make_defense("gaussian@norm=1", seed=0, dim=384)
+    assert gauss.expected_norm(384) == pytest.approx(1.0)
+    assert make_defense("gaussian:s=0.06274", seed=0, dim=384).s == 0.06274
+    assert make_defense("none", seed=0, dim=384).protect(x) == pytest.approx(x)
+    released = make_defense("textcrafter:eps=1", seed=0, dim=384).protect(x)
+    np.testing.assert_allclose(np.linalg.norm(released - x, axis=1), 1.0, atol=1e-4)
+    with pytest.raises(ValueError, match="unknown defense"):
+        make_defense("shuffle", seed=0, dim=384)
+
+
+def test_attack_jobs_stop_at_the_deadline_and_record_what_was_left(tmp_path: Path) -> None:
+    import time
+
+    from benchmarks.gpu_inverter.adaptive import JOBS, AdaptiveRun, run_jobs
+
+    victims = {"wikitext": (["a"], np.ones((1, 384), dtype=np.float32))}
+    kwargs = {"inverter": None, "encoder": None, "texts": ["a"], "cache_dir": tmp_path, "batch_size": 1}
+    rows = run_jobs(
+        corpora=victims,
+        run=AdaptiveRun(deadline_s=0.0),
+        out=tmp_path,
+        started=time.time() - 1,
+        score=lambda *a, **k: {},
+        meta={"seed": 0},
+        **kwargs,
+    )
+    doc = json.loads((tmp_path / "adaptive.json").read_text())
+    assert rows == [] and doc["rows"] == [] and len(doc["skipped"]) == len(JOBS)
+    why = {s["job"]: s["why"] for s in doc["skipped"]}
+    assert why["wikitext/none/non-adaptive"] == "deadline"
+    assert why["scifact-queries/none/non-adaptive"] == "no victims of this corpus in the bundle"
+    assert doc["meta"]["adaptive_run"]["n_pairs"] == 30_000 and doc["meta"]["adapt_config"]["epochs"] == 1.0
