@@ -206,3 +206,22 @@ def test_filters_on_sealed_fields_are_refused_whatever_their_form(records: Recor
         "b",
         "c",
     }
+
+
+def test_a_record_s_sealed_parts_are_bound_to_each_other_and_older_records_still_open():
+    from textcrafter_rag.sealed_records import RecordSealer
+    from textcrafter_rag.sealing import SealError, generate_key
+
+    sealer = RecordSealer(generate_key(), sealed_metadata=("author", "diagnosis"))
+    v1 = sealer.seal("first version", {"author": "Jane Doe", "diagnosis": "flu"}, record_id="r1")
+    v2 = sealer.seal("second version", {"author": "Bob Smith", "diagnosis": "flu"}, record_id="r1")
+    assert sealer.open(v2.text, v2.metadata).metadata["author"] == "Bob Smith"
+    spliced = {**v2.metadata, "author": v1.metadata["author"]}  # the new text beside an old sealed author
+    with pytest.raises(SealError):
+        sealer.open(v2.text, spliced)
+    with pytest.raises(SealError):
+        sealer.open(v1.text, v2.metadata)  # the old text beside the new values
+    assert sealer.open(v1.text, v1.metadata).text == "first version"  # a whole old version: see SECURITY.md
+    meta = dict(v1.metadata)
+    legacy_text = sealer.sealer.seal("legacy", record_id="r1", field=sealer._text_field(meta, bound=False))
+    assert sealer.open(legacy_text, meta).text == "legacy"  # sealed before the binding: still opens

@@ -30,6 +30,7 @@ sealed field instead of sending its value to the store in clear and silently mat
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import uuid
@@ -273,14 +274,23 @@ class RecordSealer(KeyHolder):
         meta[ID_FIELD] = rid
         return SealedRecord(text=self._sealer.seal(text, record_id=rid, field=text_field), metadata=meta)
 
-    def _text_field(self, metadata: Mapping[str, Any]) -> str:
+    def _text_field(self, metadata: Mapping[str, Any], *, bound: bool = True) -> str:
         """The text's field name, binding the sorted names of the sealed fields the record holds.
 
         Only names from ``sealed_metadata`` count: plain fields and reserved ``_tc_*`` keys may be
         added by stores and other layers. A record with no sealed field keeps the plain name.
+        ``bound`` also binds a digest of those fields' sealed tokens, so the text opens only beside
+        the very values it was sealed with: an old sealed ``author`` spliced beside a new text (or the
+        reverse) does not open. ``bound=False`` is the name of records sealed before that binding.
         """
         present = sorted(name for name in self._fields if name in metadata)
-        return TEXT_FIELD if not present else json.dumps([TEXT_FIELD, present], ensure_ascii=True)
+        if not present:
+            return TEXT_FIELD
+        if not bound:
+            return json.dumps([TEXT_FIELD, present], ensure_ascii=True)
+        tokens = json.dumps([[name, str(metadata[name])] for name in present], ensure_ascii=True)
+        digest = hashlib.sha256(tokens.encode("utf-8")).hexdigest()[:32]
+        return json.dumps([TEXT_FIELD, present, digest], ensure_ascii=True)
 
     def open(self, text: Any, metadata: Mapping[str, Any] | None, *, store_id: Any = None) -> OpenedRecord:
         """Open a record read back from a store.
@@ -298,7 +308,7 @@ class RecordSealer(KeyHolder):
         rid = self.resolve_record_id(store_id, meta.pop(ID_FIELD, None))
         token = text if isinstance(text, str) else ""
         try:
-            opened_text = self._sealer.open(token, record_id=rid, field=self._text_field(meta))
+            opened_text = self._open_text(token, rid, meta)
         except SealError:
             if not Sealer.is_sealed(token):
                 raise
@@ -310,6 +320,17 @@ class RecordSealer(KeyHolder):
             if name in meta:
                 meta[name] = self._sealer.open_json(meta[name], record_id=rid, field=_METADATA_FIELD + name)
         return OpenedRecord(record_id=rid, text=opened_text, metadata=meta)
+
+    def _open_text(self, token: str, rid: str, meta: Mapping[str, Any]) -> str:
+        """The text, bound to its sealed fields' tokens; records sealed before that binding still open."""
+        bound = self._text_field(meta)
+        legacy = self._text_field(meta, bound=False)
+        try:
+            return self._sealer.open(token, record_id=rid, field=bound)
+        except SealError:
+            if legacy == bound:
+                raise
+        return self._sealer.open(token, record_id=rid, field=legacy)
 
     def seal_value(self, value: Any, *, record_id: Any, field: str) -> str:
         """Seal any JSON value (a whole serialised node, a key-value entry) bound to a record and field."""
