@@ -44,6 +44,7 @@ from .validation import check_store_vectors
 __all__ = [
     "MODE_KEY",
     "MARKER_KEY",
+    "IndexMissingError",
     "ModeMismatchError",
     "OpenedHits",
     "SealedSearch",
@@ -62,6 +63,10 @@ _MARKER_FIELD = "marker"
 
 class ModeMismatchError(TextcrafterError, ValueError):
     """The store was written in another search mode than the one it is opened with."""
+
+
+class IndexMissingError(TextcrafterError, ValueError):
+    """A store written with the app-side index is searched by a process that holds no index for it."""
 
 
 class SkippedRecordsWarning(UserWarning):
@@ -118,6 +123,8 @@ class SealedSearch(NotPicklable):
         self._skipped = 0
         self._warned = False
         self._index: AppIndex | None = None
+        #: Whether this store's marker record was found (the store was written before, in this mode).
+        self.marker_seen = False
         self._file: IndexFile | None = None
         if isinstance(options, AppIndexSearch) and options.index_path is not None:
             self._file = IndexFile(options.index_path, key=key, context=context)
@@ -335,6 +342,12 @@ class SealedSearch(NotPicklable):
         """The ids of the :attr:`fetch_k` records the app-side index ranks best for the clean query."""
         index = self.index()
         if index is None:
+            if self.marker_seen:
+                raise IndexMissingError(
+                    "this store was written with the app-side index, and this process holds none: open it with "
+                    "the index_path it was saved to (AppIndexSearch(index_path=...)); the records are all in the "
+                    "store, but without the index nothing can rank them"
+                )
             return []
         q = check_store_vectors(np.asarray(query).reshape(1, -1), name="query vector")[0]
         return index.search(q, self.fetch_k)

@@ -240,6 +240,8 @@ class SealedVectorStore(NotPicklable, SealedReading):
         found = self._store.get_by_ids([self._marker_id])
         mode = self._search.mode if self._search is not None else "single"
         check_marker_mode(mode, found[0].metadata if found else None)
+        if found and self._search is not None:
+            self._search.marker_seen = True
         if found or self._search is None:
             self._marker_checked = True
             return

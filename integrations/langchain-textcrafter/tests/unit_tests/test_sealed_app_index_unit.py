@@ -139,3 +139,15 @@ def test_copy_from_candidates_into_an_index_store_and_async(base) -> None:
         assert "r1" not in [d.id for d in await fresh.asimilarity_search("condition 1", k=4)]
 
     asyncio.run(run())
+
+
+def test_a_process_without_the_index_is_told_so_and_a_new_store_answers_empty(base) -> None:
+    from textcrafter_rag.sealed_search import IndexMissingError
+
+    key = generate_key()
+    assert _indexed(base, key).similarity_search("q", k=2) == []  # nothing written yet: nothing found
+    store = _indexed(base, key)
+    store.add_texts(TEXTS, ids=IDS)
+    without = SealedVectorStore(store.store, key=key, search=AppIndexSearch(open_k=20))  # another process
+    with pytest.raises(IndexMissingError, match="index_path"):
+        without.similarity_search("q", k=2)

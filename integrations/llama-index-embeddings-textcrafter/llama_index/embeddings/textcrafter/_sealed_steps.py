@@ -59,6 +59,8 @@ class SealedSearchSteps:
         if found is None:
             return False
         check_marker_mode(mode, found[0].metadata if found else None)
+        if found and self._search is not None:
+            self._search.marker_seen = True
         if found or self._search is None:
             self._marker_checked = True
             return False

@@ -368,8 +368,11 @@ class SealedVectorStore(NotPicklable, SealedSearchSteps, BasePydanticVectorStore
             await asyncio.to_thread(self._search.index_remove, node_ids)
 
     def clear(self) -> None:
-        """Clear the wrapped store."""
+        """Clear the wrapped store (and the app-side index)."""
         self._store.clear()
+        index = self._search.index() if self._search is not None and self._search.mode == "index" else None
+        if index is not None:
+            self._search.index_remove(index.ids())
 
     async def aclear(self) -> None:
         """Async :meth:`clear`."""
