@@ -129,3 +129,20 @@ def test_a_sealed_vector_is_bound_to_its_record_text_and_old_unbound_ones_still_
         _core(strict=True).open_hits([("a", "a", bound, core.mode, "text-v3")])
     legacy = core.seal_vector(x[0], record_id="a")  # sealed before texts were bound
     assert core.open_hits([("a", "a", legacy, core.mode, "any text")]).record_ids == ["a"]
+
+
+def test_the_index_file_is_written_after_each_write_or_only_when_asked(tmp_path):
+    x = _unit(30, 16)
+    ids = [f"r{i}" for i in range(30)]
+    auto = _core(options=AppIndexSearch(index_path=tmp_path / "a.tcidx"))
+    auto.index_add(ids, x)
+    assert (tmp_path / "a.tcidx").exists()
+    bulk = _core(options=AppIndexSearch(index_path=tmp_path / "b.tcidx", autosave=False))
+    bulk.index_add(ids[:10], x[:10])
+    bulk.index_add(ids[10:], x[10:])
+    assert not (tmp_path / "b.tcidx").exists()
+    bulk.save_index()
+    reopened = _core(options=AppIndexSearch(index_path=tmp_path / "b.tcidx"))
+    assert reopened.index_candidates(x[12])[0] == "r12"
+    with pytest.raises(InvalidTypeError):
+        AppIndexSearch(autosave="yes")  # type: ignore[arg-type]

@@ -87,12 +87,16 @@ class AppIndexSearch:
         train_at: Records kept exactly (float16) before the codebook is trained on them.
         index_path: A local file the sealed index is loaded from and saved to after every write, so a
             new process searches at once. ``None``: the index lives in this process only.
+        autosave: Save the file after every add and delete (the default). Each save writes the whole
+            index, so a bulk load of many small batches into a large store should pass ``False`` and call
+            ``save_index()`` once at the end.
     """
 
     open_k: int = DEFAULT_OPEN_K
     code_bytes: int = DEFAULT_CODE_BYTES
     train_at: int = DEFAULT_TRAIN_AT
     index_path: str | os.PathLike[str] | None = None
+    autosave: bool = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "open_k", _check_int(self.open_k, "open_k", 1, 100_000))
@@ -100,6 +104,8 @@ class AppIndexSearch:
         object.__setattr__(self, "train_at", _check_int(self.train_at, "train_at", _CENTROIDS, 1 << 40))
         if self.index_path is not None and not isinstance(self.index_path, (str, os.PathLike)):
             raise InvalidTypeError(f"index_path must be a path or None, got {type(self.index_path).__name__}")
+        if not isinstance(self.autosave, bool):
+            raise InvalidTypeError(f"autosave must be a bool, got {type(self.autosave).__name__}")
 
 
 class ProductQuantizer:

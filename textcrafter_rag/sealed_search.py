@@ -324,7 +324,7 @@ class SealedSearch(NotPicklable):
         assert index is not None
         with self._lock:
             index.add([canonical_record_id(r) for r in record_ids], clean)
-            if self._file is not None:
+            if self._file is not None and self.options.autosave:
                 self._file.save(index)
 
     def index_remove(self, record_ids: Sequence[Any]) -> int:
@@ -334,7 +334,7 @@ class SealedSearch(NotPicklable):
             return 0
         with self._lock:
             removed = index.remove([canonical_record_id(r) for r in record_ids])
-            if removed and self._file is not None:
+            if removed and self._file is not None and self.options.autosave:
                 self._file.save(index)
         return removed
 
