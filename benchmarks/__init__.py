@@ -17,6 +17,8 @@ Scripts (each ``main(argv) -> int``; writes ``benchmarks/results/<name>.*`` by d
   ``python -m benchmarks.speed.install_size`` (the lean install against the full one);
 * two_stage — ``python -m benchmarks.two_stage`` (two-stage sealed search: retrieval, store size, repeated
   releases, privacy, cost);
+* sealed_search — ``python -m benchmarks.sealed_search`` (every sealed-search mode against every store-side
+  attacker, and at 1,000,000 records: the verdict of issues 29 and 30);
 * sealing_padding — ``python -m benchmarks.sealing_padding`` (what padding sealed values costs in bytes and time,
   and what token lengths still tell);
 * gpu_inverter — ``python -m benchmarks.gpu_inverter.prepare`` (here) and ``python -m benchmarks.gpu_inverter``
