@@ -25,7 +25,20 @@ from textcrafter_rag.validation import check_store_vectors
 
 from .clean_vectors import CleanVectors, as_row
 
-__all__ = ["SealedReading"]
+__all__ = ["STORE_ID_FIELD", "SealedReading", "has_get_by_ids", "store_id_field"]
+
+#: Where stores that leave ``Document.id`` empty put the point id of a hit (``langchain_qdrant``).
+STORE_ID_FIELD = "_id"
+
+
+def store_id_field(store: VectorStore) -> str:
+    """Where a hit's id is if ``Document.id`` is empty: ``langchain_milvus``'s ``_primary_field``, else ``_id``."""
+    primary = getattr(store, "_primary_field", None)
+    return primary if isinstance(primary, str) and primary else STORE_ID_FIELD
+
+
+def has_get_by_ids(store: VectorStore) -> bool:
+    return type(store).get_by_ids is not VectorStore.get_by_ids
 
 
 class SealedReading(VectorStore):

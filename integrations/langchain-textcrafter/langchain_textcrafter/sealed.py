@@ -49,28 +49,16 @@ from textcrafter_rag.sealing import NotPicklable, SecretKey
 from textcrafter_rag.two_stage import DEFAULT_FETCH_K, VECTOR_KEY, TwoStageSearch
 from textcrafter_rag.validation import check_store_vectors
 
-from ._reading import SealedReading
-from .clean_vectors import CleanVectors
+from ._reading import STORE_ID_FIELD, SealedReading, has_get_by_ids, store_id_field
+from .clean_vectors import CleanVectors, check_embedding_key
 from .sealed_embeddings import SealedTextEmbeddings
 
 __all__ = ["STORE_ID_FIELD", "SealedVectorStore"]
 
-#: Where stores that leave ``Document.id`` empty put the point id of a hit (``langchain_qdrant``).
-STORE_ID_FIELD = "_id"
 #: ``search=`` left out: the mode ``fetch_k`` names (candidates by default).
 _FROM_FETCH_K: Any = object()
 #: Plain fields the sealed store adds to each record; removed before a record is opened.
 _RESERVED = (VECTOR_KEY, MODE_KEY, MARKER_KEY)
-
-
-def _store_id_field(store: VectorStore) -> str:
-    """Where a hit's id is if ``Document.id`` is empty: ``langchain_milvus``'s ``_primary_field``, else ``_id``."""
-    primary = getattr(store, "_primary_field", None)
-    return primary if isinstance(primary, str) and primary else STORE_ID_FIELD
-
-
-def _has_get_by_ids(store: VectorStore) -> bool:
-    return type(store).get_by_ids is not VectorStore.get_by_ids
 
 
 #: What builds the wrapped store: called once with the embeddings it must be built with.
@@ -164,6 +152,8 @@ class SealedVectorStore(NotPicklable, SealedReading):
         if not isinstance(embedding, Embeddings):
             raise InvalidTypeError(f"embedding must be LangChain Embeddings, got {type(embedding).__name__}")
         self._embedding: Embeddings = embedding
+        if search is not None:
+            check_embedding_key(embedding, secret)
         self._clean = CleanVectors(embedding)
         self._search = SealedSearch(secret, context=context, options=search, strict=strict) if search else None
         self._marker_id = single_stage_marker_id(secret, context=context)
@@ -179,14 +169,14 @@ class SealedVectorStore(NotPicklable, SealedReading):
                     "the store function must return a LangChain VectorStore built with the embeddings it is given "
                     "(e.g. lambda e: QdrantVectorStore(client=client, collection_name='docs', embedding=e))"
                 )
-        if isinstance(search, AppIndexSearch) and not _has_get_by_ids(inner):
+        if isinstance(search, AppIndexSearch) and not has_get_by_ids(inner):
             raise InvalidInputError(
                 f"the app-side index fetches records by id, and {type(inner).__name__} has no get_by_ids: "
                 "use candidate search (fetch_k=) with this store"
             )
         self._store = inner
         self._shim = shim
-        self._id_field = _store_id_field(inner)
+        self._id_field = store_id_field(inner)
 
     @property
     def store(self) -> VectorStore:
@@ -235,7 +225,7 @@ class SealedVectorStore(NotPicklable, SealedReading):
 
     def _marker(self, *, write: bool, dim: int | None = None) -> None:
         """Refuse a store written in another mode (before anything is sent); mark a new sealed-search store."""
-        if self._marker_checked or not _has_get_by_ids(self._store):
+        if self._marker_checked or not has_get_by_ids(self._store):
             return
         found = self._store.get_by_ids([self._marker_id])
         mode = self._search.mode if self._search is not None else "single"

@@ -271,3 +271,15 @@ def test_deletes_refuse_filters_on_sealed_fields_and_the_store_never_serialises(
     for serialise in (pickle.dumps, lambda s: s.__getstate__()):
         with pytest.raises(NotPicklableError):
             serialise(store)
+
+
+def test_a_keyed_protected_embeddings_is_used_never_dropped(base) -> None:
+    key = generate_key()
+    same = ProtectedEmbeddings(base=base, mechanism=GaussianNoise(s=0.5, seed=0), key=key, tenant="t")
+    store = SealedVectorStore(InMemoryVectorStore, embedding=same, key=key, fetch_k=31)  # the store's rotation
+    store.add_texts(TEXTS, ids=IDS)
+    assert [d.page_content for d in store.similarity_search("q", k=3)] == _exact(base, "q", 3)
+    other = ProtectedEmbeddings(base=base, mechanism=GaussianNoise(s=0.5, seed=0), key=generate_key())
+    with pytest.raises(ValueError, match="another key"):
+        SealedVectorStore(InMemoryVectorStore, embedding=other, key=key)
+    SealedVectorStore(InMemoryVectorStore, embedding=other, key=key, fetch_k=None)  # single-stage: its own key
