@@ -276,19 +276,37 @@ def test_a_two_stage_store_is_reported_as_candidate_vectors(store, tmp_path):
 
     two_stage = TwoStage(generate_key(), search=TwoStageSearch())
     ids = [f"r{i}" for i in range(len(store["texts"]))]
-    candidates = two_stage.protect_documents(store["clean"], record_ids=ids, texts=store["texts"])
+    candidates = two_stage.protect_documents(store["clean"])
     rows = [
-        {"embedding": v.tolist(), "metadata": {"_tc_id": r, "_tc_vec": two_stage.seal_vector(c, record_id=r)}}
-        for v, c, r in zip(candidates, store["clean"], ids)
+        {
+            "embedding": v.tolist(),
+            "metadata": {
+                "_tc_id": r,
+                "_tc_vec": two_stage.seal_vector(c, record_id=r),
+                "_tc_mode": "candidates",
+                "ward": f"ward {i % 3}",
+            },
+        }
+        for i, (v, c, r) in enumerate(zip(candidates, store["clean"], ids))
     ]
     sample = load_sample(_write_jsonl(tmp_path / "two_stage.jsonl", rows), texts=store["dir"] / "texts.jsonl", n=8)
     assert sample.sealed_vector_fields == ("metadata._tc_vec",)
+    assert sample.search_modes == ("candidates",) and sample.clear_fields == ("metadata.ward",)
     notes: list[str] = []
     diag, _, _ = diagnose(sample, store["clean"][sample.indices], None, model_id="m", progress=False, notes=notes)
     assert diag["two_stage_candidates"] is True and diag["store_is_raw"] is False
     assert any("two-stage store" in n for n in notes)
+    assert diag["clear_fields"] == ["metadata.ward"] and any("left in clear" in n for n in notes)
+    for row in rows:
+        row["metadata"]["_tc_mode"] = "index"
+    index_sample = load_sample(_write_jsonl(tmp_path / "index.jsonl", rows), texts=store["dir"] / "texts.jsonl", n=8)
+    notes = []
+    diag, _, _ = diagnose(
+        index_sample, store["clean"][index_sample.indices], None, model_id="m", progress=False, notes=notes
+    )
+    assert diag["app_index"] is True and any("app-side index" in n for n in notes)
     plain = load_sample(store["dir"] / "raw.npy", n=8)
-    assert plain.sealed_vector_fields == ()
+    assert plain.sealed_vector_fields == () and plain.search_modes == () and plain.clear_fields == ()
 
 
 @pytest.mark.slow

@@ -99,6 +99,19 @@ def diagnose(
             "vectors, which this audit cannot open (they are encrypted). 'before' is what the store holds and what "
             "a thief of the store can attack; 'after' adds a second layer that the deployment does not use."
         )
+    if "index" in sample.search_modes:
+        diag["app_index"] = True
+        notes.append(
+            "The store was written with the app-side index: its vectors are keyed random vectors of the record ids, "
+            "unrelated to the texts, so an inversion of them reads nothing; what such a store leaks is its access "
+            "pattern, which a file audit cannot see."
+        )
+    if sample.clear_fields:
+        diag["clear_fields"] = list(sample.clear_fields)
+        notes.append(
+            f"Fields left in clear beside the vectors (a thief reads them without a key): "
+            f"{', '.join(sample.clear_fields)}. Seal any that can hold personal data (sealed_metadata=)."
+        )
     labels: list[int] | None = None
     source = "synthetic"
     if sample.texts is not None and clean is not None:

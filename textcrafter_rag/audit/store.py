@@ -27,6 +27,7 @@ import numpy as np
 
 from .. import vectorfiles
 from ..errors import VectorFileError
+from ..sealed_search import MODE_KEY
 from ..sealing import Sealer
 from ..two_stage import VECTOR_KEY
 
@@ -38,12 +39,17 @@ __all__ = [
     "plaintext_columns",
     "read_store_vectors",
     "sealed_vector_fields",
+    "sealed_search_fields",
     "read_texts",
     "sample_indices",
     "store_rows",
 ]
 
 FORMATS = vectorfiles.FORMATS
+
+
+#: Id fields a store or the sealed store keeps plain on purpose (not reported as left in clear).
+_ID_LEAVES = frozenset({"id", "_id", "pk", "doc_id", "ref_doc_id", "document_id", "node_id"})
 
 
 class AuditInputError(VectorFileError):
@@ -65,6 +71,8 @@ class StoreSample:
             (see :func:`plaintext_columns`); empty for ``.npy`` stores and in-memory arrays.
         sealed_vector_fields: Fields holding a two-stage store's sealed clean vectors (``metadata._tc_vec``):
             the stored vectors are then candidate vectors (see :mod:`textcrafter_rag.two_stage`).
+        search_modes: The sealed-search modes the rows name (``"candidates"``, ``"index"``), if any.
+        clear_fields: Fields beside the vectors holding unsealed strings (what a thief reads without a key).
     """
 
     vectors: np.ndarray
@@ -74,6 +82,8 @@ class StoreSample:
     n_texts: int
     plaintext_columns: tuple[str, ...] = ()
     sealed_vector_fields: tuple[str, ...] = ()
+    search_modes: tuple[str, ...] = ()
+    clear_fields: tuple[str, ...] = ()
 
 
 def _check_file(path: str | os.PathLike[str], what: str) -> None:
@@ -169,6 +179,8 @@ def load_sample(
         n_texts=len(all_texts) if all_texts is not None else 0,
         plaintext_columns=plaintext_columns(rows.columns),
         sealed_vector_fields=sealed_vector_fields(rows.columns),
+        search_modes=sealed_search_fields(rows.columns)[0],
+        clear_fields=sealed_search_fields(rows.columns)[1],
     )
 
 
@@ -249,3 +261,23 @@ def sealed_vector_fields(columns: dict[str, list[Any]]) -> tuple[str, ...]:
                 if path.split(".")[-1] == VECTOR_KEY and Sealer.is_sealed(s):
                     found[path] = None
     return tuple(found)
+
+
+def sealed_search_fields(columns: dict[str, list[Any]]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The sealed-search modes the rows name (``_tc_mode``) and the fields left in clear beside them.
+
+    A field is left in clear when it holds a string that is not sealed and is not one of the sealed
+    store's own plain fields (``_tc_*``, ids): what a store thief reads without any key, named for the
+    report (values are never reported).
+    """
+    modes: dict[str, None] = {}
+    clear: dict[str, None] = {}
+    for name, values in columns.items():
+        for value in values:
+            for path, s in _strings(value, name):
+                leaf = path.split(".")[-1]
+                if leaf == MODE_KEY:
+                    modes[s] = None
+                elif not leaf.startswith("_tc_") and leaf not in _ID_LEAVES and s.strip() and not Sealer.is_sealed(s):
+                    clear[path] = None
+    return tuple(modes), tuple(clear)
