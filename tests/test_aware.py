@@ -183,7 +183,8 @@ def test_shipped_policies_load_unchanged_and_release_as_their_tensors_say(eps: f
     with torch.no_grad():
         out = policy(torch.as_tensor(x))
         expected = release(torch.as_tensor(x), out.mu + out.sigma * torch.as_tensor(z), out.v, tc.radius).numpy()
-    np.testing.assert_array_equal(tc.release_with_noise(x, z)[0], expected)
+    # Protection runs the same network in NumPy (folded first sub-layers): equal to float32 rounding.
+    np.testing.assert_allclose(tc.release_with_noise(x, z)[0], expected, rtol=0, atol=1e-6)
     np.testing.assert_array_equal(tc.protect(x), TextCrafter.load(path, seed=0).protect(x))
 
 

@@ -86,7 +86,7 @@ def _directions(policy: TextCrafter, x: np.ndarray) -> tuple[np.ndarray, np.ndar
     vs, pmus = [], []
     for start in range(0, len(x), 8192):
         out = policy.policy_outputs(x[start : start + 8192])
-        v, mu = out.v.numpy().astype(np.float64), out.mu.numpy().astype(np.float64)
+        v, mu = np.asarray(out.v, dtype=np.float64), np.asarray(out.mu, dtype=np.float64)
         pmu = mu - np.sum(mu * v, axis=1, keepdims=True) * v
         vs.append(v)
         pmus.append(pmu / np.linalg.norm(pmu, axis=1, keepdims=True))

@@ -48,10 +48,10 @@ def test_delta_zero_and_delta_parallel_to_v_use_the_fallback(unit_vectors: np.nd
         tc.policy.mean_branch.head.bias.zero_()
     x = unit_vectors[:8]
     out = tc.policy_outputs(x)
-    sigma = out.sigma.numpy()
+    sigma = out.sigma
     # delta = mu + sigma*z = 0  and  delta = 5 v
-    for delta in (np.zeros_like(x), 5.0 * out.v.numpy()):
-        z = (delta - out.mu.numpy()) / sigma
+    for delta in (np.zeros_like(x), 5.0 * out.v):
+        z = (delta - out.mu) / sigma
         f_adv, v = tc.release_with_noise(x, z)
         assert np.isfinite(f_adv).all()
         _check_release(tc, x, f_adv, v)
@@ -91,9 +91,14 @@ def test_save_load_round_trip_is_exact(tmp_path, unit_vectors: np.ndarray) -> No
     tc = make_textcrafter()
     tc.save(tmp_path / "p")
     loaded = TextCrafter.load(tmp_path / "p", seed=11)
+    for name, value in tc.policy.state_dict().items():  # the weights come back bit for bit
+        np.testing.assert_array_equal(loaded.policy.state_dict()[name].numpy(), value.numpy())
+    first = TextCrafter.load(tmp_path / "p", seed=11).protect(unit_vectors)
+    np.testing.assert_array_equal(TextCrafter.load(tmp_path / "p", seed=11).protect(unit_vectors), first)
     ref = make_textcrafter()
     ref._noise = type(loaded._noise)(11)
-    np.testing.assert_array_equal(loaded.protect(unit_vectors), ref.protect(unit_vectors))
+    # A loaded policy folds its first sub-layers into one matrix: the same releases, to float32 rounding.
+    np.testing.assert_allclose(first, ref.protect(unit_vectors), rtol=0, atol=1e-6)
     assert loaded.eps == tc.eps and loaded.dim == 32
     assert loaded.spec() == f"textcrafter:{tmp_path / 'p'}"
 

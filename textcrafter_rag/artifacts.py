@@ -13,14 +13,15 @@ whoever can write an artifact's directory can replace the artifact whole. Protec
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import json
 import os
 import tempfile
 from pathlib import Path
 from typing import Any
 
-import torch
-from safetensors.torch import load_file, save
+import numpy as np
+import safetensors.numpy
 
 from ._version import __version__
 from .errors import ArtifactError
@@ -78,24 +79,41 @@ def _atomic_write(path: Path, data: bytes) -> None:
         raise
 
 
-def save_artifact(
-    path: str | os.PathLike[str], *, kind: str, tensors: dict[str, torch.Tensor], config: dict[str, Any]
-) -> Path:
-    """Write ``tensors`` and ``config`` to the directory ``path`` (created if needed).
+def _torch_version() -> str | None:
+    """The installed torch's version, read from its metadata (importing torch takes seconds), or ``None``."""
+    try:
+        return importlib.metadata.version("torch").split("+")[0]
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _serialize(tensors: dict[str, Any], kind: str) -> bytes:
+    """safetensors bytes of NumPy arrays (no torch needed) or, when any value is a torch tensor, of tensors."""
+    if all(isinstance(v, np.ndarray) for v in tensors.values()):
+        return safetensors.numpy.save({k: np.ascontiguousarray(v) for k, v in tensors.items()}, metadata={"kind": kind})
+    import torch
+    from safetensors.torch import save
+
+    as_torch = {k: v if isinstance(v, torch.Tensor) else torch.from_numpy(np.asarray(v)) for k, v in tensors.items()}
+    return save({k: v.detach().cpu().contiguous() for k, v in as_torch.items()}, metadata={"kind": kind})
+
+
+def save_artifact(path: str | os.PathLike[str], *, kind: str, tensors: dict[str, Any], config: dict[str, Any]) -> Path:
+    """Write ``tensors`` (NumPy arrays or torch tensors) and ``config`` to the directory ``path`` (created if needed).
 
     The recorded kind, versions and digests are this call's: stale ones in ``config`` (the config
     of a loaded artifact saved again) never override them.
     """
     out = Path(path)
     out.mkdir(parents=True, exist_ok=True)
-    payload = save({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, metadata={"kind": kind})
+    payload = _serialize(tensors, kind)
     _atomic_write(out / WEIGHTS_NAME, payload)
     full = {
         **config,
         "kind": kind,
         "format_version": FORMAT_VERSION,
         "library_version": __version__,
-        "torch_version": torch.__version__.split("+")[0],
+        "torch_version": _torch_version(),
         "weights_sha256": hashlib.sha256(payload).hexdigest(),
     }
     _write_config(out / CONFIG_NAME, full)
@@ -128,8 +146,8 @@ def _read_config(root: Path, kind: str) -> dict[str, Any]:
 
 
 def load_artifact(
-    path: str | os.PathLike[str], *, kind: str, require_config_digest: bool = True
-) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+    path: str | os.PathLike[str], *, kind: str, require_config_digest: bool = True, arrays: bool = False
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """Read and verify an artifact directory written by :func:`save_artifact`.
 
     Args:
@@ -138,6 +156,7 @@ def load_artifact(
         require_config_digest: Refuse a config without :data:`CONFIG_DIGEST` (saved before configs
             were hashed). Only an attacker's own cached models (inverters) may be read without it;
             a protection artifact never is.
+        arrays: Return NumPy arrays (no torch needed: protection loads so) instead of torch tensors.
 
     Raises:
         ArtifactError: Missing files, invalid JSON, another kind or format version, a weights or
@@ -155,7 +174,12 @@ def load_artifact(
         raise ArtifactError(f"{root / CONFIG_NAME} does not match its recorded {CONFIG_DIGEST}: edited or corrupted")
     w_path = root / WEIGHTS_NAME
     try:
-        tensors = load_file(str(w_path))
+        if arrays:
+            tensors = safetensors.numpy.load_file(str(w_path))
+        else:
+            from safetensors.torch import load_file
+
+            tensors = load_file(str(w_path))
     except Exception as exc:  # safetensors raises its own error types
         raise ArtifactError(f"{w_path} is not a readable safetensors file ({exc.__class__.__name__})") from None
     return config, tensors

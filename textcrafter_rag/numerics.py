@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
+
+if TYPE_CHECKING:  # torch comes with the `fit` extra; only the torch helpers below import it
+    import torch
 
 __all__ = ["row_norms", "unit_rows", "row_cosines", "torch_row_norms", "torch_unit_rows", "plain_torch"]
 
@@ -44,6 +47,8 @@ def row_cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _torch_row_scale(x: torch.Tensor) -> torch.Tensor:
+    import torch
+
     # Detached: the norm is homogeneous, so the scale contributes no gradient in exact arithmetic.
     scale = x.detach().abs().amax(dim=-1, keepdim=True)
     return torch.where(scale > 0, scale, torch.ones_like(scale))
@@ -57,6 +62,8 @@ def torch_row_norms(x: torch.Tensor) -> torch.Tensor:
 
 def torch_unit_rows(x: torch.Tensor) -> torch.Tensor:
     """Rows of ``x`` scaled to unit norm without under- or overflow; all-zero rows stay zero."""
+    import torch
+
     y = x / _torch_row_scale(x)
     norms = y.norm(dim=-1, keepdim=True)
     return y / torch.where(norms > 0, norms, torch.ones_like(norms))
@@ -72,6 +79,8 @@ def plain_torch(*, grad: bool = False) -> Iterator[None]:
     speed, not results. Tensors are created with explicit dtypes by the callers, so the default
     dtype does not matter either.
     """
+    import torch
+
     with contextlib.ExitStack() as stack:
         stack.enter_context(torch.autocast("cpu", enabled=False))
         if torch.cuda.is_available():

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
 from ..artifacts import load_artifact, save_artifact
 from ..encoders import as_encoder, verify_fingerprint
@@ -33,9 +32,9 @@ def save_fitted(
     probes: np.ndarray | None = None,
 ) -> Path:
     """Write ``arrays`` (kept in their dtype, so a round trip is bit-exact) and ``config`` to ``path``."""
-    tensors = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in arrays.items()}
+    tensors = {k: np.ascontiguousarray(v) for k, v in arrays.items()}
     if probes is not None:
-        tensors[_PROBES] = torch.as_tensor(np.asarray(probes, dtype=np.float32))
+        tensors[_PROBES] = np.asarray(probes, dtype=np.float32)
     return save_artifact(path, kind=kind, tensors=tensors, config=config)
 
 
@@ -48,9 +47,9 @@ def load_fitted(
         ArtifactError: Missing, corrupted, edited or unknown-format files.
         FingerprintMismatch: ``encoder`` differs from the one the mechanism was fitted for.
     """
-    config, tensors = load_artifact(path, kind=kind)
-    arrays = {k: v.numpy() for k, v in tensors.items() if k != _PROBES}
-    probes = tensors[_PROBES].numpy() if _PROBES in tensors else None
+    config, tensors = load_artifact(path, kind=kind, arrays=True)
+    arrays = {k: v for k, v in tensors.items() if k != _PROBES}
+    probes = tensors.get(_PROBES)
     if encoder is not None:
         enc = as_encoder(encoder)
         dim = config.get("dim")

@@ -10,13 +10,12 @@ import math
 from typing import Any, ClassVar
 
 import numpy as np
-from scipy.optimize import brentq
-from scipy.special import log_ndtr, logsumexp, ndtr
 
 from ..errors import InvalidInputError
 from ..numerics import unit_rows
 from ..validation import check_positive
 from .base import Mechanism
+from .special import brentq, log_ndtr, logsumexp, ndtr
 
 __all__ = ["LDPGaussian", "Purkayastha", "analytic_gaussian_sigma", "gaussian_delta", "classical_gaussian_sigma"]
 

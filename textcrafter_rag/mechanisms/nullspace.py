@@ -21,10 +21,9 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
-from sklearn.linear_model import LogisticRegression
-from sklearn.model_selection import train_test_split
 
 from ..errors import ArtifactError, InvalidInputError, InvalidTypeError
+from ..extras import require_extra
 from ..numerics import row_norms
 from ..validation import check_positive, check_vectors
 from .base import Mechanism
@@ -205,7 +204,9 @@ class NullspaceNoise(Mechanism):
         return out
 
 
-def _classifier(cfg: NullspaceConfig) -> LogisticRegression:
+def _classifier(cfg: NullspaceConfig) -> Any:
+    from sklearn.linear_model import LogisticRegression
+
     return LogisticRegression(C=cfg.C, max_iter=2000, random_state=cfg.seed)
 
 
@@ -254,6 +255,9 @@ def fit_nullspace_noise(
     classes, counts = np.unique(y, return_counts=True)
     if classes.size < 2 or counts.min() < 2:
         raise InvalidInputError("labels need at least two classes with at least two embeddings each")
+    require_extra("fit", purpose="fitting a nullspace-noise mechanism (scikit-learn)")
+    from sklearn.model_selection import train_test_split
+
     x = x * (np.sqrt(x.shape[1]) / np.median(row_norms(x)))  # coordinates of order 1: C is encoder-independent
     x_tr, x_te, y_tr, y_te = train_test_split(x, y, test_size=cfg.test_fraction, random_state=cfg.seed, stratify=y)
     chance = float(np.bincount(np.searchsorted(classes, y_te)).max() / y_te.size)

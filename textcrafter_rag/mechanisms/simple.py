@@ -6,7 +6,6 @@ import math
 from typing import Any, ClassVar
 
 import numpy as np
-from scipy.special import gammaln
 
 from ..errors import InvalidInputError
 from .base import Mechanism
@@ -58,7 +57,7 @@ class Shuffle(Mechanism):
 
 def _chi_mean(dim: int) -> float:
     """E||z|| for z ~ N(0, I_dim)."""
-    return math.sqrt(2.0) * math.exp(gammaln((dim + 1) / 2.0) - gammaln(dim / 2.0))
+    return math.sqrt(2.0) * math.exp(math.lgamma((dim + 1) / 2.0) - math.lgamma(dim / 2.0))
 
 
 class GaussianNoise(Mechanism):

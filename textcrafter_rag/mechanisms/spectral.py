@@ -35,12 +35,12 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
-from scipy.optimize import brentq
 
 from ..errors import ArtifactError, InvalidInputError
 from ..validation import check_positive, check_vectors
 from .base import Mechanism
 from .fitted import load_fitted, save_fitted
+from .special import brentq
 
 __all__ = ["SpectralNoise", "SpectralConfig", "fit_spectral_noise", "water_fill"]
 

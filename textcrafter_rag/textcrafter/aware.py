@@ -26,8 +26,6 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
-from typing import Any
 
 import numpy as np
 import torch
@@ -36,6 +34,7 @@ from torch import nn
 
 from ..errors import InvalidInputError
 from ..metrics import content_tokens
+from .configs import AwareRewardConfig
 
 __all__ = [
     "AwareRewardConfig",
@@ -45,51 +44,6 @@ __all__ = [
     "BagOfWordsAdversary",
     "AwareObjective",
 ]
-
-
-@dataclass(frozen=True)
-class AwareRewardConfig:
-    """Weights and sizes of the retrieval and adversary terms (both off by default).
-
-    Args:
-        retrieval_weight: Weight of the retrieval term (0 disables it).
-        adversary_weight: Weight of the adversary term (0 disables it; needs calibration texts).
-        neighbours: Clean nearest neighbours per calibration document used as its queries.
-        vocab_size: Content words the adversary predicts (the most frequent in the calibration texts).
-        adversary_hidden: Hidden width of the adversary's MLP (0: a linear decoder).
-        adversary_every: Policy steps between retrainings of the adversary on fresh releases.
-        adversary_samples: Releases (of training documents) per retraining.
-        adversary_epochs: Passes over those releases per retraining (warm-started).
-        adversary_lr: Adam learning rate of the adversary.
-    """
-
-    retrieval_weight: float = 0.0
-    adversary_weight: float = 0.0
-    neighbours: int = 5
-    vocab_size: int = 2000
-    adversary_hidden: int = 256
-    adversary_every: int = 200
-    adversary_samples: int = 2048
-    adversary_epochs: int = 10
-    adversary_lr: float = 3e-3
-
-    def __post_init__(self) -> None:
-        if not (self.retrieval_weight >= 0 and self.adversary_weight >= 0):
-            raise InvalidInputError("retrieval_weight and adversary_weight must be >= 0")
-        ints = ("neighbours", "vocab_size", "adversary_every", "adversary_samples", "adversary_epochs")
-        for k in ints:
-            if getattr(self, k) < 1:
-                raise InvalidInputError(f"{k} must be >= 1")
-        if self.adversary_hidden < 0 or not self.adversary_lr > 0:
-            raise InvalidInputError("adversary_hidden must be >= 0 and adversary_lr > 0")
-
-    @property
-    def enabled(self) -> bool:
-        """Whether any term is on (a disabled config trains exactly the paper's reward)."""
-        return self.retrieval_weight > 0 or self.adversary_weight > 0
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def neighbour_indices(x: torch.Tensor, k: int, *, chunk: int = 1024) -> torch.Tensor:

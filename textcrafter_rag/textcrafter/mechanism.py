@@ -1,4 +1,9 @@
-"""TextCrafter: the trained policy as a mechanism, with saving and loading (fitting is in :mod:`.fitting`)."""
+"""TextCrafter: the trained policy as a mechanism, with saving and loading (fitting is in :mod:`.fitting`).
+
+Protection runs in NumPy (:mod:`.numpy_policy`): a policy loads and protects on the runtime install,
+without torch. The torch side -- the policy as a torch module (:attr:`TextCrafter.policy`), Algorithm 1's
+refinement (``refine_steps``), training -- comes with the ``fit`` extra; both sides share one set of weights.
+"""
 
 from __future__ import annotations
 
@@ -8,21 +13,27 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
-import torch
 
 from ..artifacts import load_artifact, save_artifact
 from ..encoders import as_encoder, verify_fingerprint
 from ..errors import ArtifactError, FingerprintMismatch, InvalidInputError, MissingPolicyError
+from ..extras import is_missing, missing_extra
 from ..mechanisms.base import Mechanism
 from ..numerics import plain_torch
 from ..policies import BUNDLED_MODEL_ID, DEFAULT_SHIPPED_EPS, SHIPPED, shipped_policy_path
 from ..validation import check_positive
+from .configs import PolicyConfig, RewardWeights
+from .numpy_policy import BLOCK, NumpyPolicy, PolicyArrays, release
 from .pii import PIIClassifier
-from .policy import PolicyConfig, PolicyOutput, TextCrafterPolicy
 from .priors import ClusterPrior
-from .projection import release
-from .reward import RewardWeights
-from .rollout import refine_batch
+
+try:  # the torch side ([fit] extra): the policy as a torch module, and refinement
+    from .policy import TextCrafterPolicy
+    from .rollout import refine_batch
+except ModuleNotFoundError as exc:
+    if not is_missing(exc, extra="fit"):
+        raise
+    TextCrafterPolicy = refine_batch = None
 
 __all__ = ["TextCrafter"]
 
@@ -42,13 +53,15 @@ class TextCrafter(Mechanism):
     (:meth:`load_shipped`).
 
     Args:
-        policy: The trained policy network.
+        policy: The trained policy: a :class:`~.numpy_policy.NumpyPolicy`, or the torch
+            :class:`~.policy.TextCrafterPolicy` (its weights are shared, not copied: training it changes
+            this mechanism's releases).
         eps: Perturbation norm.
         pii: The reward's PII classifier.
         prior: The reward's cluster prior.
         weights: The reward weights.
         refine_steps: If > 0, run Algorithm 1's per-batch refinement with this many steps
-            (slower; keeps each row's best release by reward).
+            (slower; keeps each row's best release by reward; needs the ``fit`` extra).
         norm_scale: The encoder's median embedding norm (1 for unit-norm encoders): ``eps`` is
             relative to it, so every release moves by ``eps * norm_scale`` (:attr:`radius`).
         metadata: Fingerprint, provenance and reports, as stored in ``config.json``.
@@ -62,7 +75,7 @@ class TextCrafter(Mechanism):
     def __init__(
         self,
         *,
-        policy: TextCrafterPolicy,
+        policy: Any,
         eps: float,
         pii: PIIClassifier,
         prior: ClusterPrior,
@@ -77,8 +90,15 @@ class TextCrafter(Mechanism):
         self.eps = check_positive(eps, name="eps")
         if refine_steps < 0:
             raise InvalidInputError("refine_steps must be >= 0")
+        if refine_steps and refine_batch is None:
+            raise missing_extra("torch", extra="fit", purpose="TextCrafter's refinement (refine_steps)")
         super().__init__(seed=seed, secure_mode=secure_mode)
-        self.policy = policy.float().eval()
+        self._torch_policy: Any = None
+        self._torch_lock = threading.Lock()
+        if isinstance(policy, NumpyPolicy):
+            self._net = policy
+        else:
+            self._use_torch_policy(policy)
         self.pii = pii
         self.prior = prior
         self.weights = weights or RewardWeights()
@@ -87,31 +107,62 @@ class TextCrafter(Mechanism):
         self.metadata: dict[str, Any] = dict(metadata or {})
         self.probes = probes
         self.path: Path | None = None
-        self._torch_lock = threading.Lock()
+
+    def _use_torch_policy(self, module: Any) -> None:
+        """Protect with ``module``'s weights from now on: NumPy views of its parameters (float32, on the CPU)."""
+        module = module.float().eval()
+        state = {k: v.detach().numpy() for k, v in module.state_dict().items()}
+        self._net = NumpyPolicy(module.config, state)  # not folded: training may still change the weights
+        self._torch_policy = module
+
+    @property
+    def policy(self) -> Any:
+        """The policy as a torch :class:`~.policy.TextCrafterPolicy` (``fit`` extra), sharing this mechanism's weights.
+
+        Built on first use for a loaded policy; from then on protection reads the module's parameters, so
+        changing them (training, tests) changes the releases.
+        """
+        if self._torch_policy is None:
+            if TextCrafterPolicy is None:
+                raise missing_extra("torch", extra="fit", purpose="the TextCrafter policy as a torch module")
+            with self._torch_lock:
+                if self._torch_policy is None:
+                    import torch
+
+                    module = TextCrafterPolicy(self._net.config).float()
+                    module.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in self._net.state.items()})
+                    self._use_torch_policy(module)
+        return self._torch_policy
 
     # ------------------------------------------------------------------ protection
     @property
     def dim(self) -> int:
-        return self.policy.config.dim
+        return self._net.config.dim
 
-    def policy_outputs(self, x: np.ndarray) -> PolicyOutput:
-        """``(mu, sigma, v)`` for a validated batch (inference path, dropout off)."""
-        with plain_torch():
-            return self.policy(torch.as_tensor(x, dtype=torch.float32))
+    def policy_outputs(self, x: np.ndarray) -> PolicyArrays:
+        """``(mu, sigma, v)`` as float32 arrays for a validated batch (inference path, dropout off)."""
+        return self._net(np.asarray(x, dtype=np.float32))
 
     def release_with_noise(self, x: np.ndarray, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Release with given standard-normal noise ``z``: returns ``(f_adv, v)``. For tests and audits.
 
-        Runs in float32 with autocast and gradients off whatever the caller's torch state.
+        Runs in NumPy, float32 (the projection in float64); no torch state can change it.
         """
-        with plain_torch():
-            f0 = torch.as_tensor(x, dtype=torch.float32)
-            out = self.policy(f0)
-            delta = out.mu + out.sigma * torch.as_tensor(z, dtype=torch.float32)
-            return release(f0, delta, out.v, self.radius).numpy(), out.v.numpy()
+        f0 = np.asarray(x, dtype=np.float32)
+        z = np.asarray(z, dtype=np.float32)
+        f_adv, v = np.empty_like(f0), np.empty_like(f0)
+        for start in range(0, f0.shape[0], BLOCK):  # block by block: each block's arrays stay in cache
+            rows = slice(start, start + BLOCK)
+            out = self._net(f0[rows])
+            delta = out.sigma * z[rows]
+            delta += out.mu
+            f_adv[rows], v[rows] = release(f0[rows], delta, out.v, self.radius), out.v
+        return f_adv, v
 
     def _protect(self, x: np.ndarray) -> np.ndarray:
         if self.refine_steps:
+            import torch
+
             with self._torch_lock, plain_torch(grad=True):  # refinement trains a copy of the policy
                 f_adv = refine_batch(
                     self.policy,
@@ -160,6 +211,14 @@ class TextCrafter(Mechanism):
     def expected_norm(self, dim: int) -> float:
         return self.radius
 
+    def __getstate__(self) -> dict[str, Any]:
+        """A copy (a worker of a pool) carries the weights in NumPy; it rebuilds its torch module if it needs one."""
+        state = super().__getstate__()
+        if state.get("_torch_policy") is not None:
+            state["_net"] = NumpyPolicy(self._net.config, {k: np.array(v) for k, v in self._net.state.items()})
+            state["_torch_policy"] = None
+        return state
+
     # ------------------------------------------------------------------ persistence
     def get_config_dict(self) -> dict[str, Any]:
         """The JSON-serialisable configuration stored in ``config.json``."""
@@ -168,18 +227,18 @@ class TextCrafter(Mechanism):
             "eps": self.eps,
             "norm_scale": self.norm_scale,
             "dim": self.dim,
-            "policy": self.policy.config.to_dict(),
+            "policy": self._net.config.to_dict(),
             "reward_weights": self.weights.to_dict(),
             "pii_classifier": dict(self.pii.metrics),
         }
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Save as ``config.json`` + ``model.safetensors`` (policy, PII classifier, centroids, probes)."""
-        tensors = {f"policy.{k}": v for k, v in self.policy.state_dict().items()}
+        tensors = {f"policy.{k}": np.ascontiguousarray(v) for k, v in self._net.state.items()}
         tensors.update(self.pii.tensors())
         tensors.update(self.prior.tensors())
         if self.probes is not None:
-            tensors["encoder.probes"] = torch.as_tensor(self.probes, dtype=torch.float32)
+            tensors["encoder.probes"] = np.asarray(self.probes, dtype=np.float32)
         self.path = save_artifact(path, kind=_KIND, tensors=tensors, config=self.get_config_dict())
         return self.path
 
@@ -193,13 +252,13 @@ class TextCrafter(Mechanism):
         secure_mode: bool = False,
         refine_steps: int = 0,
     ) -> TextCrafter:
-        """Load a saved policy; with ``encoder``, refuse one fitted for a different encoder.
+        """Load a saved policy (NumPy only); with ``encoder``, refuse one fitted for a different encoder.
 
         Raises:
             ArtifactError: Missing, corrupted, edited or unknown-format files.
             FingerprintMismatch: ``encoder`` differs from the one the policy was fitted for.
         """
-        config, tensors = load_artifact(path, kind=_KIND)
+        config, tensors = load_artifact(path, kind=_KIND, arrays=True)
         try:
             eps = check_positive(config["eps"], name="eps")
             dim = int(config["dim"])
@@ -207,17 +266,15 @@ class TextCrafter(Mechanism):
             if pcfg.dim != dim:
                 raise InvalidInputError(f"policy dimension {pcfg.dim} != recorded dimension {dim}")
             weights = RewardWeights(**config["reward_weights"])
-            policy = TextCrafterPolicy(pcfg).float()  # float32 whatever the caller's default dtype
             state = {k[len("policy.") :]: v for k, v in tensors.items() if k.startswith("policy.")}
-            policy.load_state_dict(state, strict=True)
+            net = NumpyPolicy(pcfg, state, fold=True)  # nothing else holds these weights: fold them
             pii = PIIClassifier.from_tensors(tensors, config.get("pii_classifier"))
             prior = ClusterPrior.from_tensors(tensors)
             if pii.weight.shape != (dim,) or prior.centroids.shape[1] != dim:
                 raise InvalidInputError("PII classifier or centroids do not match the policy dimension")
-        except (KeyError, TypeError, ValueError, RuntimeError) as exc:
+        except (KeyError, TypeError, ValueError) as exc:
             raise ArtifactError(f"{path} holds an invalid TextCrafter policy: {exc}") from None
         probes = tensors.get("encoder.probes")
-        probes_np = probes.numpy() if probes is not None else None
         if encoder is not None:
             enc = as_encoder(encoder)
             if enc.dimension != dim:
@@ -226,19 +283,19 @@ class TextCrafter(Mechanism):
                     f"{config.get('encoder', {}).get('model_id')!r}, but the encoder produces {enc.dimension}-d "
                     "ones; fit a policy for this encoder with fit_textcrafter(...) or `textcrafter fit`"
                 )
-            if probes_np is not None:
-                verify_fingerprint(enc, probes_np)
+            if probes is not None:
+                verify_fingerprint(enc, probes)
         reserved = {"eps", "norm_scale", "dim", "policy", "reward_weights", "pii_classifier"}
         meta = {k: v for k, v in config.items() if k not in reserved}
         tc = cls(
-            policy=policy,
+            policy=net,
             eps=eps,
             pii=pii,
             prior=prior,
             weights=weights,
             metadata=meta,
             norm_scale=float(config.get("norm_scale", 1.0)),
-            probes=probes_np,
+            probes=probes,
             seed=seed,
             secure_mode=secure_mode,
             refine_steps=refine_steps,

@@ -13,12 +13,14 @@ import random
 import string
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
 from ..errors import InvalidInputError, MissingDependencyError
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = [
     "synthetic_pii_sentences",
@@ -199,13 +201,28 @@ def build_pii_corpus(
     return PIICorpus(texts=pii + plain, labels=labels, n_synthetic=n, n_plain=n, n_relabelled=int(sum(flags)))
 
 
+def as_float32(values: Any) -> np.ndarray:
+    """A NumPy float32 copy-free view of an array or a CPU torch tensor (the reward's parts are kept in NumPy)."""
+    if hasattr(values, "detach"):
+        values = values.detach().cpu().numpy()
+    return np.ascontiguousarray(values, dtype=np.float32)
+
+
 @dataclass
 class PIIClassifier:
-    """Logistic regression ``p_pii(f) = sigmoid(w.f + b)`` on embeddings."""
+    """Logistic regression ``p_pii(f) = sigmoid(w.f + b)`` on embeddings.
 
-    weight: torch.Tensor  # (D,)
-    bias: torch.Tensor  # ()
+    The weights are float32 NumPy arrays (torch tensors given are viewed as such): a policy loads without
+    torch; :meth:`prob` and training use torch.
+    """
+
+    weight: np.ndarray  # (D,)
+    bias: np.ndarray  # ()
     metrics: dict[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.weight = as_float32(self.weight)
+        self.bias = as_float32(self.bias).reshape(())
 
     @classmethod
     def fit(
@@ -234,19 +251,19 @@ class PIIClassifier:
             "n": len(labels),
         }
         final = LogisticRegression(C=C, max_iter=2000).fit(embeddings, labels)
-        return cls(
-            weight=torch.tensor(final.coef_[0], dtype=torch.float32),
-            bias=torch.tensor(float(final.intercept_[0]), dtype=torch.float32),
-            metrics=metrics,
-        )
+        return cls(weight=final.coef_[0], bias=np.float32(final.intercept_[0]), metrics=metrics)
 
     def prob(self, f: torch.Tensor) -> torch.Tensor:
-        """``p_pii`` per row of ``f``; differentiable."""
-        return torch.sigmoid(f @ self.weight.to(f.dtype) + self.bias.to(f.dtype))
+        """``p_pii`` per row of the torch tensor ``f``; differentiable."""
+        import torch
 
-    def tensors(self) -> dict[str, torch.Tensor]:
-        return {"pii.weight": self.weight.contiguous(), "pii.bias": self.bias.reshape(1).contiguous()}
+        return torch.sigmoid(f @ torch.as_tensor(self.weight).to(f.dtype) + torch.as_tensor(self.bias).to(f.dtype))
+
+    def tensors(self) -> dict[str, np.ndarray]:
+        return {"pii.weight": self.weight, "pii.bias": self.bias.reshape(1)}
 
     @classmethod
-    def from_tensors(cls, tensors: dict[str, torch.Tensor], metrics: dict[str, Any] | None = None) -> PIIClassifier:
-        return cls(weight=tensors["pii.weight"], bias=tensors["pii.bias"].reshape(()), metrics=dict(metrics or {}))
+    def from_tensors(cls, tensors: dict[str, Any], metrics: dict[str, Any] | None = None) -> PIIClassifier:
+        return cls(
+            weight=tensors["pii.weight"], bias=as_float32(tensors["pii.bias"]).reshape(()), metrics=dict(metrics or {})
+        )

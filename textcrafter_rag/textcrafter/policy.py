@@ -14,62 +14,15 @@ uses that exact shortcut unless ``full_attention=True`` (the test suite proves e
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..errors import InvalidInputError
+from .configs import PolicyConfig
 
 __all__ = ["PolicyConfig", "PolicyBranch", "TextCrafterPolicy", "PolicyOutput"]
-
-
-@dataclass(frozen=True)
-class PolicyConfig:
-    """Architecture of the policy.
-
-    Args:
-        dim: Embedding dimension ``D``.
-        heads: Attention heads ``H`` (``D`` must be divisible by ``H``); default ``D/64``.
-        ffn_dim: Hidden width of the FFN; default ``D``.
-        dropout: Dropout on the attention and FFN outputs (0.1 in the paper).
-        init_log_sigma: Initial value of ``lambda`` (``sigma = exp(lambda)``).
-        min_log_sigma: Lower clamp on ``lambda``; keeps the released noise random.
-        max_snr: Cap on ``||mu|| / (rms(sigma) * sqrt(D))``. The released direction is
-            ``mu + sigma*z`` projected; capping the mean's share keeps it truly random (as
-            ``sigma -> 0`` the policy becomes deterministic, which an adaptive inverter learns to undo).
-    """
-
-    dim: int
-    heads: int | None = None
-    ffn_dim: int | None = None
-    dropout: float = 0.1
-    init_log_sigma: float = -2.0
-    min_log_sigma: float = -6.0
-    max_snr: float = 1.0
-
-    def __post_init__(self) -> None:
-        if self.dim < 2:
-            raise InvalidInputError("dim must be >= 2")
-        heads = self.resolved_heads
-        if self.dim % heads:
-            raise InvalidInputError(f"dim {self.dim} is not divisible by heads {heads}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise InvalidInputError("dropout must lie in [0, 1)")
-        if self.max_snr <= 0:
-            raise InvalidInputError("max_snr must be > 0")
-
-    @property
-    def resolved_heads(self) -> int:
-        """``H``: 12 for D=768, 6 for D=384 by default."""
-        if self.heads is not None:
-            return int(self.heads)
-        return max(1, self.dim // 64) if self.dim % max(1, self.dim // 64) == 0 else 1
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 class PolicyBranch(nn.Module):

@@ -9,19 +9,32 @@ releases toward a nearby region of plain, PII-free text.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
+
+from .pii import as_float32
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["ClusterPrior"]
 
 
 @dataclass
 class ClusterPrior:
-    """Centroids ``(k, D)`` and a boolean mask of safe clusters ``(k,)``."""
+    """Centroids ``(k, D)`` (float32) and a boolean mask of safe clusters ``(k,)``, as NumPy arrays.
 
-    centroids: torch.Tensor
-    safe: torch.Tensor
+    Torch tensors given are viewed as such: a policy loads without torch; :meth:`target` and training use torch.
+    """
+
+    centroids: np.ndarray
+    safe: np.ndarray
+
+    def __post_init__(self) -> None:
+        self.centroids = as_float32(self.centroids)
+        safe = self.safe.detach().cpu().numpy() if hasattr(self.safe, "detach") else self.safe
+        self.safe = np.asarray(safe).astype(bool)
 
     @classmethod
     def fit(
@@ -38,18 +51,20 @@ class ClusterPrior:
         assign = assign[:, 0]
         means = np.array([pii_prob[assign == c].mean() if np.any(assign == c) else 1.0 for c in range(k)])
         safe = means <= np.median(means)
-        return cls(centroids=torch.tensor(km.centroids, dtype=torch.float32), safe=torch.tensor(safe))
+        return cls(centroids=km.centroids, safe=safe)
 
     def target(self, f0: torch.Tensor) -> torch.Tensor:
-        """``f_mu`` per row: the safe centroid with the highest cosine similarity to ``f0``."""
-        c = self.centroids.to(f0.dtype)
+        """``f_mu`` per row of the torch tensor ``f0``: the safe centroid with the highest cosine similarity."""
+        import torch
+
+        c = torch.as_tensor(self.centroids).to(f0.dtype)
         sims = torch.nn.functional.normalize(f0, dim=-1) @ torch.nn.functional.normalize(c, dim=-1).T
-        sims = sims.masked_fill(~self.safe.to(f0.device), float("-inf"))
+        sims = sims.masked_fill(~torch.as_tensor(self.safe).to(f0.device), float("-inf"))
         return c[sims.argmax(dim=-1)]
 
-    def tensors(self) -> dict[str, torch.Tensor]:
-        return {"prior.centroids": self.centroids.contiguous(), "prior.safe": self.safe.to(torch.uint8).contiguous()}
+    def tensors(self) -> dict[str, np.ndarray]:
+        return {"prior.centroids": self.centroids, "prior.safe": self.safe.astype(np.uint8)}
 
     @classmethod
-    def from_tensors(cls, tensors: dict[str, torch.Tensor]) -> ClusterPrior:
-        return cls(centroids=tensors["prior.centroids"], safe=tensors["prior.safe"].to(torch.bool))
+    def from_tensors(cls, tensors: dict[str, Any]) -> ClusterPrior:
+        return cls(centroids=tensors["prior.centroids"], safe=tensors["prior.safe"])

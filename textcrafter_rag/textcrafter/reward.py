@@ -7,33 +7,16 @@ the constant ``-alpha*eps``: it shifts every reward equally and carries no learn
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
-import torch
-
-from ..errors import InvalidInputError
+from .configs import RewardWeights
 from .pii import PIIClassifier
 from .priors import ClusterPrior
 
+if TYPE_CHECKING:
+    import torch
+
 __all__ = ["RewardWeights", "reward"]
-
-
-@dataclass(frozen=True)
-class RewardWeights:
-    """``alpha`` (distortion), ``beta`` (PII probability), ``gamma`` (distance to the prior anchor)."""
-
-    alpha: float = 1.0
-    beta: float = 1.0
-    gamma: float = 1.0
-
-    def __post_init__(self) -> None:
-        for k, v in asdict(self).items():
-            if not v >= 0:
-                raise InvalidInputError(f"{k} must be >= 0, got {v!r}")
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def reward(

@@ -30,6 +30,7 @@ import torch
 
 from ..errors import InvalidInputError
 from .aware import AwareObjective
+from .configs import PolicyTrainingConfig
 from .pii import PIIClassifier
 from .policy import TextCrafterPolicy
 from .priors import ClusterPrior
@@ -38,48 +39,6 @@ from .reward import RewardWeights
 from .rollout import rollout
 
 __all__ = ["PolicyTrainingConfig", "TrainingReport", "train_policy"]
-
-
-@dataclass(frozen=True)
-class PolicyTrainingConfig:
-    """REINFORCE hyper-parameters.
-
-    Args:
-        steps: Maximum policy-gradient steps.
-        batch_size: Embeddings per step.
-        lr: Adam learning rate.
-        baseline_decay: ``a`` in ``b_t = a*b_{t-1} + c*mean(R)``.
-        baseline_gain: ``c`` in the same update.
-        val_fraction: Share of the calibration embeddings held out to select the best policy.
-        eval_every: Steps between validation passes.
-        patience: Validation passes without improvement before stopping (reward plateau).
-        min_improvement: Smallest validation gain that counts as improvement.
-        direction_gradient: Add the pathwise gradient for branch 2 (see module docstring).
-        seed: Seed for batches, noise, dropout and initialisation.
-    """
-
-    steps: int = 800
-    batch_size: int = 256
-    lr: float = 1e-3
-    baseline_decay: float = 0.9
-    baseline_gain: float = 0.1
-    val_fraction: float = 0.1
-    eval_every: int = 20
-    patience: int = 10
-    min_improvement: float = 1e-4
-    direction_gradient: bool = True
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        if self.steps < 1 or self.batch_size < 1 or self.eval_every < 1 or self.patience < 1:
-            raise InvalidInputError("steps, batch_size, eval_every and patience must be >= 1")
-        if not 0.0 < self.val_fraction < 1.0:
-            raise InvalidInputError("val_fraction must lie in (0, 1)")
-        if not self.lr > 0:
-            raise InvalidInputError("lr must be > 0")
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass
