@@ -50,7 +50,7 @@ def _assert_protected(out: np.ndarray, x: np.ndarray, recorder: RecordingMechani
     assert np.isfinite(out).all()
     d = out.astype(np.float64) - x.astype(np.float64)
     np.testing.assert_allclose(np.linalg.norm(d, axis=1), EPS, rtol=1e-5)
-    v = recorder.inner.policy_outputs(x).v.numpy().astype(np.float64)
+    v = recorder.inner.policy_outputs(x).v.astype(np.float64)
     assert np.abs(np.sum(d * v, axis=1)).max() < 1e-4
     assert len({r.tobytes() for r in d}) == len(d)  # fresh noise per row
     np.testing.assert_array_equal(recorder.all_outputs(), out)  # exactly what the mechanism released
@@ -302,7 +302,7 @@ def test_protect_callable_with_the_shipped_policy() -> None:
     a = first({"id": np.arange(64), "embedding": x})
     b = second({"id": np.arange(64), "embedding": x})
     np.testing.assert_array_equal(a["id"], np.arange(64))
-    v = TextCrafter.load(path).policy_outputs(x).v.numpy().astype(np.float64)
+    v = TextCrafter.load(path).policy_outputs(x).v.astype(np.float64)
     for out in (a["embedding"], b["embedding"]):
         d = out.astype(np.float64) - x
         np.testing.assert_allclose(np.linalg.norm(d, axis=1), 1.0, rtol=1e-5)

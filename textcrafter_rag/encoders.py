@@ -1,17 +1,17 @@
 """Base-encoder adapters: one small protocol for any text-embedding model.
 
-:func:`as_encoder` wraps a sentence-transformers model, a LangChain ``Embeddings``, a
-LlamaIndex ``BaseEmbedding`` or a plain callable ``list[str] -> array`` into an
-:class:`Encoder`. The wrapper is duck-typed, so the core imports neither framework.
+:func:`as_encoder` recognizes encoders by a small protocol, duck-typed (the core imports no framework):
+an :class:`Encoder`; a model with ``encode(texts)`` and an embedding-dimension getter (sentence-transformers);
+an object with ``embed_documents(texts)`` and ``embed_query(text)`` (LangChain's ``Embeddings``); or a callable
+``list[str] -> array``. Framework specifics stay in the framework's package: a LlamaIndex model is wrapped by
+``llama_index.embeddings.textcrafter`` (which calls it without instrumentation), and refused here.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
-import inspect
 from collections.abc import Callable, Sequence
-from types import FunctionType
 from typing import Any
 
 import numpy as np
@@ -31,8 +31,6 @@ __all__ = [
     "encoder_fingerprint",
     "verify_fingerprint",
     "FingerprintMismatch",
-    "undecorated",
-    "llama_index_document_encoder",
 ]
 
 BUNDLED_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
@@ -126,31 +124,37 @@ def _sentence_transformer_encoder(model: Any, *, normalize: bool, batch_size: in
     return Encoder(fn, dimension=int(dim_getter()), model_id=str(name), normalize=normalize, model=model)
 
 
+#: A LlamaIndex model's public batch method, named only to refuse such a model (see :func:`as_encoder`).
+_LLAMA_INDEX_BATCH = "get_text_embedding_batch"
+
+
 def as_encoder(base: Any, *, normalize: bool = True, batch_size: int = 64, model_id: str | None = None) -> Encoder:
-    """Wrap any supported embedding model as an :class:`Encoder`.
+    """Wrap any encoder that follows the protocol (module docstring) as an :class:`Encoder`.
 
     Args:
-        base: An :class:`Encoder`; a sentence-transformers ``SentenceTransformer``; a LangChain
-            ``Embeddings`` (``embed_documents``/``aembed_documents``); a LlamaIndex ``BaseEmbedding``
-            (recognised by its methods, called through :func:`llama_index_document_encoder` so raw
-            vectors never reach LlamaIndex's events, callbacks, caches or span handlers); or a callable
-            ``list[str] -> array``. Recognition is duck-typed: the core imports no framework and
-            loads no plugin.
+        base: An :class:`Encoder`; a sentence-transformers ``SentenceTransformer`` (``encode`` and a
+            dimension getter); a LangChain ``Embeddings`` (``embed_documents``/``embed_query``, and
+            ``aembed_documents`` when it has one); or a callable ``list[str] -> array``.
         normalize: For sentence-transformers models, L2-normalise outputs.
         batch_size: For sentence-transformers models, the encoding batch size.
         model_id: Override the recorded model name.
 
     Raises:
-        TypeError: ``base`` is none of the above.
+        InvalidTypeError: ``base`` is none of the above, or a LlamaIndex model: called directly, it hands every
+            raw vector to LlamaIndex's instrumentation; ``llama_index.embeddings.textcrafter`` wraps it.
     """
     if isinstance(base, Encoder):
         enc = base
+    elif hasattr(base, _LLAMA_INDEX_BATCH):
+        raise InvalidTypeError(
+            f"{type(base).__name__} is a LlamaIndex embedding model: called directly it reports every raw vector to "
+            "LlamaIndex's events and span handlers. Use llama_index.embeddings.textcrafter.ProtectedEmbedding"
+            "(base=model), or pass llama_index.embeddings.textcrafter.encoders.document_encoder(model)"
+        )
     elif hasattr(base, "encode") and (
         hasattr(base, "get_embedding_dimension") or hasattr(base, "get_sentence_embedding_dimension")
     ):
         enc = _sentence_transformer_encoder(base, normalize=normalize, batch_size=batch_size)
-    elif hasattr(base, "_get_text_embeddings") and hasattr(base, LLAMA_INDEX_BATCH):
-        enc = llama_index_document_encoder(base)
     elif hasattr(base, "embed_documents") and hasattr(base, "embed_query"):
         name = getattr(base, "model", None) or getattr(base, "model_name", None) or type(base).__name__
         enc = Encoder(
@@ -161,65 +165,11 @@ def as_encoder(base: Any, *, normalize: bool = True, batch_size: int = 64, model
     else:
         raise InvalidTypeError(
             f"cannot use {type(base).__name__} as a base encoder: pass a SentenceTransformer, a LangChain "
-            "Embeddings, a LlamaIndex BaseEmbedding, or a callable list[str] -> array"
+            "Embeddings, a textcrafter_rag Encoder, or a callable list[str] -> array"
         )
     if model_id is not None:
         enc.model_id = model_id
     return enc
-
-
-#: The public batch method of a LlamaIndex ``BaseEmbedding``: the class that defines it is the framework's base.
-LLAMA_INDEX_BATCH = "get_text_embedding_batch"
-#: The marker LlamaIndex's instrumentation (``DISPATCHER_SPAN_DECORATED_ATTR``) puts on the methods it wraps in
-#: a span decorator, whose span exit carries the method's result: a raw vector. Named here, not imported, so
-#: the core imports no framework.
-_SPAN_DECORATED = "__dispatcher_span_decorated__"
-
-
-def undecorated(obj: Any, name: str) -> Callable[..., Any]:
-    """``obj.<name>`` bound, without the instrumentation span decorators wrapped around it.
-
-    A span decorator is a proxy object (its type is not a plain function's) carrying the span marker; a plain function
-    the model's author decorated themselves (``functools.wraps``, e.g. a retry) is kept as it is.
-    """
-    fn = inspect.getattr_static(type(obj), name)
-    while type(fn) is not FunctionType and getattr(fn, _SPAN_DECORATED, False) and hasattr(fn, "__wrapped__"):
-        fn = fn.__wrapped__
-    return fn.__get__(obj, type(obj)) if hasattr(fn, "__get__") else getattr(obj, name)
-
-
-def _framework_default(obj: Any, name: str) -> bool:
-    """Whether ``obj.<name>`` is the framework's own default: defined by the class defining the batch API."""
-    owner = next((cls for cls in type(obj).__mro__ if name in vars(cls)), None)
-    return owner is not None and LLAMA_INDEX_BATCH in vars(owner)
-
-
-def llama_index_document_encoder(base: Any) -> Encoder:
-    """The document :class:`Encoder` of a LlamaIndex ``BaseEmbedding``, with no instrumentation on the way.
-
-    Only the model's private methods are called (no ``EmbeddingEndEvent``, callback payload or
-    ``embeddings_cache`` entry), without their span decorators. The framework's default batch methods
-    loop over the span-decorated one-text methods, so for those the same loop runs over undecorated ones.
-    """
-    if _framework_default(base, "_get_text_embeddings"):
-        one = undecorated(base, "_get_text_embedding")
-
-        def docs(texts: list[str]) -> list[Any]:
-            return [one(t) for t in texts]
-    else:
-        docs = undecorated(base, "_get_text_embeddings")
-
-    adocs: Callable[[list[str]], Any] | None
-    if hasattr(base, "_aget_text_embeddings") and not _framework_default(base, "_aget_text_embeddings"):
-        adocs = undecorated(base, "_aget_text_embeddings")
-    elif hasattr(base, "_aget_text_embedding") and not _framework_default(base, "_aget_text_embedding"):
-        aone = undecorated(base, "_aget_text_embedding")
-
-        async def adocs(texts: list[str]) -> list[Any]:
-            return list(await asyncio.gather(*(aone(t) for t in texts)))
-    else:
-        adocs = None  # no native async: the sync path runs in a worker thread
-    return Encoder(docs, async_fn=adocs, model_id=f"llama_index:{getattr(base, 'model_name', type(base).__name__)}")
 
 
 _BUNDLED: Encoder | None = None

@@ -18,7 +18,16 @@ from dataclasses import dataclass
 
 from .errors import MissingDependencyError
 
-__all__ = ["Extra", "EXTRAS", "FIT_PURPOSE", "missing_extra", "missing_packages", "require_extra", "is_missing"]
+__all__ = [
+    "Extra",
+    "EXTRAS",
+    "FIT_PURPOSE",
+    "is_installed",
+    "is_missing",
+    "missing_extra",
+    "missing_packages",
+    "require_extra",
+]
 
 
 @dataclass(frozen=True)
@@ -52,7 +61,8 @@ def missing_extra(package: str, *, extra: str, purpose: str) -> MissingDependenc
     )
 
 
-def _installed(module: str) -> bool:
+def is_installed(module: str) -> bool:
+    """Whether ``module`` can be imported, found without importing it."""
     try:
         return importlib.util.find_spec(module) is not None
     except (ImportError, ValueError):  # a finder that refuses the name, or a module without a spec
@@ -61,7 +71,7 @@ def _installed(module: str) -> bool:
 
 def missing_packages(extra: str) -> list[str]:
     """The modules of ``extra`` that are not installed (found without importing any of them)."""
-    return [m for m in EXTRAS[extra].modules if not _installed(m)]
+    return [m for m in EXTRAS[extra].modules if not is_installed(m)]
 
 
 def require_extra(extra: str, *, purpose: str | None = None) -> None:

@@ -7,8 +7,9 @@
 * ``SealedKVStore`` / ``sealed_storage_context`` seal the docstore and index store (where the text
   lives for stores that keep none, such as FAISS).
 
-The core never imports this package (it recognises LlamaIndex models by their methods), so nothing
-here is loaded behind the user's back.
+The core never imports this package, so nothing here is loaded behind the user's back; LlamaIndex
+specifics live here (:mod:`.encoders` calls a LlamaIndex model without instrumentation), and the core
+refuses a LlamaIndex model handed to it directly.
 """
 
 from __future__ import annotations

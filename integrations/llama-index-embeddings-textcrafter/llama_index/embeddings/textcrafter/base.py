@@ -25,10 +25,11 @@ from llama_index.core.bridge.pydantic import PrivateAttr
 
 from textcrafter_rag import Encoder, Protector
 from textcrafter_rag.adapters import build_protector, per_text_encoder
-from textcrafter_rag.encoders import as_encoder, bundled_minilm, llama_index_document_encoder, undecorated
+from textcrafter_rag.encoders import as_encoder, bundled_minilm
 from textcrafter_rag.errors import InvalidInputError
 from textcrafter_rag.options import ProtectionOptions
 
+from .encoders import document_encoder, undecorated
 from .instrumentation import SILENT_VECTORS, VectorFreeEmbedding, without_span
 
 __all__ = ["BypassedCacheWarning", "ProtectedEmbedding", "SealedEmbedding", "span_free_encoders"]
@@ -41,7 +42,7 @@ class BypassedCacheWarning(UserWarning):
 def span_free_encoders(base: BaseEmbedding) -> tuple[Encoder, Encoder]:
     """Document and query encoders calling a LlamaIndex model without spans, events, callbacks or cache.
 
-    The document path is the core's (:func:`textcrafter_rag.encoders.llama_index_document_encoder`);
+    The document path is :func:`.encoders.document_encoder`;
     the query path is the model's own one-text query methods, undecorated the same way.
     """
     name = getattr(base, "model_name", type(base).__name__)
@@ -50,7 +51,7 @@ def span_free_encoders(base: BaseEmbedding) -> tuple[Encoder, Encoder]:
         undecorated(base, "_aget_query_embedding"),
         model_id=f"llama_index-query:{name}",
     )
-    return llama_index_document_encoder(base), queries
+    return document_encoder(base), queries
 
 
 def _paths(base: Any) -> tuple[Any, Encoder | None]:
