@@ -50,6 +50,8 @@ NODEPS = ["--no-deps", "-r", "{root}/requirements-nodeps.txt"]
 #: What tells the variants apart.
 MARKERS = ("torch", "scipy", "scikit-learn", "sentence-transformers", "langchain-core", "llama-index-core")
 SCRIPT = Script("install_size", "benchmarks.speed.install_size")
+#: Issue 31's target for the runtime plus langchain-textcrafter (with langchain-core).
+TARGET_MIB = 150
 
 _IMPORT_TIME = "import time; t = time.perf_counter(); import textcrafter_rag; print(time.perf_counter() - t)"
 _THROUGHPUT = r"""
@@ -107,6 +109,17 @@ def _du_bytes(path: Path) -> int:
     return int(out.split()[0]) * 1024
 
 
+def _largest(site: Path, n: int = 6) -> list[list[Any]]:
+    """The ``n`` largest entries of site-packages (MiB), a package and its ``.libs`` folder counted together."""
+    sizes: dict[str, int] = {}
+    for entry in site.iterdir():
+        if entry.name.endswith((".dist-info", ".pth")) or entry.name in {"__pycache__", "_distutils_hack"}:
+            continue
+        name = entry.name.removesuffix(".libs").removesuffix(".py")
+        sizes[name] = sizes.get(name, 0) + _du_bytes(entry)
+    return [[k, round(v / 2**20, 1)] for k, v in sorted(sizes.items(), key=lambda kv: -kv[1])[:n]]
+
+
 def _listed(python: Path) -> list[dict[str, str]]:
     out = subprocess.run([str(python), "-m", "pip", "list", "--format=json"], capture_output=True, text=True)
     return json.loads(out.stdout)
@@ -156,6 +169,7 @@ def measure(name: str, *, scratch: Path, python: str, baseline: dict[str, Any]) 
         "distributions": len(listed) - baseline["distributions"],
         "import_seconds": _best_import_seconds(py),
         "present": {m: versions.get(m) for m in MARKERS if m in versions},
+        "largest": _largest(_site_packages(venv)),
         "venv": str(venv),
     }
 
@@ -184,6 +198,16 @@ def render_markdown(result: dict[str, Any]) -> str:
             f"{r['distributions']} | {r['seconds']} | {r['import_seconds']} | {p.get('torch', '-')} | "
             f"{p.get('scipy', '-')} | {p.get('sentence-transformers', '-')} |"
         )
+    lines += ["", "Largest parts of each install (MiB; pip and setuptools come with every venv):", ""]
+    lines += [f"- {r['variant']}: " + ", ".join(f"{k} {v}" for k, v in r.get("largest", [])) for r in rows]
+    both = next((r for r in rows if r["variant"] == "runtime+langchain"), None)
+    if both is not None:
+        verdict = "met" if both["added_mib"] <= TARGET_MIB else "not met"
+        lines += [
+            "",
+            f"Target: runtime + langchain-textcrafter adds at most {TARGET_MIB} MiB to a venv: {verdict} "
+            f"({both['added_mib']} MiB).",
+        ]
     speed = result.get("throughput", [])
     if speed:
         lines += [
@@ -225,6 +249,7 @@ def main(argv: list[str] | None = None) -> int:
         ).stdout.splitlines(),
     }
     rows, speed = [], []
+    leftover = not (ROOT / "build").exists()  # pip builds the checkout's wheel in ROOT/build: removed after
     try:
         for name in names:
             print(f"installing {name} ...", flush=True)
@@ -239,6 +264,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if not args.scratch:
             shutil.rmtree(scratch, ignore_errors=True)
+        if leftover:
+            shutil.rmtree(ROOT / "build", ignore_errors=True)
     for row in rows:
         row.pop("venv")
     result = {"meta": meta, "rows": rows, "throughput": speed}
