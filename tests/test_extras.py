@@ -49,3 +49,22 @@ def test_a_missing_extra_is_named(monkeypatch, module, call) -> None:
     with pytest.raises(MissingDependencyError, match=r"pip install 'textcrafter-rag\[audit\]'") as raised:
         call(["a b"], ["a b"])
     assert isinstance(raised.value, TextcrafterError) and isinstance(raised.value, ImportError)
+
+
+def test_require_extra_names_the_extra_and_its_purpose(monkeypatch) -> None:
+    from textcrafter_rag.extras import EXTRAS, Extra, missing_packages, require_extra
+
+    monkeypatch.setitem(EXTRAS, "probe", Extra(("textcrafter_no_such_module", "numpy"), "probing the extras"))
+    assert missing_packages("probe") == ["textcrafter_no_such_module"]  # found without importing anything
+    with pytest.raises(MissingDependencyError, match=r"probing the extras.*pip install 'textcrafter-rag\[probe\]'"):
+        require_extra("probe")
+    assert missing_packages("fit") == [] and missing_packages("local") == []  # README command 1 installs them
+
+
+def test_only_a_missing_package_of_the_extra_counts_as_the_extra_missing() -> None:
+    from textcrafter_rag.extras import is_missing
+
+    assert is_missing(ModuleNotFoundError("No module named 'torch'", name="torch"), extra="fit")
+    assert is_missing(ModuleNotFoundError("No module named 'faiss.x'", name="faiss.x"), extra="fit")
+    # torch installed but broken (one of its own dependencies missing): a real error, not "install [fit]"
+    assert not is_missing(ModuleNotFoundError("No module named 'sympy'", name="sympy"), extra="fit")

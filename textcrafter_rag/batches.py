@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from .errors import InvalidTypeError, MissingColumnError
 from .validation import check_vectors
 
 __all__ = ["column_to_matrix", "matrix_to_arrow", "protect_batch"]
@@ -43,14 +44,14 @@ def column_to_matrix(col: Any, *, name: str = "embedding") -> np.ndarray:
         if isinstance(col, pa.ChunkedArray):
             col = col.combine_chunks()
         if col.null_count:
-            raise TypeError(f"column {name!r} has {col.null_count} null row(s); nothing was protected")
+            raise InvalidTypeError(f"column {name!r} has {col.null_count} null row(s); nothing was protected")
         if pa.types.is_fixed_size_list(col.type):
             d = col.type.list_size
             return col.flatten().to_numpy(zero_copy_only=False).reshape(len(col), d)
         if pa.types.is_list(col.type) or pa.types.is_large_list(col.type):
             lengths = col.value_lengths().to_numpy(zero_copy_only=False)
             if len(col) and (lengths != lengths[0]).any():
-                raise TypeError(f"column {name!r} has rows of different lengths; nothing was protected")
+                raise InvalidTypeError(f"column {name!r} has rows of different lengths; nothing was protected")
             d = int(lengths[0]) if len(col) else 0
             return col.flatten().to_numpy(zero_copy_only=False).reshape(len(col), d)
         col = col.to_numpy(zero_copy_only=False)  # Ray's tensor extension types and the like
@@ -60,13 +61,13 @@ def column_to_matrix(col: Any, *, name: str = "embedding") -> np.ndarray:
     if arr.dtype == object:
         rows = list(arr.reshape(-1)) if arr.ndim == 1 else None
         if rows is None:
-            raise TypeError(f"column {name!r} is not a column of vectors; nothing was protected")
+            raise InvalidTypeError(f"column {name!r} is not a column of vectors; nothing was protected")
         if any(r is None for r in rows):
-            raise TypeError(f"column {name!r} has null row(s); nothing was protected")
+            raise InvalidTypeError(f"column {name!r} has null row(s); nothing was protected")
         try:
             arr = np.stack([np.asarray(r) for r in rows]) if rows else np.empty((0, 0), dtype=np.float32)
         except ValueError:
-            raise TypeError(f"column {name!r} has rows of different lengths; nothing was protected") from None
+            raise InvalidTypeError(f"column {name!r} has rows of different lengths; nothing was protected") from None
     return arr
 
 
@@ -102,7 +103,7 @@ def _column_names(batch: Any) -> list[str]:
         return list(batch.column_names)
     if hasattr(batch, "keys"):
         return [str(k) for k in batch]  # dict keys, DataFrame columns
-    raise TypeError(
+    raise InvalidTypeError(
         f"a batch must be a dict of numpy columns, a pyarrow.Table or a pandas.DataFrame, got {type(batch).__name__}"
     )
 
@@ -153,7 +154,7 @@ def protect_batch(
         vectors = protector.embed_documents(texts)
     else:
         wanted = repr(column) if text_column is None else f"{column!r} or {text_column!r}"
-        raise KeyError(f"batch has no column {wanted}; its columns are {names}")
+        raise MissingColumnError(f"batch has no column {wanted}; its columns are {names}")
     if _is_arrow(batch):
         like = source if source is not None else (batch[out_col] if out_col in names else None)
         arr = matrix_to_arrow(vectors, like=like)

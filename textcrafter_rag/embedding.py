@@ -18,6 +18,8 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
+from .errors import InvalidInputError
+
 __all__ = ["embed_in_batches", "cached_embeddings", "texts_hash"]
 
 EncodeFn = Callable[[list[str]], Any]
@@ -52,7 +54,7 @@ def embed_in_batches(
         batch_dir: If given, each finished batch is saved there and reused on a rerun (resumable).
     """
     if not len(texts):
-        raise ValueError("no texts to embed")
+        raise InvalidInputError("no texts to embed")
     starts = range(0, len(texts), batch_size)
     parts = []
     for i, s in enumerate(tqdm(starts, desc=desc, disable=not progress or len(starts) <= 1)):

@@ -20,6 +20,10 @@ __all__ = [
     "MissingPolicyError",
     "FingerprintMismatch",
     "VectorFileError",
+    "MissingColumnError",
+    "MissingPathError",
+    "NotFittedError",
+    "NotSupportedError",
 ]
 
 
@@ -64,3 +68,21 @@ class FingerprintMismatch(TextcrafterError, ValueError):
 
 class VectorFileError(TextcrafterError, ValueError):
     """A vector file could not be read or written. The message names the file and the chunk, row or line."""
+
+
+class MissingColumnError(TextcrafterError, KeyError):
+    """A batch or file has no column of the name given (a ``KeyError``, as a missing key of a mapping is)."""
+
+    __str__ = Exception.__str__  # the message as written, not quoted as KeyError quotes a key
+
+
+class MissingPathError(TextcrafterError, FileNotFoundError):
+    """A file or folder a call needs does not exist."""
+
+
+class NotFittedError(TextcrafterError, RuntimeError):
+    """A model was used before it was fitted."""
+
+
+class NotSupportedError(TextcrafterError, NotImplementedError):
+    """An operation this object deliberately does not offer (the message says what to use instead)."""

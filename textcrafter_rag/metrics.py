@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from .errors import InvalidInputError
 from .extras import missing_extra
 
 __all__ = [
@@ -51,9 +52,9 @@ def content_tokens(text: str) -> list[str]:
 
 def _check_pair(references: Sequence[str], predictions: Sequence[str]) -> None:
     if len(references) != len(predictions):
-        raise ValueError(f"{len(references)} references but {len(predictions)} predictions")
+        raise InvalidInputError(f"{len(references)} references but {len(predictions)} predictions")
     if not references:
-        raise ValueError("no sentences to score")
+        raise InvalidInputError("no sentences to score")
 
 
 def _f1(ref: list[str], pred: list[str]) -> float:
@@ -114,7 +115,7 @@ def embedding_cosine(a: np.ndarray, b: np.ndarray) -> float:
     a = np.asarray(a, dtype=np.float64)
     b = np.asarray(b, dtype=np.float64)
     if a.shape != b.shape:
-        raise ValueError(f"shape mismatch {a.shape} vs {b.shape}")
+        raise InvalidInputError(f"shape mismatch {a.shape} vs {b.shape}")
     num = np.sum(a * b, axis=1)
     den = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
     return float(np.mean(num / np.maximum(den, 1e-12)))
@@ -173,7 +174,7 @@ def retrieval_metrics(
     """
     qids = [q for q, rel in qrels.items() if rel]
     if not qids:
-        raise ValueError("qrels has no query with a relevant document")
+        raise InvalidInputError("qrels has no query with a relevant document")
     recall = {k: [] for k in ks}
     mrr, ndcg = [], []
     for q in qids:

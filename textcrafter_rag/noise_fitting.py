@@ -20,6 +20,7 @@ import numpy as np
 from .autofit import AutoFitConfig, offline_corpus
 from .embedding import embed_in_batches
 from .encoders import Encoder, as_encoder, bundled_minilm, encoder_fingerprint
+from .errors import InvalidInputError
 from .mechanisms.nullspace import NullspaceConfig, NullspaceNoise, fit_nullspace_noise
 from .mechanisms.spectral import SpectralConfig, SpectralNoise, fit_spectral_noise
 from .textcrafter.calibration import Calibration, CalibrationConfig
@@ -64,7 +65,7 @@ def entity_kind_corpus(plain: Sequence[str], *, n_pii: int, seed: int = 0) -> tu
         ``(texts, labels, class_names)`` with ``labels[i]`` indexing ``class_names``.
     """
     if n_pii < 2 or len(plain) < n_pii:
-        raise ValueError(f"need n_pii >= 2 and at least n_pii plain sentences, got {n_pii} and {len(plain)}")
+        raise InvalidInputError(f"need n_pii >= 2 and at least n_pii plain sentences, got {n_pii} and {len(plain)}")
     records = synthetic_pii_records(n_pii, seed=seed)
     counts = Counter(kinds for _, kinds in records)
     names = ["plain", *sorted({"+".join(k) for k, c in counts.items() if c >= _MIN_CLASS})]

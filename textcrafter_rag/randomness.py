@@ -14,6 +14,7 @@ import math
 import os
 import threading
 import warnings
+from abc import ABC, abstractmethod
 
 import numpy as np
 
@@ -26,22 +27,22 @@ class SeedWarning(UserWarning):
     """A fixed seed was set on a path that releases protected vectors."""
 
 
-class NoiseSource:
+class NoiseSource(ABC):
     """Thread-safe source of standard normals, uniforms and permutations."""
 
     secure: bool = False
 
+    @abstractmethod
     def normal(self, shape: tuple[int, ...]) -> np.ndarray:
         """Return i.i.d. standard normal float64 samples."""
-        raise NotImplementedError
 
+    @abstractmethod
     def uniform(self, shape: tuple[int, ...]) -> np.ndarray:
         """Return i.i.d. uniform float64 samples in the open interval (0, 1)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def permutation(self, n: int) -> np.ndarray:
         """Return a uniformly random permutation of ``range(n)``."""
-        raise NotImplementedError
 
 
 class SeededNoise(NoiseSource):

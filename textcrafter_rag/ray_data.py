@@ -29,6 +29,7 @@ import os
 from typing import Any
 
 from .batches import protect_batch
+from .errors import InvalidInputError
 from .keyed import TenantKey
 from .protector import protector_for
 from .sealing import load_key
@@ -81,10 +82,12 @@ class Protect:
         tenant: str = "",
     ) -> None:
         if text_column is not None and encoder is None:
-            raise ValueError("text_column needs encoder= ('bundled' or a sentence-transformers model name) to embed it")
+            raise InvalidInputError(
+                "text_column needs encoder= ('bundled' or a sentence-transformers model name) to embed it"
+            )
         keyed = key_file is not None or key_env is not None
         if tenant and not keyed:
-            raise ValueError("tenant= needs key_file= or key_env=: without a key every tenant shares one space")
+            raise InvalidInputError("tenant= needs key_file= or key_env=: without a key every tenant shares one space")
         key = TenantKey(load_key(key_file, env=key_env), tenant) if keyed else None  # before any model loads
         if threads is not None:
             import torch

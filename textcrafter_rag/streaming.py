@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
-from .errors import VectorFileError
+from .errors import InvalidInputError, VectorFileError
 from .keyed import KeyArg, TenantKey
 from .protector import protector_for
 from .validation import check_vectors
@@ -166,7 +166,9 @@ def protect_file(
             message names the chunk and row or line. Nothing is left at ``output`` then.
     """
     if protector is not None and key is not None:
-        raise ValueError("pass key= to the Protector (Protector(key=..., tenant=...)), not to protect_file as well")
+        raise InvalidInputError(
+            "pass key= to the Protector (Protector(key=..., tenant=...)), not to protect_file as well"
+        )
     options = ReadOptions(column=column, text_column=text_column, chunk_size=chunk_size)  # checks chunk_size
     src, dst = Path(input), Path(output)
     out_fmt = _check_paths(src, dst)
@@ -299,12 +301,12 @@ def rekey_file(
     """
     old, new = TenantKey.of(key), TenantKey.of(new_key)
     if expected_fingerprint is not None and not hmac.compare_digest(old.fingerprint, expected_fingerprint.lower()):
-        raise ValueError(
+        raise InvalidInputError(
             f"the key and tenant given have fingerprint {old.fingerprint}, the store {expected_fingerprint}: "
             "wrong key or tenant (nothing was read or written)"
         )
     if hmac.compare_digest(old.key.subkey("rotate", context=old.tenant), new.key.subkey("rotate", context=new.tenant)):
-        raise ValueError("the old and new key and tenant are the same: there is nothing to move")
+        raise InvalidInputError("the old and new key and tenant are the same: there is nothing to move")
     return protect_file(
         input,
         output,

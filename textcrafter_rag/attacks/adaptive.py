@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..artifacts import CONFIG_NAME
-from ..errors import ArtifactError
+from ..errors import ArtifactError, InvalidInputError
 from .cache import adapted_key, attacker_embeddings, cache_root
 from .config import DEFAULT_ADAPT_CONFIG
 from .inverter import Inverter, InverterTrainingConfig
@@ -51,10 +51,10 @@ def protected_pairs(
 ) -> tuple[list[str], np.ndarray]:
     """``n_pairs`` ``(text, defense.protect(encoder.encode(text)))`` pairs from the attacker's ``texts``."""
     if n_pairs <= 0:
-        raise ValueError("n_pairs must be positive")
+        raise InvalidInputError("n_pairs must be positive")
     texts = list(texts)
     if not texts:
-        raise ValueError("the adaptive attacker needs some texts of its own")
+        raise InvalidInputError("the adaptive attacker needs some texts of its own")
     clean = attacker_embeddings(encoder, texts, cache_dir=cache_dir, progress=progress)
     rng = np.random.default_rng(seed)
     idx = np.concatenate([rng.permutation(len(texts)) for _ in range(-(-n_pairs // len(texts)))])[:n_pairs]

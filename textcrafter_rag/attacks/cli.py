@@ -16,6 +16,7 @@ import torch
 
 from ..deprecation import add_renamed_flag
 from ..encoders import bundled_minilm
+from ..errors import InvalidInputError
 from ..specs import from_spec
 from .config import AttackConfig
 from .evaluate import evaluate_attacks
@@ -57,7 +58,7 @@ def run_attack_command(args: argparse.Namespace) -> int:
     attack = attack_config(args)
     encoder = bundled_minilm()
     if args.mechanism is None:
-        raise ValueError("attack needs --mechanism SPEC (e.g. none, gaussian:s=0.01, textcrafter:DIR)")
+        raise InvalidInputError("attack needs --mechanism SPEC (e.g. none, gaussian:s=0.01, textcrafter:DIR)")
     mechanism = from_spec(args.mechanism, seed=args.mechanism_seed, encoder=encoder)
     train, test, source = attack_texts(attack.data_dir, seed=attack.seed)
     result = evaluate_attacks(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, replace
 
+from ..errors import InvalidInputError
 from .inverter import InverterTrainingConfig
 from .inverter_model import InverterConfig
 
@@ -85,12 +86,12 @@ class AttackConfig:
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
-            raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
+            raise InvalidInputError(f"mode must be one of {MODES}, got {self.mode!r}")
         for name in ("n_pairs", "beam", "n_pii"):
             if int(getattr(self, name)) < 1:
-                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)!r}")
+                raise InvalidInputError(f"{name} must be at least 1, got {getattr(self, name)!r}")
         if self.n_examples < 0:
-            raise ValueError(f"n_examples must be >= 0, got {self.n_examples!r}")
+            raise InvalidInputError(f"n_examples must be >= 0, got {self.n_examples!r}")
 
     @property
     def adaptive(self) -> bool:

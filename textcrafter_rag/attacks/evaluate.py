@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import InvalidInputError
 from ..metrics import embedding_cosine, text_privacy_metrics
 from .adaptive import adapt_inverter, query_defense
 from .cache import attacker_embeddings, load_or_train_inverter
@@ -52,7 +53,7 @@ def clean_inverter(
     attack = attack or AttackConfig()
     cfg, tc, train = _train_setup(encoder, train_texts, attack)
     if not train:
-        raise ValueError("need non-empty train texts of at most max_len WordPieces")
+        raise InvalidInputError("need non-empty train texts of at most max_len WordPieces")
     inv, path, loaded = load_or_train_inverter(
         encoder, train, config=cfg, train_config=tc, cache_dir=attack.cache_dir, progress=progress
     )
@@ -105,7 +106,7 @@ def evaluate_attacks(
     test: list[str] | None
     if victim_vectors is None:
         if test_texts is None:
-            raise ValueError("test_texts are needed unless victim_vectors are given")
+            raise InvalidInputError("test_texts are needed unless victim_vectors are given")
         tok = inverter.tokenizer if inverter is not None else encoder.model.tokenizer
         test = _fits(test_texts, tok, cfg.max_len)
         test = test[:QUICK_TEST] if quick else test
@@ -113,9 +114,9 @@ def evaluate_attacks(
         test = None if test_texts is None else list(test_texts)
         victims = np.asarray(victim_vectors, dtype=np.float32)
         if victims.ndim != 2 or not len(victims) or (test is not None and len(test) != len(victims)):
-            raise ValueError(f"victim_vectors must be (n, D) with one row per test text, got {victims.shape}")
+            raise InvalidInputError(f"victim_vectors must be (n, D) with one row per test text, got {victims.shape}")
     if not train or (victim_vectors is None and not test):
-        raise ValueError("need non-empty train and test texts of at most max_len WordPieces")
+        raise InvalidInputError("need non-empty train and test texts of at most max_len WordPieces")
 
     # clean inverter
     train_minutes = 0.0
@@ -183,7 +184,7 @@ def evaluate_attacks(
         probe = PIIProbe(seed=seed).fit(query_defense(defense, encoder.encode(p_texts)), p_labels)
         if victim_pii_labels is not None:
             if len(victim_pii_labels) != len(test_prot):
-                raise ValueError(f"{len(victim_pii_labels)} PII labels for {len(test_prot)} victims")
+                raise InvalidInputError(f"{len(victim_pii_labels)} PII labels for {len(test_prot)} victims")
             out.update(probe.evaluate(test_prot, victim_pii_labels), pii_auc_on="victims")
         else:
             q_texts, q_labels = pii_dataset(attack.pii_size, test or (), seed=seed + 1)

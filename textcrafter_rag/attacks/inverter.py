@@ -28,6 +28,7 @@ from tqdm.auto import tqdm
 
 from ..embedding import texts_hash
 from ..encoders import bundled_minilm
+from ..errors import InvalidInputError
 from .inverter_decoding import beam_decode, greedy_decode
 from .inverter_io import CORRECTOR_KIND, INVERTER_KIND, load_inverter, save_inverter
 from .inverter_model import InverterConfig, InverterModel, default_device, resolve_device, set_seed
@@ -277,7 +278,7 @@ class Inverter:
         set_seed(tc.seed)
         emb = torch.as_tensor(np.asarray(embeddings, dtype=np.float32))
         if emb.shape[0] != len(texts):
-            raise ValueError(f"{emb.shape[0]} embeddings for {len(texts)} texts")
+            raise InvalidInputError(f"{emb.shape[0]} embeddings for {len(texts)} texts")
         rows = self.encode_texts(texts)
         lengths = np.asarray([len(r) for r in rows])
         # every pair goes to the device once; a batch is an index into these tensors

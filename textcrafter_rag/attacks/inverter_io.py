@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import torch
 
 from ..artifacts import CONFIG_NAME, load_artifact, save_artifact
-from ..errors import ArtifactError
+from ..errors import ArtifactError, InvalidTypeError
 from .inverter_model import InverterConfig, InverterModel
 
 if TYPE_CHECKING:  # typing only: inverter.py imports this module
@@ -92,7 +92,7 @@ def load_inverter(
         model.load_state_dict(tensors, strict=True)
         meta = config.get("meta") or {}
         if not isinstance(meta, dict):
-            raise TypeError("meta must be a JSON object")
+            raise InvalidTypeError("meta must be a JSON object")
         tok = AutoTokenizer.from_pretrained(str(tok_dir), local_files_only=True)
         obj = cls(model, tok, vocab, meta=meta, device=device)
     except (KeyError, TypeError, ValueError, RuntimeError, OSError) as exc:

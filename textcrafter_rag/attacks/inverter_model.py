@@ -18,6 +18,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..errors import InvalidInputError
+
 __all__ = ["DEVICES", "InverterConfig", "InverterModel", "default_device", "resolve_device", "set_seed"]
 
 #: The ``--device`` choices of the commands that train an inverter.
@@ -32,9 +34,9 @@ def default_device() -> torch.device:
 def resolve_device(name: str = "auto") -> torch.device:
     """``auto`` (CUDA when present, else CPU), ``cuda`` (an error without a GPU) or ``cpu``."""
     if name not in DEVICES:
-        raise ValueError(f"device must be one of {DEVICES}, got {name!r}")
+        raise InvalidInputError(f"device must be one of {DEVICES}, got {name!r}")
     if name == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device 'cuda' was asked for, but torch sees no CUDA GPU")
+        raise InvalidInputError("device 'cuda' was asked for, but torch sees no CUDA GPU")
     return default_device() if name == "auto" else torch.device(name)
 
 

@@ -24,6 +24,7 @@ from typing import Any, Literal
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
+from ..errors import InvalidInputError
 from ..numerics import row_cosines, unit_rows
 from ..validation import check_vectors
 
@@ -37,7 +38,7 @@ def _pairs(clean: Any, stored: Any) -> tuple[np.ndarray, np.ndarray]:
     c = check_vectors(clean, name="clean", allow_zero_rows=True).astype(np.float64)
     s = check_vectors(stored, name="stored", allow_zero_rows=True).astype(np.float64)
     if c.shape != s.shape:
-        raise ValueError(f"clean {c.shape} and stored {s.shape} must have the same shape (one row per pair)")
+        raise InvalidInputError(f"clean {c.shape} and stored {s.shape} must have the same shape (one row per pair)")
     return c, s
 
 
@@ -70,7 +71,7 @@ def least_squares_from_pairs(clean: Any, stored: Any, *, ridge: float | None = N
     k, d = c.shape
     lam = (0.0 if k >= d else 1e-3) if ridge is None else float(ridge)
     if not (np.isfinite(lam) and lam >= 0):
-        raise ValueError("ridge must be a finite number >= 0")
+        raise InvalidInputError("ridge must be a finite number >= 0")
     gram = c.T @ c
     if lam == 0.0:
         wt = np.linalg.lstsq(c, s, rcond=None)[0]
@@ -83,7 +84,7 @@ def permutation_to_matrix(perm: Any) -> np.ndarray:
     """The matrix ``P`` with ``x[:, perm] == x @ P.T`` (``P[j, perm[j]] = 1``)."""
     p = np.asarray(perm)
     if p.ndim != 1 or p.dtype.kind not in "iu" or not np.array_equal(np.sort(p), np.arange(p.size)):
-        raise ValueError("perm must be a permutation of range(D) as a 1-D integer array")
+        raise InvalidInputError("perm must be a permutation of range(D) as a 1-D integer array")
     m = np.zeros((p.size, p.size))
     m[np.arange(p.size), p] = 1.0
     return m
@@ -360,7 +361,7 @@ def align_rotation(
         ``Q_hat`` (orthogonal) with ``stored ≈ clean @ Q_hat.T``; ``unkey(stored, Q_hat)`` estimates the clean vectors.
     """
     if init not in ("eigen", "ica", "identity"):
-        raise ValueError(f"init must be 'eigen', 'ica' or 'identity', got {init!r}")
+        raise InvalidInputError(f"init must be 'eigen', 'ica' or 'identity', got {init!r}")
     s = check_vectors(stored, name="stored", allow_zero_rows=True).astype(np.float64)
     p = check_vectors(public, name="public", dim=s.shape[1], allow_zero_rows=True).astype(np.float64)
     rng = np.random.default_rng(seed)
@@ -393,9 +394,11 @@ def _as_matrix(transform: Any, dim: int | None = None) -> np.ndarray:
     t = np.asarray(transform)
     m = permutation_to_matrix(t) if t.ndim == 1 else np.asarray(t, dtype=np.float64)
     if m.ndim != 2 or m.shape[0] != m.shape[1] or (dim is not None and m.shape[0] != dim):
-        raise ValueError(f"a transform must be a permutation or a square matrix matching the vectors, got {t.shape}")
+        raise InvalidInputError(
+            f"a transform must be a permutation or a square matrix matching the vectors, got {t.shape}"
+        )
     if not np.isfinite(m).all():
-        raise ValueError("the transform contains NaN or Inf")
+        raise InvalidInputError("the transform contains NaN or Inf")
     return m
 
 

@@ -15,6 +15,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..errors import NotFittedError
 from ..metrics import content_tokens
 from .inverter_model import default_device, set_seed
 
@@ -109,14 +110,14 @@ class KeywordAttack:
     def predict(self, embeddings: np.ndarray) -> list[set[str]]:
         """The predicted keyword set per embedding."""
         if self.net is None:
-            raise RuntimeError("call fit() first")
+            raise NotFittedError("call fit() first")
         probs = self._proba(torch.as_tensor(np.asarray(embeddings, dtype=np.float32)))
         return [{self.vocab[j] for j in np.flatnonzero(row >= self.threshold)} for row in probs]
 
     def evaluate(self, embeddings: np.ndarray, texts: Sequence[str]) -> dict[str, float]:
         """``keyword_precision``, ``keyword_recall``, ``keyword_f1`` (micro, over the vocabulary, 0-100)."""
         if self.net is None:
-            raise RuntimeError("call fit() first")
+            raise NotFittedError("call fit() first")
         probs = self._proba(torch.as_tensor(np.asarray(embeddings, dtype=np.float32)))
         p, r, f = self._prf(probs >= self.threshold, self._labels(texts) > 0.5)
         return {"keyword_precision": p, "keyword_recall": r, "keyword_f1": f}

@@ -23,6 +23,7 @@ from ..data import (
     split_sentences,
     wikitext_sentences,
 )
+from ..errors import InvalidInputError
 from .pii_probe import pii_sentences
 
 __all__ = ["PUBLIC_SOURCES", "TEST_SETS", "PublicCorpus", "attack_texts", "normalise", "public_corpus"]
@@ -148,7 +149,7 @@ def public_corpus(
     test_names = list(TEST_SETS) if tests is None else list(tests)
     unknown = sorted(set(names) - set(PUBLIC_SOURCES)) + sorted(set(test_names) - set(TEST_SETS))
     if unknown:
-        raise ValueError(
+        raise InvalidInputError(
             f"unknown corpus names {unknown}; sources: {sorted(PUBLIC_SOURCES)}, tests: {sorted(TEST_SETS)}"
         )
     missing: list[str] = []

@@ -20,6 +20,8 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
+from ..errors import InvalidInputError
+
 __all__ = ["TrainingState", "clear_training_state", "load_training_state", "save_training_state"]
 
 _STATE, _WEIGHTS, _OPTIMIZER = "state.json", "weights.safetensors", "optimizer.safetensors"
@@ -91,7 +93,7 @@ def load_training_state(
     meta = json.loads((d / _STATE).read_text(encoding="utf-8"))
     saved_run = meta["run"]
     if saved_run != json.loads(json.dumps(run, default=list)):
-        raise ValueError(f"{d} is a checkpoint of another training run; delete it to start over")
+        raise InvalidInputError(f"{d} is a checkpoint of another training run; delete it to start over")
     model.load_state_dict(load_file(str(d / _WEIGHTS)), strict=True)
     flat = load_file(str(d / _OPTIMIZER))
     slots: dict[int, dict[str, torch.Tensor]] = {}

@@ -8,6 +8,8 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from ..errors import InvalidInputError
+
 __all__ = ["PATHS", "KnownVectors"]
 
 #: The four ways an adapter can reach a base model (named after LangChain's methods, the shortest).
@@ -60,6 +62,6 @@ class KnownVectors:
 
     def _log(self, path: str, texts: list[str]) -> None:
         if path not in self.served:
-            raise ValueError(f"unknown path {path!r}; choose from {', '.join(PATHS)}")
+            raise InvalidInputError(f"unknown path {path!r}; choose from {', '.join(PATHS)}")
         with self._lock:
             self.served[path].extend(texts)

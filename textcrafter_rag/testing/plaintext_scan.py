@@ -24,6 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import InvalidInputError, MissingPathError
+
 __all__ = ["PlaintextHit", "plaintext_needles", "scan_for_plaintext", "scanned_files"]
 
 _WORD = re.compile(r"\S+")
@@ -67,13 +69,13 @@ def plaintext_needles(texts: Sequence[str], *, fragment_words: int = 3) -> list[
         ValueError: No texts, an empty text, or ``fragment_words < 1``.
     """
     if fragment_words < 1:
-        raise ValueError("fragment_words must be >= 1")
+        raise InvalidInputError("fragment_words must be >= 1")
     if not texts:
-        raise ValueError("no texts to look for: a scan for nothing would always pass")
+        raise InvalidInputError("no texts to look for: a scan for nothing would always pass")
     out: list[tuple[int, str, str]] = []
     for i, text in enumerate(texts):
         if not isinstance(text, str) or not text.strip():
-            raise ValueError(f"text {i} is empty or not a str")
+            raise InvalidInputError(f"text {i} is empty or not a str")
         out.append((i, text, "text"))
         out += [(i, f, "fragment") for f in dict.fromkeys(_fragments(text, fragment_words)) if f != text]
     return out
@@ -88,7 +90,7 @@ def scanned_files(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
         elif p.is_dir():
             files += sorted(f for f in p.rglob("*") if f.is_file() and not f.is_symlink())
         else:
-            raise FileNotFoundError(f"nothing to scan at {p}")
+            raise MissingPathError(f"nothing to scan at {p}")
     return files
 
 
@@ -151,7 +153,7 @@ def scan_for_plaintext(
     """
     files = scanned_files(paths)
     if not files:
-        raise ValueError("no file under the given paths: a scan of nothing would always pass")
+        raise InvalidInputError("no file under the given paths: a scan of nothing would always pass")
     needles = _encoded(plaintext_needles(texts, fragment_words=fragment_words))
     width = min(_PREFIX, min(len(n.data) for n in needles))
     hits = []

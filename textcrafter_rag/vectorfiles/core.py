@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import VectorFileError
+from ..errors import InvalidInputError, VectorFileError
 
 __all__ = [
     "FORMATS",
@@ -109,7 +110,7 @@ class ReadOptions:
 
     def __post_init__(self) -> None:
         if self.chunk_size < 1:
-            raise ValueError("chunk_size must be >= 1")
+            raise InvalidInputError("chunk_size must be >= 1")
 
 
 @dataclass(frozen=True)
@@ -174,7 +175,7 @@ class Rows:
     columns: dict[str, list[Any]] = field(default_factory=dict)
 
 
-class VectorReader:
+class VectorReader(ABC):
     """Base of the format readers: chunked iteration, a row count and random row access.
 
     Attributes:
@@ -196,19 +197,20 @@ class VectorReader:
         self.dim: int | None = None
         self.embeds = False
 
+    @abstractmethod
     def __iter__(self) -> Iterator[Chunk]:
-        raise NotImplementedError
+        """The file's rows, chunk by chunk."""
 
     def count_rows(self) -> int:
         """Number of rows (for ``.jsonl``: non-blank lines, counted without parsing them)."""
         assert self.n_rows is not None
         return self.n_rows
 
+    @abstractmethod
     def take(self, indices: np.ndarray, *, with_columns: bool = False, progress: bool = False) -> Rows:
         """The vectors of rows ``indices`` (sorted, unique, 0-based), reading only what they need."""
-        raise NotImplementedError
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 -- a no-op unless the format needs one
         """Release the file."""
 
     def __enter__(self) -> VectorReader:
@@ -218,21 +220,21 @@ class VectorReader:
         self.close()
 
 
-class FormatWriter:
+class FormatWriter(ABC):
     """Base of the format writers: :meth:`write` chunk by chunk, then :meth:`close`, or :meth:`abort` on error."""
 
     def __init__(self, path: Path, options: WriteOptions) -> None:
         self.path, self.options = path, options
         self.rows = 0
 
+    @abstractmethod
     def write(self, chunk: Chunk, y: np.ndarray) -> None:
         """Append the vectors ``y`` of ``chunk`` (with its pass-through columns, where the format keeps them)."""
-        raise NotImplementedError
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 -- a no-op unless the format needs one
         """Finish the file; raises if it is incomplete."""
 
-    def abort(self) -> None:
+    def abort(self) -> None:  # noqa: B027 -- a no-op unless the format needs one
         """Release the file after an error without raising a second one (the caller removes it)."""
 
 

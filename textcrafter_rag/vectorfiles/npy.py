@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import VectorFileError
+from ..errors import InvalidInputError, VectorFileError
 from .core import Chunk, FormatWriter, ReadOptions, Rows, VectorReader, WriteOptions, check_indices
 
 __all__ = ["NpyReader", "NpyWriter", "Pages"]
@@ -107,7 +107,7 @@ class NpyWriter(FormatWriter):
     def __init__(self, path: Path, options: WriteOptions) -> None:
         super().__init__(path, options)
         if options.n_rows is None:
-            raise ValueError(".npy output needs the number of rows up front (WriteOptions.n_rows)")
+            raise InvalidInputError(".npy output needs the number of rows up front (WriteOptions.n_rows)")
         self.n_rows = options.n_rows
         self._out: np.memmap | None = None
         self._pages: Pages | None = None
