@@ -394,9 +394,7 @@ def _as_matrix(transform: Any, dim: int | None = None) -> np.ndarray:
     t = np.asarray(transform)
     m = permutation_to_matrix(t) if t.ndim == 1 else np.asarray(t, dtype=np.float64)
     if m.ndim != 2 or m.shape[0] != m.shape[1] or (dim is not None and m.shape[0] != dim):
-        raise InvalidInputError(
-            f"a transform must be a permutation or a square matrix matching the vectors, got {t.shape}"
-        )
+        raise InvalidInputError(f"a transform must be a permutation or a square matrix of the vectors' size: {t.shape}")
     if not np.isfinite(m).all():
         raise InvalidInputError("the transform contains NaN or Inf")
     return m
