@@ -341,6 +341,43 @@ def _scale_tables(rows: Sequence[dict[str, Any]]) -> list[str]:
             )
         )
         out.append("")
+    idx = {}
+    for r in sc:
+        if r["mode"] == "index" and r["distractors"] != "gaussian":
+            idx.setdefault((r["n_records"], r["code_bytes"]), r)
+    if idx:
+        out += [
+            "App-side index memory and persistence (per code size; exact float16 directions below train_at):",
+            "",
+            _table(
+                [
+                    "records",
+                    "code bytes",
+                    "trained",
+                    "app bytes/record measured",
+                    "sealed-file bytes/record (plain)",
+                    "add µs/record",
+                    "to_bytes ms",
+                ],
+                [
+                    [
+                        f"{n:,}",
+                        cb,
+                        r["trained"],
+                        f"{r['app_bytes_per_record_measured']:.0f}",
+                        f"{r.get('index_bytes_per_record_serialized', float('nan')):.0f}",
+                        f"{r.get('index_add_us_per_record', float('nan')):.1f}",
+                        f"{r.get('index_to_bytes_ms', float('nan')):.0f}",
+                    ]
+                    for (n, cb), r in sorted(idx.items())
+                ],
+            ),
+            "",
+            "Measured bytes: the codes (or float16 directions) plus the index's id list, id -> position dict and id "
+            "strings (36-character UUIDs), by `sys.getsizeof`. Add µs/record: the records added since the previous "
+            "size (the first add past train_at includes training the codebook).",
+            "",
+        ]
     gauss = [r for r in sc if r["distractors"] == "gaussian"]
     if gauss:
         out += [f"The same at {gauss[0]['n_records']:,} records with one-Gaussian distractors (for comparison):", ""]
@@ -372,7 +409,7 @@ def render_markdown(rows: Sequence[dict[str, Any]], meta: dict[str, Any], plot_n
         "# Sealed search: every mode against every store-side attacker, and at a million records",
         "",
         f"`{meta['command']}` on {meta['date']} ({meta['size']}); encoder {meta.get('encoder', '?')}; "
-        f"runtime {meta.get('runtime_seconds', '?')} s (embedding {meta.get('embedding_seconds', '?')} s); "
+        f"measured in {_part_times(meta)}; this invocation {meta.get('runtime_seconds', '?')} s; "
         f"machine: {meta['machine'].get('cpu_count')} CPUs, load average {meta['machine'].get('load_avg_1m', '?')}. "
         f"Parts: {', '.join(meta.get('parts', []))}.",
         "",
@@ -420,6 +457,17 @@ def render_markdown(rows: Sequence[dict[str, Any]], meta: dict[str, Any], plot_n
     return "\n".join(lines)
 
 
+def _part_times(meta: dict[str, Any]) -> str:
+    """Each part's measuring time (parts come from the part cache when measured before)."""
+    out = []
+    for part in ("battery", "scale"):
+        m = meta.get(part) or {}
+        if "seconds" in m:
+            emb = m.get("embedding_seconds")
+            out.append(f"{part} {m['seconds']:.0f} s" + (f" (embedding {emb:.0f} s)" if emb else ""))
+    return ", ".join(out) or "?"
+
+
 def _battery_note(meta: dict[str, Any]) -> str:
     b = meta.get("battery", {})
     if not b:
@@ -462,7 +510,7 @@ def _scale_note(meta: dict[str, Any]) -> str:
 def make_plot(rows: Sequence[dict[str, Any]], path: Path) -> None:
     """NDCG ratio against store size per mode setting; guessing accuracy per attacker and mode."""
     plt = setup_matplotlib()
-    fig, axes = plt.subplots(1, 3, figsize=(17, 4.8))
+    fig, axes = plt.subplots(1, 4, figsize=(22, 4.8))
     sc = [r for r in _scale(rows) if r["distractors"] != "gaussian"]
     ax = axes[0]
     for mode, setting in dict.fromkeys((r["mode"], r["setting"]) for r in sc):
@@ -488,18 +536,20 @@ def make_plot(rows: Sequence[dict[str, Any]], path: Path) -> None:
     for ax, attack, title in (
         (axes[1], "guess-disease", "Stored notes: disease guessed"),
         (axes[2], "query-guess-disease", "Stored queries: disease guessed"),
+        (axes[3], "access-pattern", "Queries: disease from the records opened"),
     ):
         width = 0.8 / max(1, len(modes))
+        names = [a for a in attackers if any(r["attacker"] == a and r["attack"] == attack for r in bat)]
         for j, m in enumerate(modes):
             vals = [
                 next((r["value"] for r in bat if r["mode"] == m and r["attacker"] == a and r["attack"] == attack), 0.0)
-                for a in attackers
+                for a in names
             ]
-            ax.bar([i + j * width for i in range(len(attackers))], vals, width=width, label=m)
+            ax.bar([i + j * width for i in range(len(names))], vals, width=width, label=m)
         ax.axhline(0.05, color="k", linewidth=0.8, linestyle=":")
         ax.axhline(0.06, color="r", linewidth=0.8, linestyle=":")
-        ax.set_xticks([i + 0.4 - width / 2 for i in range(len(attackers))])
-        ax.set_xticklabels(attackers, rotation=35, ha="right", fontsize=8)
+        ax.set_xticks([i + 0.4 - width / 2 for i in range(len(names))])
+        ax.set_xticklabels(names, rotation=35, ha="right", fontsize=8)
         ax.set_ylim(0, 1.02)
         ax.set_ylabel("accuracy (chance 0.05, 1.2x dotted red)")
         ax.set_title(title)
