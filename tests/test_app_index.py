@@ -29,7 +29,7 @@ def test_exact_below_train_at_then_codes_that_keep_the_true_neighbours_in_the_op
     x = _clustered(3000)
     index = AppIndex(32, search=AppIndexSearch(train_at=2000, code_bytes=8))
     index.add([f"r{i}" for i in range(1000)], x[:1000])
-    assert not index.trained and index.bytes_per_record == 64
+    assert not index.trained and index.bytes_per_record == 128
     assert index.search(x[5], 3)[0] == "r5"
     index.add([f"r{i}" for i in range(1000, 3000)], x[1000:])
     assert index.trained and index.bytes_per_record == 8 and len(index) == 3000

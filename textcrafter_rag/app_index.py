@@ -6,7 +6,8 @@ store holds the sealed records and, as its vector, a keyed random unit vector wi
 text; the application keeps a compressed index of the clean vectors in memory, scans it for the
 ``open_k`` best records, fetches those by id, opens their sealed clean vectors and ranks them exactly.
 
-* Below ``train_at`` records the index keeps each clean direction as float16 and scans exactly.
+* Below ``train_at`` records the index keeps each clean direction (float32 in memory, float16 in its file)
+  and scans exactly.
 * From ``train_at`` on it keeps ``code_bytes`` bytes per record: product-quantization codes (one byte per
   sub-vector, 256 centroids each, k-means on the clean directions) scanned by asymmetric distance (the
   query stays exact). The re-rank of the ``open_k`` opened records is exact, so the codes only have to put
@@ -84,7 +85,7 @@ class AppIndexSearch:
             of every search.
         code_bytes: Bytes of code per record once the codebook is trained (memory per record is this
             plus the record id).
-        train_at: Records kept exactly (float16) before the codebook is trained on them.
+        train_at: Records kept exactly before the codebook is trained on them.
         index_path: A local file the sealed index is loaded from and saved to after every write, so a
             new process searches at once. ``None``: the index lives in this process only.
         autosave: Save the file after every add and delete (the default). Each save writes the whole
@@ -224,7 +225,7 @@ class AppIndex:
         self.search_options = search
         self._ids: list[str] = []
         self._pos: dict[str, int] = {}
-        self._exact = np.empty((0, self.dim), dtype=np.float16)
+        self._exact = np.empty((0, self.dim), dtype=np.float32)
         self._pq: ProductQuantizer | None = None
         self._codes = np.empty((0, 0), dtype=np.uint8)
         self._scan: Any = None  # FAISS's view of the codes, rebuilt after a write (None: stale or no FAISS)
@@ -239,8 +240,8 @@ class AppIndex:
 
     @property
     def bytes_per_record(self) -> int:
-        """The vector payload per record in memory (codes, or float16 directions before training)."""
-        return self._pq.m if self._pq is not None else 2 * self.dim
+        """The vector payload per record in memory (codes, or float32 directions before training)."""
+        return self._pq.m if self._pq is not None else 4 * self.dim
 
     def ids(self) -> list[str]:
         """Every record id in the index (in insertion order, compacted by removals)."""
@@ -266,7 +267,7 @@ class AppIndex:
             self._pos[rid] = len(self._ids)
             self._ids.append(rid)
         if self._pq is None:
-            self._exact = np.concatenate([self._exact, x.astype(np.float16)])
+            self._exact = np.concatenate([self._exact, x])
             if len(self._ids) >= self.search_options.train_at:
                 self._train()
         else:
@@ -274,10 +275,10 @@ class AppIndex:
         self._scan = None
 
     def _train(self) -> None:
-        exact = self._exact.astype(np.float32)
+        exact = self._exact
         self._pq = ProductQuantizer.fit(exact, m=self.search_options.code_bytes)
         self._codes = self._pq.encode(exact)
-        self._exact = np.empty((0, self.dim), dtype=np.float16)
+        self._exact = np.empty((0, self.dim), dtype=np.float32)
 
     def remove(self, ids: Sequence[str]) -> int:
         """Forget these ids (unknown ones are ignored); returns how many were removed."""
@@ -309,7 +310,7 @@ class AppIndex:
                 return [self._ids[i] for i in found[0] if i >= 0]
             scores = self._pq.scores(q, self._codes)
         else:
-            scores = self._exact.astype(np.float32) @ q
+            scores = self._exact @ q
         top = np.argpartition(-scores, k - 1)[:k]
         top = top[np.argsort(-scores[top], kind="stable")]
         return [self._ids[i] for i in top]
@@ -354,7 +355,7 @@ class AppIndex:
             ids = [str(i) for i in header["ids"]]
             index._ids, index._pos = ids, {rid: i for i, rid in enumerate(ids)}
             if "exact" in arrays:
-                index._exact = arrays["exact"].astype(np.float16)
+                index._exact = arrays["exact"].astype(np.float32)
             else:
                 index._pq = ProductQuantizer(arrays["centroids"])
                 index._codes = np.ascontiguousarray(arrays["codes"])

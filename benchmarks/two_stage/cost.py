@@ -60,7 +60,8 @@ def cost_rows(
 
     def rank(enc: str, query: np.ndarray, cand: list[int]) -> list[int]:
         if enc == "float16":  # the core's own path: open each sealed vector, exact cosine, top k
-            return [i for i, _ in two.rank(query, [tokens[enc][j] for j in cand], [ids[j] for j in cand], k)]
+            vecs = np.stack([two.open_vector(tokens[enc][j], record_id=ids[j]) for j in cand])
+            return [int(i) for i in rerank(query, vecs, k)[0]]
         vecs = np.stack([open_int8(tokens[enc][j], ids[j]) for j in cand])
         return [int(i) for i in rerank(query, vecs, k)[0]]
 

@@ -353,11 +353,11 @@ def _run_part(
         return rows, {"grid": repr(sg), "distractor_pool_sizes": {k: len(v) for k, v in pools.items()}}
     if part == "averaging":
         a = cfg["averaging"]
-        about = "textcrafter_rag.two_stage.TwoStage.protect_documents (keyed PRF of tenant, record id, text)"
+        about = "textcrafter_rag.two_stage.TwoStage.protect_documents (keyed PRF of the quantized clean direction)"
 
         def keyed(docs: np.ndarray, r: float) -> np.ndarray:
             two = TwoStage(AVERAGING_KEY, context="benchmark", search=TwoStageSearch(doc_strength=r))
-            return two.protect_documents(docs, record_ids=rs.doc_ids, texts=rs.docs)
+            return two.protect_documents(docs)
 
         rows = averaging_rows(
             corpus, strengths=a["strengths"], copies=a["copies"], seed=seed, keyed=keyed, keyed_about=about
