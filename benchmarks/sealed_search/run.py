@@ -21,6 +21,7 @@ from textcrafter_rag.embedding import cached_embeddings
 from textcrafter_rag.encoders import bundled_minilm
 
 from . import __doc__ as PACKAGE_DOC
+from . import scale as scale_module
 from .battery import battery_rows, embed_battery
 from .modes import BATTERY_MODES, make_mode
 from .notes import NOTE_TEMPLATES, QUERY_TEMPLATES, make_note_set
@@ -178,8 +179,6 @@ def measure(
             seed=seed,
             progress=progress,
         )
-        from . import scale as scale_module
-
         meta["about"] = (scale_module.__doc__ or "").split("\n\n")[1].replace("\n", " ")
         meta["config"] = repr(scale)
         return rows, meta

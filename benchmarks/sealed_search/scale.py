@@ -21,11 +21,10 @@ per-record PRF costs about 1 ms a record here, 15 minutes at 1,000,000). ``index
 :class:`AppIndex` (exact float16 below ``train_at`` = 20,000 records, PQ codes trained on the first 20,000
 after), its ``open_k`` hits ranked exactly.
 
-**Latency** (in-process, one query at a time, ``n_timed`` queries): the app's work per query — protect the
-query (candidates) or scan the index (index), open the sealed vectors of the hits (the core's
-:meth:`SealedSearch.open_hits` on real sealed tokens: as many as the mode opens, from a pool sealed once) and
-rank them (:meth:`SealedSearch.rank`) — and, beside it, the store's own search (FAISS flat over what it holds;
-none in index mode, which fetches by id).
+**Latency** (in-process, one query at a time, ``n_timed`` queries): the app's work per query — protect the query
+(candidates) or scan the index (index), open the sealed vectors of the hits (the core's :meth:`SealedSearch.open_hits`
+on real sealed tokens: as many as the mode opens, from a pool sealed once) and rank them (:meth:`SealedSearch.rank`)
+— and, beside it, the store's own search (FAISS flat over what it holds; none in index mode: it fetches by id).
 """
 
 from __future__ import annotations
