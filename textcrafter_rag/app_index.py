@@ -351,7 +351,7 @@ class AppIndex:
                 arrays[name] = np.frombuffer(data, dtype=dtype, count=int(np.prod(shape)), offset=offset).reshape(shape)
                 offset += size
             if offset != len(data):
-                raise ValueError("trailing bytes")
+                raise SealError("the index opened but has trailing bytes")
             ids = [str(i) for i in header["ids"]]
             index._ids, index._pos = ids, {rid: i for i, rid in enumerate(ids)}
             if "exact" in arrays:
@@ -361,7 +361,7 @@ class AppIndex:
                 index._codes = np.ascontiguousarray(arrays["codes"])
             n_rows = len(index._exact) if index._pq is None else len(index._codes)
             if n_rows != len(ids) or len(index._pos) != len(ids):
-                raise ValueError("ids and vectors differ")
+                raise SealError("the index opened but its ids and vectors differ in number")
         except (KeyError, TypeError, ValueError, struct.error, UnicodeDecodeError, json.JSONDecodeError):
             raise SealError("the index opened but is not an index of this format") from None
         return index

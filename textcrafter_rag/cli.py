@@ -14,7 +14,7 @@ from .audit.cli import add_audit_command
 from .demo import run_demo
 from .deprecation import add_renamed_flag
 from .encoders import encoder_from_name
-from .errors import TextcrafterError
+from .errors import InvalidInputError, TextcrafterError
 from .keyed import TenantKey
 from .sealing import generate_key, load_key
 from .streaming import protect_file, rekey_file
@@ -105,7 +105,7 @@ def _key(path: str | None, env: str | None, tenant: str) -> TenantKey | None:
 
 def _cmd_protect(args: argparse.Namespace) -> int:
     if args.tenant is not None and args.key_file is None and args.key_env is None:
-        raise ValueError("--tenant needs a key: --key-file or --key-env")
+        raise InvalidInputError("--tenant needs a key: --key-file or --key-env")
     report = protect_file(
         args.input,
         args.output,
@@ -140,7 +140,7 @@ def _cmd_rekey(args: argparse.Namespace) -> int:
         new_path, new_env = args.key_file, args.key_env
     new = _key(new_path, new_env, tenant if args.new_tenant is None else args.new_tenant)
     if old is None or new is None:  # argparse requires one of the old key's flags; refuse plainly if not
-        raise ValueError("rekey needs the current key: --key-file or --key-env")
+        raise InvalidInputError("rekey needs the current key: --key-file or --key-env")
     report = rekey_file(
         args.input,
         args.output,

@@ -342,7 +342,7 @@ class Sealer(KeyHolder):
             if version == SEALED_PREFIX:
                 plain = _unpad(plain)  # type: ignore[arg-type]
             if plain is None:  # authenticated yet malformed: only a sealer with the key could have made it
-                raise ValueError("bad padding")
+                raise InvalidTag
             return plain.decode("utf-8")
         except (InvalidTag, binascii.Error, ValueError):
             raise SealError(

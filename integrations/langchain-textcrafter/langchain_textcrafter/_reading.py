@@ -9,6 +9,7 @@ this process. :class:`SealedReading` holds only that dispatch; the sealed store 
 from __future__ import annotations
 
 import asyncio
+from abc import abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -49,23 +50,29 @@ class SealedReading(VectorStore):
     _clean: CleanVectors
 
     # Steps the sealed store defines.
+    @abstractmethod
     def _check(self, kwargs: Mapping[str, Any]) -> None:
-        raise NotImplementedError
+        """Refuse filters on sealed fields."""
 
+    @abstractmethod
     def _marker(self, *, write: bool, dim: int | None = None) -> None:
-        raise NotImplementedError
+        """Refuse a store written in another mode."""
 
+    @abstractmethod
     def _store_id(self, doc: Document) -> Any:
-        raise NotImplementedError
+        """The id the store returned with a hit."""
 
+    @abstractmethod
     def _open(self, doc: Document) -> Document:
-        raise NotImplementedError
+        """A hit, opened."""
 
+    @abstractmethod
     def _opened(self, docs: Iterable[Document]) -> list[Document]:
-        raise NotImplementedError
+        """Hits, opened."""
 
+    @abstractmethod
     def _opened_scored(self, pairs: Iterable[tuple[Document, float]]) -> list[tuple[Document, float]]:
-        raise NotImplementedError
+        """Scored hits, opened."""
 
     # -- sealed search ---------------------------------------------------------------------------
 
