@@ -136,3 +136,20 @@ def test_what_needs_an_extra_names_it_before_any_text_is_encoded() -> None:
     assert "textcrafter-rag[fit]" in message and "1,013 texts" in message  # (1) install [fit], fit once, the cost
     assert "textcrafter fit" in message and "mechanism='gaussian" in message  # (2) fit elsewhere, (3) a mechanism
     assert got["texts_sent"] == 0
+
+
+def test_the_cli_runs_without_torch_and_names_the_extra_of_attack_and_audit() -> None:
+    got = _run(
+        """
+        import contextlib, io, json
+        from textcrafter_rag.cli import main
+
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            keygen = main(["keygen"])
+            audit = main(["audit", "--vectors", "store.jsonl"])
+        print(json.dumps({"keygen": keygen, "key": out.getvalue().strip(), "audit": audit, "err": err.getvalue()}))
+        """
+    )
+    assert got["keygen"] == 0 and len(got["key"]) >= 43
+    assert got["audit"] != 0 and "textcrafter-rag[audit]" in got["err"]

@@ -9,16 +9,25 @@ import time
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from .attacks.cli import add_attack_command
-from .audit.cli import add_audit_command
 from .demo import run_demo
 from .deprecation import add_renamed_flag
 from .encoders import encoder_from_name
 from .errors import InvalidInputError, TextcrafterError
+from .extras import is_missing, missing_extra
 from .keyed import TenantKey
 from .sealing import generate_key, load_key
 from .streaming import protect_file, rekey_file
 from .textcrafter import CalibrationConfig, RewardWeights, fit_textcrafter
+
+try:  # the research commands need torch; the runtime install (no extra) still has every other command
+    from .attacks.cli import add_attack_command
+    from .audit.cli import add_audit_command
+
+    _RESEARCH_MISSING: ModuleNotFoundError | None = None
+except ModuleNotFoundError as _exc:
+    if not (is_missing(_exc, extra="fit") or is_missing(_exc, extra="audit")):
+        raise
+    _RESEARCH_MISSING = _exc
 
 __all__ = ["main", "build_parser"]
 
@@ -300,14 +309,28 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--refit", action="store_true", help="fit a fresh quick policy instead of the shipped one")
     demo.set_defaults(func=_cmd_demo)
 
-    add_attack_command(sub)
-    add_audit_command(sub)
+    if _RESEARCH_MISSING is None:
+        add_attack_command(sub)
+        add_audit_command(sub)
+    else:
+        for name, what in (("attack", "measure an inversion attack"), ("audit", "audit a vector store")):
+            stub = sub.add_parser(name, help=f"{what} (needs: pip install 'textcrafter-rag[audit]')")
+            stub.set_defaults(func=_research_missing)
     return parser
+
+
+def _research_missing(args: argparse.Namespace) -> int:
+    """``attack`` and ``audit`` on an install without their extra: say which one, do nothing."""
+    package = (_RESEARCH_MISSING.name if _RESEARCH_MISSING is not None else None) or "torch"
+    raise missing_extra(package, extra="audit", purpose="the attacks and the store audit") from None
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``textcrafter`` command."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, rest = parser.parse_known_args(argv)
+    if rest and getattr(args, "func", None) is not _research_missing:  # a stub takes any argument: its extra is named
+        parser.parse_args(argv)  # the usual error (values redacted)
     try:
         return int(args.func(args) or 0)
     except (TextcrafterError, ValueError, FileNotFoundError) as exc:  # messages never hold a key or a data value
