@@ -54,7 +54,7 @@ SCRIPTS = [
 ]
 #: Command-line tools among the benchmarks that write no results of their own (the GPU inverter's steps:
 #: the device step imports only what the GPU machine has, so not the shared options).
-TOOLS = ["benchmarks.gpu_inverter", "benchmarks.gpu_inverter.prepare"]
+TOOLS = ["benchmarks.gpu_inverter", "benchmarks.gpu_inverter.prepare", "benchmarks.gpu_inverter.record"]
 
 
 def script_module(command: str) -> object:

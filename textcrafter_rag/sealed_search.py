@@ -26,9 +26,9 @@ import hmac
 import threading
 import uuid
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -56,6 +56,7 @@ __all__ = [
 MODE_KEY = "_tc_mode"
 #: The plain metadata key of the marker record (its value is the mode).
 MARKER_KEY = "_tc_marker"
+T = TypeVar("T")
 #: What selects a mode: candidate search, the app-side index, or ``None`` (single-stage, the store ranks).
 SearchOptions = TwoStageSearch | AppIndexSearch
 _MARKER_FIELD = "marker"
@@ -291,6 +292,24 @@ class SealedSearch(NotPicklable):
             )
         dim = len(vectors[0]) if vectors else 0
         return OpenedHits(positions, rids, np.stack(vectors) if vectors else np.empty((0, dim), dtype=np.float32))
+
+    def first_that_open(
+        self, ranked: Sequence[tuple[int, float]], open_record: Callable[[int], T], k: int
+    ) -> list[tuple[T, float]]:
+        """The first ``k`` of ``ranked`` whose records open (``open_record(row)``); the others skipped and counted.
+
+        A record's vector can open while its text or a sealed field does not (edited in the store): it is
+        passed over like a hit whose vector does not open, so one bad record never breaks a search.
+        """
+        out: list[tuple[T, float]] = []
+        for row, score in ranked:
+            if len(out) >= k:
+                break
+            try:
+                out.append((open_record(row), score))
+            except SealError as exc:
+                self._skip(str(row), exc)
+        return out
 
     @staticmethod
     def rank(query: Any, vectors: np.ndarray, k: int) -> list[tuple[int, float]]:

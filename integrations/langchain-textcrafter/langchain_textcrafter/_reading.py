@@ -125,16 +125,20 @@ class SealedReading(VectorStore):
         return await self._store.asimilarity_search_by_vector(protected, k=core.fetch_k, **kwargs)
 
     def _ranked(self, query: np.ndarray, hits: list[Document], k: int) -> list[tuple[Document, float]]:
-        opened = self._core().open_hits(self._hit_fields(hits))
-        ranked = self._core().rank(query, opened.vectors, k)
-        return [(self._open(hits[opened.positions[i]]), s) for i, s in ranked]
+        core = self._core()
+        opened = core.open_hits(self._hit_fields(hits))
+        ranked = core.rank(query, opened.vectors, len(opened.positions))
+        return core.first_that_open(ranked, lambda i: self._open(hits[opened.positions[i]]), k)
 
     def _mmr(self, query: np.ndarray, hits: list[Document], k: int, lambda_mult: float) -> list[Document]:
         opened = self._core().open_hits(self._hit_fields(hits))
         if not opened.positions:
             return []
         picked = maximal_marginal_relevance(query, opened.vectors.tolist(), lambda_mult=lambda_mult, k=k)
-        return [self._open(hits[opened.positions[i]]) for i in picked]
+        kept = self._core().first_that_open(
+            [(i, 0.0) for i in picked], lambda i: self._open(hits[opened.positions[i]]), k
+        )
+        return [doc for doc, _ in kept]
 
     def similarity_search(self, query: str, k: int = 4, **kwargs: Any) -> list[Document]:
         """Hits for a plaintext query (store-specific ``filter`` etc. pass through), opened."""

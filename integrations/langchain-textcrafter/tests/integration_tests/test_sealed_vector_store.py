@@ -15,6 +15,7 @@ always rank 1 (dot and L2), the paraphrased question within the top 3 for >= 28 
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +27,7 @@ from langchain_core.embeddings import Embeddings
 
 from langchain_textcrafter import ProtectedEmbeddings, SealedVectorStore, SealError
 from textcrafter_rag.sealed_records import canonical_record_id
+from textcrafter_rag.sealed_search import SkippedRecordsWarning
 from textcrafter_rag.sealing import generate_key
 from textcrafter_rag.testing import pii_records, scan_for_plaintext, scanned_files
 from textcrafter_rag.testing.pii_records import SEALED_FIELDS
@@ -320,10 +322,14 @@ def test_wrong_key_tampering_and_moved_records_raise(kind: str, tmp_path: Path, 
         "plain": {**original, "metadata": {**original["metadata"], "author": "Injected Name"}},
         "swapped": {**original, "metadata": {**original["metadata"], "email": original["metadata"]["author"]}},
     }
+    strict = SealedVectorStore(store.store, key=key, sealed_metadata=SEALED_FIELDS, strict=True)
     for name, payload in edits.items():
         _restore(kind, store, client, ids[0], payload)
         with pytest.raises(SealError):
-            store.similarity_search(query, k=1)
+            strict.similarity_search(query, k=1)
+        with pytest.warns(SkippedRecordsWarning) if store.skipped == 0 else contextlib.nullcontext():
+            hits = store.similarity_search(query, k=2)  # the edited record is skipped and counted, never returned
+        assert RECORDS[0].text not in [h.page_content for h in hits], name
         with pytest.raises(SealError):
             store.get_by_ids([ids[0]])
         _restore(kind, store, client, ids[0], original)

@@ -165,14 +165,18 @@ class SealedSearchSteps:
                 mmr_threshold=query.mmr_threshold,
             )
         else:
-            ranked = self._search.rank(clean, opened.vectors, k)
+            ranked = self._search.rank(clean, opened.vectors, len(opened.positions))
             order, scores = [i for i, _ in ranked], [s for _, s in ranked]
-        nodes = []
-        for i in order:
+
+        def opened_node(i: int) -> tuple[BaseNode, int]:
             pos = opened.positions[i]
             node = self.open_node(shells[pos], store_id=ids[pos] if ids else None)
             node.embedding = None
-            nodes.append(node)
+            return node, i
+
+        kept = self._search.first_that_open(list(zip(order, scores, strict=True)), opened_node, k)
         return VectorStoreQueryResult(
-            nodes=nodes, similarities=[float(x) for x in scores], ids=[opened.record_ids[i] for i in order]
+            nodes=[node for (node, _), _ in kept],
+            similarities=[float(score) for _, score in kept],
+            ids=[opened.record_ids[i] for (_, i), _ in kept],
         )
