@@ -9,7 +9,7 @@ framework-free core, :class:`textcrafter_rag.sealed_search.SealedSearch`.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -40,8 +40,7 @@ class SealedSearchSteps:
     _marker_id: str
     _marker_checked: bool
 
-    #: The store's own opening of a shell (defined by the sealed vector store).
-    open_node: Callable[..., BaseNode]
+    # ``open_node`` (a shell opened into its node) is the sealed vector store's own method.
 
     def _marker_node(self, dim: int) -> TextNode:
         assert self._search is not None
