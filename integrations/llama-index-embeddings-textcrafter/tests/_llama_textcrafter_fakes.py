@@ -15,6 +15,11 @@ from llama_index.core.instrumentation.events.embedding import EmbeddingEndEvent
 from llama_index.core.instrumentation.span_handlers import NullSpanHandler
 
 from textcrafter_rag.testing import KnownVectors
+from textcrafter_rag.two_stage import pack_vector, unpack_vector
+
+#: Two dozen near-identical notes, and UUID ids (Qdrant's point ids), for the sealed-search tests.
+NOTES = [f"Patient {i} was treated for condition {i % 7} at ward {i % 5}." for i in range(24)]
+NOTE_IDS = [f"00000000-0000-4000-8000-{i:012d}" for i in range(24)]
 
 
 class FakeBase(BaseEmbedding):
@@ -136,3 +141,15 @@ def vectors_in(obj: Any, dim: int = 8) -> list[np.ndarray]:
     if isinstance(obj, dict):
         return [v for item in obj.values() for v in vectors_in(item, dim)]
     return []
+
+
+def cosine(a: Any, b: Any) -> float:
+    """The cosine of two vectors, in float64."""
+    x, y = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    return float(x @ y / np.linalg.norm(x) / np.linalg.norm(y))
+
+
+def exact_top(base: FakeBase, query: str, k: int) -> list[str]:
+    """The ``k`` notes of highest cosine with the query, ranked by their sealed (int8) clean vectors as a store is."""
+    q = base.query(query)
+    return [NOTES[i] for i in np.argsort([cosine(q, unpack_vector(pack_vector(base.doc(t)))) for t in NOTES])[::-1][:k]]

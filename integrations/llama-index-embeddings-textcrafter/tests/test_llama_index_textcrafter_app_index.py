@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pytest
 from llama_index.core import VectorStoreIndex
 from llama_index.core.schema import TextNode
@@ -15,30 +14,18 @@ from textcrafter_rag.app_index import AppIndexSearch
 from textcrafter_rag.sealed_search import ModeMismatchError
 from textcrafter_rag.sealing import Sealer, generate_key
 from textcrafter_rag.testing import KnownVectors
-from textcrafter_rag.two_stage import pack_vector, unpack_vector
 
-from ._llama_textcrafter_fakes import FakeBase
+from ._llama_textcrafter_fakes import NOTE_IDS, NOTES, FakeBase, cosine, exact_top
 
 QdrantVectorStore = pytest.importorskip("llama_index.vector_stores.qdrant").QdrantVectorStore
 from qdrant_client import QdrantClient
 
-TEXTS = [f"Patient {i} was treated for condition {i % 7} at ward {i % 5}." for i in range(24)]
-IDS = [f"00000000-0000-4000-8000-{i:012d}" for i in range(24)]
+TEXTS, IDS = NOTES, NOTE_IDS
 
 
 @pytest.fixture
 def base() -> FakeBase:
     return FakeBase(known=KnownVectors(dim=32))
-
-
-def _cos(a, b) -> float:
-    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    return float(a @ b / np.linalg.norm(a) / np.linalg.norm(b))
-
-
-def _exact(base: FakeBase, query: str, k: int) -> list[str]:
-    q = base.query(query)
-    return [TEXTS[i] for i in np.argsort([_cos(q, unpack_vector(pack_vector(base.doc(t)))) for t in TEXTS])[::-1][:k]]
 
 
 def _index(base: FakeBase, client: QdrantClient, key: str, index_path: Path) -> VectorStoreIndex:
@@ -60,13 +47,13 @@ def test_the_app_ranks_the_store_holds_keyed_random_vectors_and_a_new_process_re
     client = QdrantClient(path=str(tmp_path / "qdrant"))
     index = _index(base, client, key, tmp_path / "notes.tcidx")
     hits = index.as_retriever(similarity_top_k=4).retrieve("who was treated at ward 3?")
-    assert [h.node.get_content() for h in hits] == _exact(base, "who was treated at ward 3?", 4)
+    assert [h.node.get_content() for h in hits] == exact_top(base, "who was treated at ward 3?", 4)
     points, _ = client.scroll("notes", limit=100, with_vectors=True, with_payload=True)
     rows = [p for p in points if "_tc_marker" not in p.payload]
     assert len(rows) == len(TEXTS) and all(p.payload["_tc_mode"] == "index" for p in rows)
     for p in rows:
         assert Sealer.is_sealed(p.payload["_tc_vec"])
-        assert abs(_cos(p.vector, base.doc(TEXTS[IDS.index(str(p.id))]))) < 0.7  # random, unrelated
+        assert abs(cosine(p.vector, base.doc(TEXTS[IDS.index(str(p.id))]))) < 0.7  # random, unrelated
     index.vector_store.delete_nodes([IDS[3]])
     assert TEXTS[3] not in [h.node.get_content() for h in index.as_retriever(similarity_top_k=4).retrieve(TEXTS[3])]
     client.close()
@@ -77,7 +64,9 @@ def test_the_app_ranks_the_store_holds_keyed_random_vectors_and_a_new_process_re
         search=AppIndexSearch(open_k=20, index_path=tmp_path / "notes.tcidx"),
     )
     result = reopened.query(VectorStoreQuery(query_embedding=base.query("condition 4"), similarity_top_k=3))
-    assert [n.get_content() for n in result.nodes] == [t for t in _exact(base, "condition 4", 4) if t != TEXTS[3]][:3]
+    assert [n.get_content() for n in result.nodes] == [t for t in exact_top(base, "condition 4", 4) if t != TEXTS[3]][
+        :3
+    ]
     with pytest.raises(ModeMismatchError, match="'index' mode"):
         SealedVectorStore(QdrantVectorStore(client=client, collection_name="notes"), key=key, fetch_k=30).query(
             VectorStoreQuery(query_embedding=base.query("q"), similarity_top_k=1)

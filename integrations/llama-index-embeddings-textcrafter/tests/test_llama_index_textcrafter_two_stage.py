@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pytest
 from llama_index.core import VectorStoreIndex
 from llama_index.core.schema import TextNode
@@ -14,30 +13,18 @@ from llama_index.core.vector_stores.types import VectorStoreQueryMode
 from llama_index.embeddings.textcrafter import SealedVectorStore, sealed_storage_context
 from textcrafter_rag.sealing import Sealer, SealError, generate_key
 from textcrafter_rag.testing import KnownVectors, scan_for_plaintext
-from textcrafter_rag.two_stage import pack_vector, unpack_vector
 
-from ._llama_textcrafter_fakes import FakeBase
+from ._llama_textcrafter_fakes import NOTE_IDS, NOTES, FakeBase, cosine, exact_top
 
 QdrantVectorStore = pytest.importorskip("llama_index.vector_stores.qdrant").QdrantVectorStore
 from qdrant_client import AsyncQdrantClient, QdrantClient, models
 
-TEXTS = [f"Patient {i} was treated for condition {i % 7} at ward {i % 5}." for i in range(24)]
-IDS = [f"00000000-0000-4000-8000-{i:012d}" for i in range(24)]
+TEXTS, IDS = NOTES, NOTE_IDS
 
 
 @pytest.fixture
 def base() -> FakeBase:
     return FakeBase(known=KnownVectors(dim=32))
-
-
-def _cos(a, b) -> float:
-    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    return float(a @ b / np.linalg.norm(a) / np.linalg.norm(b))
-
-
-def _exact(base: FakeBase, query: str, k: int) -> list[str]:
-    q = base.query(query)  # ranked by the sealed (int8) clean vectors, as the store ranks
-    return [TEXTS[i] for i in np.argsort([_cos(q, unpack_vector(pack_vector(base.doc(t)))) for t in TEXTS])[::-1][:k]]
 
 
 def _index(base: FakeBase, path: Path, key: str, fetch_k: int = 25) -> tuple[VectorStoreIndex, QdrantClient]:
@@ -59,13 +46,13 @@ def test_qdrant_holds_candidates_and_sealed_vectors_and_the_retriever_ranks_exac
     for point in points:
         text = TEXTS[IDS.index(str(point.id))]
         assert Sealer.is_sealed(point.payload["_tc_vec"])
-        assert _cos(point.vector, base.doc(text)) < 0.95  # the store never got the clean vector
+        assert cosine(point.vector, base.doc(text)) < 0.95  # the store never got the clean vector
     retriever = index.as_retriever(similarity_top_k=4)
     hits = retriever.retrieve("who was treated at ward 3?")
-    assert [h.node.get_content() for h in hits] == _exact(base, "who was treated at ward 3?", 4)
+    assert [h.node.get_content() for h in hits] == exact_top(base, "who was treated at ward 3?", 4)
     q = base.query("who was treated at ward 3?")
     for hit in hits:
-        assert hit.score == pytest.approx(_cos(q, base.doc(hit.node.get_content())), abs=2e-3)
+        assert hit.score == pytest.approx(cosine(q, base.doc(hit.node.get_content())), abs=2e-3)
     client.close()
     assert scan_for_plaintext([tmp_path], ["Patient 3 was", "treated for condition"]) == []
 
@@ -99,5 +86,5 @@ async def test_async_index_and_retriever(base, tmp_path) -> None:
     index = VectorStoreIndex([], storage_context=ctx, embed_model=base, use_async=True)
     await index.ainsert_nodes([TextNode(id_=i, text=t) for i, t in zip(IDS, TEXTS)])
     hits = await index.as_retriever(similarity_top_k=3).aretrieve("q")
-    assert [h.node.get_content() for h in hits] == _exact(base, "q", 3)
+    assert [h.node.get_content() for h in hits] == exact_top(base, "q", 3)
     await aclient.close()

@@ -6,7 +6,7 @@ import asyncio
 
 import numpy as np
 import pytest
-from _langchain_textcrafter_fakes import FakeAsymmetricEmbeddings
+from _langchain_textcrafter_fakes import FakeAsymmetricEmbeddings, RecordingStore, cosine, exact_top
 from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
 
 from langchain_textcrafter import SealedVectorStore
@@ -20,32 +20,13 @@ TEXTS = [f"Patient {i} was treated for condition {i % 7} at ward {i % 5}." for i
 IDS = [f"r{i}" for i in range(40)]
 
 
-class RecordingStore(InMemoryVectorStore):
-    """An in-memory store that records every vector it is searched with."""
-
-    def __init__(self, embedding) -> None:
-        super().__init__(embedding)
-        self.searched: list[list[float]] = []
-
-    def similarity_search_by_vector(self, embedding, k=4, **kwargs):
-        self.searched.append(list(embedding))
-        return super().similarity_search_by_vector(embedding, k=k, **kwargs)
-
-
 @pytest.fixture
 def base() -> FakeAsymmetricEmbeddings:
     return FakeAsymmetricEmbeddings(KnownVectors(dim=32))
 
 
-def _cos(a, b) -> float:
-    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    return float(a @ b / np.linalg.norm(a) / np.linalg.norm(b))
-
-
 def _exact(base: FakeAsymmetricEmbeddings, query: str, k: int) -> list[str]:
-    q = base.known.query_vector(query)
-    scores = [_cos(q, unpack_vector(pack_vector(base.doc(t)))) for t in TEXTS]
-    return [TEXTS[i] for i in np.argsort(scores)[::-1][:k]]
+    return exact_top(base, TEXTS, query, k)
 
 
 def _indexed(base, key: str, **options) -> SealedVectorStore:
@@ -59,13 +40,13 @@ def test_the_store_holds_keyed_random_vectors_and_is_never_searched(base) -> Non
         hits = store.similarity_search_with_score(query, k=5)
         assert [d.page_content for d, _ in hits] == _exact(base, query, 5)
         assert all(
-            s == pytest.approx(_cos(base.known.query_vector(query), base.doc(d.page_content)), abs=1e-2)
+            s == pytest.approx(cosine(base.known.query_vector(query), base.doc(d.page_content)), abs=1e-2)
             for d, s in hits
         )
     assert store.store.searched == []  # the app-side index ranked; the store was only read by id
     rows = [r for rid, r in store.store.store.items() if rid in IDS]
     assert all(Sealer.is_sealed(r["text"]) and r["metadata"]["_tc_mode"] == "index" for r in rows)
-    cosines = [_cos(r["vector"], base.doc(TEXTS[IDS.index(r["id"])])) for r in rows]
+    cosines = [cosine(r["vector"], base.doc(TEXTS[IDS.index(r["id"])])) for r in rows]
     assert max(abs(c) for c in cosines) < 0.7  # random 32-d directions, unrelated to the text
     again = store.similarity_search_by_vector(base.known.query_vector("condition 5"), k=3)
     assert [d.page_content for d in again] == _exact(base, "condition 5", 3)
@@ -81,7 +62,7 @@ def test_codes_once_trained_and_deletes_reach_the_index(base) -> None:
     store.add_texts(texts[:250], ids=[f"d{i}" for i in range(250)])
     store.add_texts(texts[250:], ids=[f"d{i}" for i in range(250, 400)])
     q = base.known.query_vector("topic 4")
-    truth = [texts[i] for i in np.argsort([-_cos(q, unpack_vector(pack_vector(base.doc(t)))) for t in texts])[:5]]
+    truth = [texts[i] for i in np.argsort([-cosine(q, unpack_vector(pack_vector(base.doc(t)))) for t in texts])[:5]]
     assert [d.page_content for d in store.similarity_search("topic 4", k=5)] == truth
     store.delete([f"d{texts.index(truth[0])}"])
     assert truth[0] not in [d.page_content for d in store.similarity_search("topic 4", k=5)]

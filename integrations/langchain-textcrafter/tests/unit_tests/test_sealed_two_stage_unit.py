@@ -6,7 +6,7 @@ import asyncio
 
 import numpy as np
 import pytest
-from _langchain_textcrafter_fakes import FakeAsymmetricEmbeddings
+from _langchain_textcrafter_fakes import FakeAsymmetricEmbeddings, RecordingStore, cosine, exact_top
 from langchain_core.vectorstores import InMemoryVectorStore
 
 from langchain_textcrafter import ProtectedEmbeddings, SealedVectorStore, SealError
@@ -14,26 +14,10 @@ from textcrafter_rag import GaussianNoise
 from textcrafter_rag.sealed_search import ModeMismatchError, SkippedRecordsWarning
 from textcrafter_rag.sealing import Sealer, generate_key
 from textcrafter_rag.testing import KnownVectors
-from textcrafter_rag.two_stage import TwoStage, TwoStageSearch, pack_vector, unpack_vector
+from textcrafter_rag.two_stage import TwoStage, TwoStageSearch
 
 TEXTS = [f"Patient {i} was treated for condition {i % 7} at ward {i % 5}." for i in range(30)]
 IDS = [f"r{i}" for i in range(30)]
-
-
-class RecordingStore(InMemoryVectorStore):
-    """An in-memory store that records every vector it is searched with."""
-
-    def __init__(self, embedding) -> None:
-        super().__init__(embedding)
-        self.searched: list[list[float]] = []
-
-    def similarity_search_by_vector(self, embedding, k=4, **kwargs):
-        self.searched.append(list(embedding))
-        return super().similarity_search_by_vector(embedding, k=k, **kwargs)
-
-    async def asimilarity_search_by_vector(self, embedding, k=4, **kwargs):
-        self.searched.append(list(embedding))
-        return await super().asimilarity_search_by_vector(embedding, k=k, **kwargs)
 
 
 @pytest.fixture
@@ -52,15 +36,8 @@ def _unrotated(key: str, vector, *, context: str = "") -> np.ndarray:
     return rotation.invert(np.asarray([vector], dtype=np.float32))[0]
 
 
-def _cos(a, b) -> float:
-    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    return float(a @ b / np.linalg.norm(a) / np.linalg.norm(b))
-
-
 def _exact(base: FakeAsymmetricEmbeddings, query: str, k: int) -> list[str]:
-    q = base.known.query_vector(query)  # ranked by the sealed (int8) clean vectors, as the store ranks
-    scores = [_cos(q, unpack_vector(pack_vector(base.doc(t)))) for t in TEXTS]
-    return [TEXTS[i] for i in np.argsort(scores)[::-1][:k]]
+    return exact_top(base, TEXTS, query, k)
 
 
 def test_the_store_receives_candidate_vectors_and_sealed_clean_ones(base) -> None:
@@ -74,10 +51,10 @@ def test_the_store_receives_candidate_vectors_and_sealed_clean_ones(base) -> Non
         clean = base.doc(TEXTS[i])
         assert Sealer.is_sealed(row["metadata"]["_tc_vec"]) and Sealer.is_sealed(row["text"])
         assert np.linalg.norm(row["vector"]) == pytest.approx(1.0, abs=1e-5)
-        assert _cos(row["vector"], clean) < 0.95  # far from the clean vector (about 1/sqrt(5) on average)
-    rotated = [_cos(inner.store[r]["vector"], base.doc(t)) for r, t in zip(IDS, TEXTS)]
+        assert cosine(row["vector"], clean) < 0.95  # far from the clean vector (about 1/sqrt(5) on average)
+    rotated = [cosine(inner.store[r]["vector"], base.doc(t)) for r, t in zip(IDS, TEXTS)]
     assert abs(np.mean(rotated)) < 0.15  # rotated by the tenant's key: a guess cannot be compared without it
-    cosines = [_cos(_unrotated(key, inner.store[r]["vector"]), base.doc(t)) for r, t in zip(IDS, TEXTS)]
+    cosines = [cosine(_unrotated(key, inner.store[r]["vector"]), base.doc(t)) for r, t in zip(IDS, TEXTS)]
     assert np.mean(cosines) == pytest.approx(1 / np.sqrt(5), abs=0.1)  # noise 2.0 under the rotation
 
 
@@ -89,10 +66,10 @@ def test_search_ranks_by_exact_cosine_and_never_sends_the_clean_query(base) -> N
     assert [d.page_content for d, _ in hits] == _exact(base, query, 5)  # fetch_k = the whole store: exact
     clean_q = base.known.query_vector(query)
     for doc, score in hits:
-        assert score == pytest.approx(_cos(clean_q, base.doc(doc.page_content)), abs=2e-3)  # float16 clean vectors
+        assert score == pytest.approx(cosine(clean_q, base.doc(doc.page_content)), abs=2e-3)  # float16 clean vectors
         assert "_tc_vec" not in doc.metadata and "_tc_id" not in doc.metadata
     sent = store.store.searched[-1]
-    assert _cos(sent, clean_q) < 0.95  # a protected query reached the store (strength 0.5: cos ~ 0.89)
+    assert cosine(sent, clean_q) < 0.95  # a protected query reached the store (strength 0.5: cos ~ 0.89)
     store.similarity_search_with_score(query, k=5)
     assert store.store.searched[-1] == sent  # the same query is always sent the same way: nothing to average
     assert base.known.served["embed_query"] == [query, query]
@@ -106,7 +83,7 @@ def test_by_vector_mmr_relevance_and_retriever(base) -> None:
     q = base.known.query_vector("q")
     by_vector = store.similarity_search_by_vector(q, k=3)
     assert [d.page_content for d in by_vector] == _exact(base, "q", 3)
-    assert _cos(store.store.searched[-1], q) < 0.95
+    assert cosine(store.store.searched[-1], q) < 0.95
     mmr = store.max_marginal_relevance_search("q", k=4, lambda_mult=1.0)  # lambda 1: plain relevance order
     assert [d.page_content for d in mmr] == _exact(base, "q", 4)
     diverse = store.max_marginal_relevance_search_by_vector(q, k=4, lambda_mult=0.0)
