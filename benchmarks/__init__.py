@@ -22,7 +22,8 @@ Scripts (each ``main(argv) -> int``; writes ``benchmarks/results/<name>.*`` by d
 * sealing_padding — ``python -m benchmarks.sealing_padding`` (what padding sealed values costs in bytes and time,
   and what token lengths still tell);
 * gpu_inverter — ``python -m benchmarks.gpu_inverter.prepare`` (here) and ``python -m benchmarks.gpu_inverter``
-  (``train`` on a GPU machine, ``unpack`` here): the stronger attacker, a device tool rather than a results script;
+  (``train`` on a GPU machine, ``unpack`` here), then ``python -m benchmarks.gpu_inverter.record`` (the results
+  files, here): the stronger attacker, a device tool rather than a results script;
 
 A study's main script is its package's ``__main__``; the other modules of a study folder that have
 no ``main`` are its helpers (reports, cells, candidates). What several studies share is in
