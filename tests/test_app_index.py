@@ -86,3 +86,16 @@ def test_the_sealed_file_round_trips_refuses_foreign_or_edited_ones_and_a_second
     path.write_bytes(bytes(blob))
     with pytest.raises(SealError):
         IndexFile(path, key=KEY, context="t").load(search=search)
+
+
+def test_the_faiss_scan_gives_the_numpy_scan_s_scores():
+    pytest.importorskip("faiss")
+    x = _clustered(2000)
+    pq = ProductQuantizer.fit(x, m=8)
+    codes = pq.encode(x)
+    index = pq.faiss_index(codes)
+    q = x[3]
+    scores, found = index.search(pq.split(q[None, :], 1)[0], 20)
+    numpy_scores = pq.scores(q, codes)
+    np.testing.assert_allclose(scores[0], numpy_scores[found[0]], atol=1e-5)
+    np.testing.assert_allclose(scores[0], np.sort(numpy_scores)[::-1][:20], atol=1e-5)
