@@ -229,6 +229,14 @@ def _app_bytes(index: AppIndex) -> dict[str, float]:
     return {"app_vector_bytes_per_record": float(index.bytes_per_record), "app_bytes_per_record_measured": total / n}
 
 
+def _measured(ndcg: float, clean_ndcg: float, opened: list[int], a50: float, a95: float) -> dict[str, float]:
+    """The quality, records-opened and app-latency fields every mode's row carries."""
+    p50, p95 = (float(np.percentile(opened, p)) for p in (50, 95))
+    ratio = ndcg / clean_ndcg
+    quality = {"ndcg10": ndcg, "clean_ndcg10": clean_ndcg, "ndcg_ratio": ratio}
+    return {**quality, "opened_p50": p50, "opened_p95": p95, "app_ms_p50": a50, "app_ms_p95": a95}
+
+
 def scale_rows(
     cfg: ScaleConfig,
     *,
@@ -366,13 +374,7 @@ def scale_rows(
                         "setting": f"fetch_k {fk}" + (" (shipped)" if fk == TwoStageSearch().fetch_k else ""),
                         "fetch_k": fk,
                         "opened": fk,
-                        "ndcg10": ndcg,
-                        "clean_ndcg10": clean_ndcg,
-                        "ndcg_ratio": ndcg / clean_ndcg,
-                        "opened_p50": float(np.percentile(opened, 50)),
-                        "opened_p95": float(np.percentile(opened, 95)),
-                        "app_ms_p50": a50,
-                        "app_ms_p95": a95,
+                        **_measured(ndcg, clean_ndcg, opened, a50, a95),
                         "store_ms_p50": s50,
                         "store_ms_p95": s95,
                         "app_bytes_per_record_measured": 0.0,
@@ -427,13 +429,7 @@ def scale_rows(
                         "open_k": open_k,
                         "trained": index.trained,
                         "opened": open_k,
-                        "ndcg10": ndcg,
-                        "clean_ndcg10": clean_ndcg,
-                        "ndcg_ratio": ndcg / clean_ndcg,
-                        "opened_p50": float(np.percentile(opened, 50)),
-                        "opened_p95": float(np.percentile(opened, 95)),
-                        "app_ms_p50": a50,
-                        "app_ms_p95": a95,
+                        **_measured(ndcg, clean_ndcg, opened, a50, a95),
                         "scan_ms_p50": _pct(scan)[0],
                         "scan_ms_p95": _pct(scan)[1],
                         "store_ms_p50": 0.0,
