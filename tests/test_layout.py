@@ -64,6 +64,22 @@ LAYERS: tuple[frozenset[str], ...] = (
 UPPER = tuple(sorted(set().union(*LAYERS[1:]) - {FACADE}))
 #: Parts of the method that run at protection time: they never import the training side.
 INFERENCE = {"mechanism", "policy", "projection", "reward", "rollout", "pii", "priors"}
+#: The only first-party imports allowed inside functions: TextCrafter's torch side, loaded on first use so that
+#: importing the library never imports torch (``test_runtime_install``). Not a cycle being dodged: the torch
+#: modules import the mechanism, never the reverse at import time.
+LAZY_TORCH_SIDE = {
+    ("textcrafter_rag.textcrafter", "textcrafter_rag.textcrafter.fitting"),
+    ("textcrafter_rag.textcrafter", "textcrafter_rag.textcrafter.fitting.fit_textcrafter"),
+    ("textcrafter_rag.textcrafter", "textcrafter_rag.textcrafter.calibration"),
+    ("textcrafter_rag.textcrafter", "textcrafter_rag.textcrafter.calibration.calibrate"),
+    ("textcrafter_rag.textcrafter", "textcrafter_rag.textcrafter.calibration.Calibration"),
+    ("textcrafter_rag.textcrafter", "textcrafter_rag.textcrafter.policy"),
+    ("textcrafter_rag.textcrafter", "textcrafter_rag.textcrafter.policy.TextCrafterPolicy"),
+    ("textcrafter_rag.textcrafter.mechanism", "textcrafter_rag.textcrafter.policy"),
+    ("textcrafter_rag.textcrafter.mechanism", "textcrafter_rag.textcrafter.policy.TextCrafterPolicy"),
+    ("textcrafter_rag.textcrafter.mechanism", "textcrafter_rag.textcrafter.rollout"),
+    ("textcrafter_rag.textcrafter.mechanism", "textcrafter_rag.textcrafter.rollout.refine_batch"),
+}
 TRAINING = {
     "textcrafter_rag.textcrafter.training",
     "textcrafter_rag.textcrafter.fitting",
@@ -273,7 +289,7 @@ def test_no_first_party_import_hides_inside_a_function() -> None:
         for p in _python_files(PACKAGE, INTEGRATIONS, ROOT / "benchmarks")
         if "tests" not in p.relative_to(ROOT).parts
         for m, line, inner in _imports(p)
-        if inner and _under(m, first_party)
+        if inner and _under(m, first_party) and (_module_name(p), m) not in LAZY_TORCH_SIDE
     ]
     assert not bad, "\n".join(bad)
 

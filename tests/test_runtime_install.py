@@ -153,3 +153,30 @@ def test_the_cli_runs_without_torch_and_names_the_extra_of_attack_and_audit() ->
     )
     assert got["keygen"] == 0 and len(got["key"]) >= 43
     assert got["audit"] != 0 and "textcrafter-rag[audit]" in got["err"]
+
+
+def test_importing_the_library_never_imports_torch_even_where_it_is_installed() -> None:
+    """Protection runs in NumPy: a process that protects and seals pays nothing for torch on import.
+
+    No blocker here: torch is installed in this environment, and the torch side of TextCrafter must still
+    load only on first use (fitting, refinement, the policy as a torch module).
+    """
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import json, sys\n"
+            "import textcrafter_rag, textcrafter_rag.autofit, textcrafter_rag.textcrafter\n"
+            "import langchain_textcrafter, llama_index.embeddings.textcrafter\n"
+            "from textcrafter_rag import Protector, TextCrafter, fit_textcrafter\n"
+            "Protector().protect([[1.0] + [0.0] * 383])\n"
+            "before = 'torch' in sys.modules\n"
+            "from textcrafter_rag.textcrafter import TextCrafterPolicy\n"
+            "print(json.dumps([before, 'torch' in sys.modules]))\n",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == [False, True]

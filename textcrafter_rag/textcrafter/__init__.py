@@ -12,41 +12,68 @@ The method's parts, from the inside out:
 * :mod:`.calibration`, :mod:`.training`, :mod:`.fitting` — fitting a policy for any encoder;
 * :mod:`.aware` — opt-in retrieval and adversary reward terms for training (off by default).
 
-Fitting needs the ``fit`` extra (torch and the calibration corpora). Without it, :func:`fit_textcrafter`
-and :func:`calibrate` raise :class:`~textcrafter_rag.errors.MissingDependencyError` naming the extra, and
-the torch classes (:class:`TextCrafterPolicy`, :class:`Calibration`) raise it when imported.
+Fitting needs the ``fit`` extra (torch and the calibration corpora). The torch side is imported on first use,
+so importing this package (or ``textcrafter_rag``) never imports torch, even where it is installed. Without the
+extra, :func:`fit_textcrafter` and :func:`calibrate` raise :class:`~textcrafter_rag.errors.MissingDependencyError`
+naming it, and so do the torch classes (:class:`TextCrafterPolicy`, :class:`Calibration`) when imported.
 """
 
 from __future__ import annotations
 
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
 from ..extras import FIT_PURPOSE, is_missing, missing_extra
 from .configs import AwareRewardConfig, CalibrationConfig, PolicyConfig, PolicyTrainingConfig, RewardWeights
 from .mechanism import TextCrafter
 
-try:  # the torch side: the `fit` extra
-    from .calibration import Calibration, calibrate
-    from .fitting import fit_textcrafter
+if TYPE_CHECKING:  # the torch side, loaded on first use (below): `import textcrafter_rag` never imports torch
+    from .calibration import Calibration
     from .policy import TextCrafterPolicy
-except ModuleNotFoundError as exc:
+
+
+def _fit_missing(exc: ModuleNotFoundError) -> Exception:
+    """The error for a torch-side import that failed: the extra's name if a package of ``fit`` is missing."""
     if not is_missing(exc, extra="fit"):
-        raise
-    _MISSING = exc.name
+        return exc
+    return missing_extra(str(exc.name), extra="fit", purpose=FIT_PURPOSE)
 
-    def fit_textcrafter(*_args: Any, **_kwargs: Any) -> NoReturn:
-        """Fit a TextCrafter policy: needs the ``fit`` extra, which is not installed."""
-        raise missing_extra(str(_MISSING), extra="fit", purpose=FIT_PURPOSE)
 
-    def calibrate(*_args: Any, **_kwargs: Any) -> NoReturn:
-        """Calibrate a TextCrafter fit: needs the ``fit`` extra, which is not installed."""
-        raise missing_extra(str(_MISSING), extra="fit", purpose=FIT_PURPOSE)
+def fit_textcrafter(*args: Any, **kwargs: Any) -> TextCrafter:
+    """Fit a TextCrafter policy for an encoder (``fit`` extra): :func:`.fitting.fit_textcrafter`, loaded on first use.
 
-    def __getattr__(name: str) -> Any:
-        """The torch classes, without the ``fit`` extra: an error naming it."""
-        if name in {"Calibration", "TextCrafterPolicy"}:
-            raise missing_extra(str(_MISSING), extra="fit", purpose=FIT_PURPOSE)
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    Why a wrapper: the fitting modules import torch, which the runtime install does not have and which a
+    process that only protects should not pay for on import.
+    """
+    try:
+        from .fitting import fit_textcrafter as fit
+    except ModuleNotFoundError as exc:
+        raise _fit_missing(exc) from exc
+    return fit(*args, **kwargs)
+
+
+def calibrate(*args: Any, **kwargs: Any) -> Calibration:
+    """Embed the calibration corpora and fit the reward's parts (``fit`` extra): :func:`.calibration.calibrate`."""
+    try:
+        from .calibration import calibrate as run
+    except ModuleNotFoundError as exc:
+        raise _fit_missing(exc) from exc
+    return run(*args, **kwargs)
+
+
+def __getattr__(name: str) -> Any:
+    """The torch classes (``fit`` extra), imported on first use; without the extra, an error naming it."""
+    try:
+        if name == "Calibration":
+            from .calibration import Calibration
+
+            return Calibration
+        if name == "TextCrafterPolicy":
+            from .policy import TextCrafterPolicy
+
+            return TextCrafterPolicy
+    except ModuleNotFoundError as exc:
+        raise _fit_missing(exc) from exc
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = [

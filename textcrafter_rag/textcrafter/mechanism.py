@@ -27,13 +27,22 @@ from .numpy_policy import BLOCK, NumpyPolicy, PolicyArrays, release
 from .pii import PIIClassifier
 from .priors import ClusterPrior
 
-try:  # the torch side ([fit] extra): the policy as a torch module, and refinement
-    from .policy import TextCrafterPolicy
-    from .rollout import refine_batch
-except ModuleNotFoundError as exc:
-    if not is_missing(exc, extra="fit"):
-        raise
-    TextCrafterPolicy = refine_batch = None
+
+def _torch_side(purpose: str) -> tuple[Any, Any]:
+    """``(TextCrafterPolicy, refine_batch)``, imported on first use (``fit`` extra).
+
+    Why not at import: protection runs in NumPy, and importing torch costs a process about a second and
+    hundreds of MiB even where it is installed.
+    """
+    try:
+        from .policy import TextCrafterPolicy
+        from .rollout import refine_batch
+    except ModuleNotFoundError as exc:
+        if not is_missing(exc, extra="fit"):
+            raise
+        raise missing_extra(str(exc.name), extra="fit", purpose=purpose) from exc
+    return TextCrafterPolicy, refine_batch
+
 
 __all__ = ["TextCrafter"]
 
@@ -90,8 +99,8 @@ class TextCrafter(Mechanism):
         self.eps = check_positive(eps, name="eps")
         if refine_steps < 0:
             raise InvalidInputError("refine_steps must be >= 0")
-        if refine_steps and refine_batch is None:
-            raise missing_extra("torch", extra="fit", purpose="TextCrafter's refinement (refine_steps)")
+        if refine_steps:
+            _torch_side("TextCrafter's refinement (refine_steps)")
         super().__init__(seed=seed, secure_mode=secure_mode)
         self._torch_policy: Any = None
         self._torch_lock = threading.Lock()
@@ -123,13 +132,12 @@ class TextCrafter(Mechanism):
         changing them (training, tests) changes the releases.
         """
         if self._torch_policy is None:
-            if TextCrafterPolicy is None:
-                raise missing_extra("torch", extra="fit", purpose="the TextCrafter policy as a torch module")
+            policy_class, _ = _torch_side("the TextCrafter policy as a torch module")
             with self._torch_lock:
                 if self._torch_policy is None:
                     import torch
 
-                    module = TextCrafterPolicy(self._net.config).float()
+                    module = policy_class(self._net.config).float()
                     module.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in self._net.state.items()})
                     self._use_torch_policy(module)
         return self._torch_policy
@@ -163,6 +171,7 @@ class TextCrafter(Mechanism):
         if self.refine_steps:
             import torch
 
+            _, refine_batch = _torch_side("TextCrafter's refinement (refine_steps)")
             with self._torch_lock, plain_torch(grad=True):  # refinement trains a copy of the policy
                 f_adv = refine_batch(
                     self.policy,
