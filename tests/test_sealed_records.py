@@ -9,6 +9,7 @@ import pytest
 from textcrafter_rag.errors import TextcrafterError
 from textcrafter_rag.sealed_records import (
     ID_FIELD,
+    USER_ID_FIELD,
     RecordSealer,
     canonical_record_id,
     filter_field_names,
@@ -35,27 +36,32 @@ def test_round_trip_seals_the_text_and_only_the_named_fields(records: RecordSeal
     assert Sealer.is_sealed(sealed.text) and "Jane" not in sealed.text
     assert Sealer.is_sealed(sealed.metadata["author"]) and Sealer.is_sealed(sealed.metadata["dob"])
     assert sealed.metadata["category"] == "moves" and sealed.metadata["pages"] == 3  # plain: filterable
-    assert sealed.metadata[ID_FIELD] == "doc-1"
+    assert sealed.metadata[ID_FIELD] == sealed.store_id == records.keyed_id("doc-1") != "doc-1"  # a keyed id
+    assert "doc-1" not in repr(sealed) and Sealer.is_sealed(sealed.metadata[USER_ID_FIELD])
     assert "Jane" not in repr(sealed.metadata) and "1980" not in repr(sealed.metadata)
-    opened = records.open(sealed.text, sealed.metadata, store_id="doc-1")
-    assert (opened.record_id, opened.text, opened.metadata) == ("doc-1", TEXT, META)  # _tc_id removed
+    opened = records.open(sealed.text, sealed.metadata, store_id=sealed.store_id)
+    assert (opened.record_id, opened.text, opened.metadata) == ("doc-1", TEXT, META)  # _tc_id, _tc_uid removed
     assert META == {"author": "Jane Doe", "dob": "1980-02-03", "category": "moves", "pages": 3}  # input untouched
 
 
 def test_missing_fields_and_store_added_fields(records: RecordSealer) -> None:
     sealed = records.seal(TEXT, None, record_id=7)
-    assert sealed.metadata == {ID_FIELD: "7"}
+    assert set(sealed.metadata) == {ID_FIELD, USER_ID_FIELD} and sealed.metadata[ID_FIELD] == records.keyed_id("7")
     opened = records.open(sealed.text, {**sealed.metadata, "_collection_name": "c"}, store_id=None)
     assert opened.metadata == {"_collection_name": "c"} and opened.record_id == "7"
 
 
 def test_ids_are_bound_in_canonical_form(records: RecordSealer) -> None:
     u = uuid.uuid4()
-    sealed = records.seal(TEXT, {}, record_id=u.hex)  # given without dashes, echoed with them (Qdrant)
-    assert records.open(sealed.text, sealed.metadata, store_id=str(u)).text == TEXT
-    assert records.open(sealed.text, sealed.metadata, store_id=u).text == TEXT
-    sealed = records.seal(TEXT, {}, record_id=0)  # an int id comes back as a string
-    assert records.open(sealed.text, sealed.metadata, store_id="0").text == TEXT
+    clear = RecordSealer(generate_key(), record_ids="clear")
+    sealed = clear.seal(TEXT, {}, record_id=u.hex)  # given without dashes, echoed with them (Qdrant)
+    assert clear.open(sealed.text, sealed.metadata, store_id=str(u)).text == TEXT
+    assert clear.open(sealed.text, sealed.metadata, store_id=u).text == TEXT
+    sealed = clear.seal(TEXT, {}, record_id=0)  # an int id comes back as a string
+    assert clear.open(sealed.text, sealed.metadata, store_id="0").text == TEXT
+    keyed = records.seal(TEXT, {}, record_id=u.hex)  # a keyed id is a UUID: echoed in its own spelling
+    assert records.open(keyed.text, keyed.metadata, store_id=uuid.UUID(keyed.store_id).hex).record_id == str(u)
+    assert records.keyed_id(0) == records.keyed_id("0") and records.keyed_id(u.hex) == records.keyed_id(u)
     assert canonical_record_id(u.hex.upper()) == str(u) and canonical_record_id("doc 1") == "doc 1"
     assert uuid.UUID(new_record_id()).version == 4 and new_record_id() != new_record_id()
 
@@ -64,9 +70,9 @@ def test_ids_are_bound_in_canonical_form(records: RecordSealer) -> None:
 def test_anything_else_raises_seal_error(key: str, records: RecordSealer, change: str) -> None:
     sealed = records.seal(TEXT, META, record_id="doc-1")
     other = records.seal("Someone else entirely.", {"author": "Bob"}, record_id="doc-2")
-    opener, text, meta, store_id = records, sealed.text, dict(sealed.metadata), "doc-1"
+    opener, text, meta, store_id = records, sealed.text, dict(sealed.metadata), sealed.store_id
     if change == "record":  # the whole record copied to another id, _tc_id included
-        store_id = "doc-2"
+        store_id = other.store_id
     elif change == "key":
         opener = RecordSealer(generate_key(), sealed_metadata=("author", "dob"))
     elif change == "context":
@@ -89,9 +95,9 @@ def test_a_hit_without_any_id_or_with_plain_text_fails(records: RecordSealer) ->
     with pytest.raises(SealError, match="no id"):
         records.open(sealed.text, {}, store_id=None)
     with pytest.raises(SealError, match="not a sealed value"):
-        records.open(TEXT, sealed.metadata, store_id="doc-1")
+        records.open(TEXT, sealed.metadata, store_id=sealed.store_id)
     with pytest.raises(SealError):
-        records.open(None, sealed.metadata, store_id="doc-1")
+        records.open(None, sealed.metadata, store_id=sealed.store_id)
 
 
 def test_values_seal_whole_objects(records: RecordSealer) -> None:
@@ -142,21 +148,22 @@ def test_the_set_of_sealed_fields_is_bound(key: str, records: RecordSealer, chan
     elif change == "opened_with_more_fields_present":
         opener = RecordSealer(key, sealed_metadata=("author", "dob", "category"))
     with pytest.raises(SealError, match="sealed metadata field was removed or added") as info:
-        opener.open(sealed.text, meta, store_id="doc-1")
+        opener.open(sealed.text, meta, store_id=sealed.store_id)
     assert key not in str(info.value) and "Jane" not in str(info.value)
 
 
 def test_reserved_and_plain_keys_are_not_part_of_the_bound_set(key: str, records: RecordSealer) -> None:
     """Keys outside sealed_metadata (store-added fields, another layer's ``_tc_*`` values) may come and go."""
     sealed = records.seal(TEXT, META, record_id="doc-1")
-    vec = records.seal_value([0.1, 0.2], record_id="doc-1", field="vector")
-    meta = {k: v for k, v in sealed.metadata.items() if k != "category"} | {"_tc_vec": vec, "_id": "doc-1"}
-    opened = records.open(sealed.text, meta, store_id="doc-1")
+    sid = sealed.store_id
+    vec = records.seal_value([0.1, 0.2], record_id=sid, field="vector")
+    meta = {k: v for k, v in sealed.metadata.items() if k != "category"} | {"_tc_vec": vec, "_id": sid}
+    opened = records.open(sealed.text, meta, store_id=sid)
     assert opened.text == TEXT and opened.metadata["author"] == "Jane Doe" and "category" not in opened.metadata
-    assert records.open_value(opened.metadata["_tc_vec"], record_id="doc-1", field="vector") == [0.1, 0.2]
+    assert records.open_value(opened.metadata["_tc_vec"], record_id=sid, field="vector") == [0.1, 0.2]
     # a field listed in sealed_metadata but absent from both sealing and opening changes nothing
     wider = RecordSealer(key, sealed_metadata=("author", "dob", "email"))
-    assert wider.open(sealed.text, sealed.metadata, store_id="doc-1").text == TEXT
+    assert wider.open(sealed.text, sealed.metadata, store_id=sid).text == TEXT
 
 
 def test_filters_on_sealed_fields_are_refused_whatever_their_form(records: RecordSealer) -> None:
@@ -223,5 +230,49 @@ def test_a_record_s_sealed_parts_are_bound_to_each_other_and_older_records_still
         sealer.open(v1.text, v2.metadata)  # the old text beside the new values
     assert sealer.open(v1.text, v1.metadata).text == "first version"  # a whole old version: see SECURITY.md
     meta = dict(v1.metadata)
-    legacy_text = sealer.sealer.seal("legacy", record_id="r1", field=sealer._text_field(meta, bound=False))
+    legacy_text = sealer.sealer.seal("legacy", record_id=v1.store_id, field=sealer._text_field(meta, bound=False))
     assert sealer.open(legacy_text, meta).text == "legacy"  # sealed before the binding: still opens
+
+
+def test_record_ids_are_keyed_per_key_and_tenant_and_name_nothing(key: str) -> None:
+    """Issue 29.2: the store holds a keyed UUID per record; the user's id only sealed inside it."""
+    a, b = RecordSealer(key), RecordSealer(key, context="tenant-b")
+    sealed = a.seal(TEXT, {"ward": "3"}, record_id="patient-1234")
+    sid = sealed.store_id
+    assert uuid.UUID(sid).version == 4 and str(uuid.UUID(sid)) == sid
+    assert "patient" not in repr(sealed) and "1234" not in repr(sealed)
+    assert sid == a.keyed_id("patient-1234") != b.keyed_id("patient-1234")  # two tenants, one key
+    assert sid != RecordSealer(generate_key()).keyed_id("patient-1234") and sid != a.keyed_id("patient-1235")
+    assert a.open(sealed.text, sealed.metadata, store_id=sid).record_id == "patient-1234"
+    with pytest.raises(SealError):  # another tenant under the key cannot open it
+        b.open(sealed.text, sealed.metadata, store_id=sid)
+    with pytest.raises(ValueError, match="record_ids"):
+        RecordSealer(key, record_ids="hashed")
+    with pytest.raises(ValueError, match="reserved"):
+        a.seal(TEXT, {USER_ID_FIELD: "x"}, record_id="r")
+
+
+def test_a_sealed_user_id_moved_to_another_record_does_not_open(key: str) -> None:
+    records = RecordSealer(key)
+    one, two = (records.seal(TEXT, {}, record_id=r) for r in ("patient-1", "patient-2"))
+    moved = {**one.metadata, USER_ID_FIELD: two.metadata[USER_ID_FIELD]}
+    with pytest.raises(SealError):
+        records.open(one.text, moved, store_id=one.store_id)
+    # a token bound to this record's id but naming another user id (only the key holder can make one)
+    forged = {
+        **one.metadata,
+        USER_ID_FIELD: records.seal_value("patient-2", record_id=one.store_id, field=USER_ID_FIELD),
+    }
+    with pytest.raises(SealError, match="another record"):
+        records.open(one.text, forged, store_id=one.store_id)
+
+
+def test_clear_ids_are_the_previous_format_and_both_schemes_read_each_other(key: str) -> None:
+    clear, keyed = RecordSealer(key, record_ids="clear"), RecordSealer(key)
+    old = clear.seal(TEXT, {}, record_id="doc-1")  # what the previous release wrote: the id in clear
+    assert old.store_id == "doc-1" and old.metadata == {ID_FIELD: "doc-1"}
+    assert keyed.open(old.text, old.metadata, store_id="doc-1").record_id == "doc-1"  # an old store still opens
+    new = keyed.seal(TEXT, {}, record_id="doc-1")
+    assert clear.open(new.text, new.metadata, store_id=new.store_id).record_id == "doc-1"
+    assert keyed.other_store_id("doc-1") == "doc-1" and clear.other_store_id("doc-1") == new.store_id
+    assert keyed.record_ids == "keyed" and clear.record_ids == "clear"

@@ -15,10 +15,13 @@ sealed and how, so that rule lives here, free of any framework:
 * the **record id** is the associated data of every sealed value, so a value moved to another
   record fails to open. Stores spell ids their own way (Qdrant returns ``"0"`` for ``0`` and a
   UUID in canonical form), so ids are compared by :func:`canonical_record_id`. The id is also kept
-  in a plain metadata field (:data:`ID_FIELD`) for stores that return no id with a hit; when the
-  store does return one, the two must agree.
-
-Ids themselves are not sealed: do not put personal data in them.
+  in a plain metadata field (:data:`ID_FIELD`) for stores that return no id with a hit;
+* **record ids are keyed** (``record_ids="keyed"``, the default): the store's id of a record is
+  :meth:`RecordSealer.keyed_id` of the user's id, a version-4 UUID from HMAC-SHA256 under the
+  ``"record-id"`` subkey of the key and tenant, so the ids a store holds name nothing and link no
+  record to a known text. The user's id travels sealed (:data:`USER_ID_FIELD`, bound to the keyed
+  id, which must be its keyed id); records without it (``record_ids="clear"``, or written by the
+  previous release) carry the user's id in clear and open as before.
 
 Filters: :func:`filter_field_names` reads the field names of a store filter whatever its form (dicts,
 Qdrant ``models.Filter``, LlamaIndex ``MetadataFilters``, Weaviate-style ``target`` objects, string
@@ -31,8 +34,8 @@ sealed field instead of sending its value to the store in clear and silently mat
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
-import re
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -40,10 +43,13 @@ from typing import Any
 
 from .errors import InvalidInputError, InvalidTypeError
 from .sealing import KeyHolder, Sealer, SealError, SecretKey
+from .store_filters import TEXT_SEARCH_KWARGS, filter_field_names, is_filter_kwarg, names_field
 
 __all__ = [
     "ID_FIELD",
+    "RECORD_ID_SCHEMES",
     "TEXT_FIELD",
+    "USER_ID_FIELD",
     "OpenedRecord",
     "RecordSealer",
     "SealedRecord",
@@ -54,121 +60,15 @@ __all__ = [
 
 #: Plain metadata field holding the record id the sealed values are bound to.
 ID_FIELD = "_tc_id"
+#: Metadata field of a record with a keyed id: the user's id, sealed (bound to the keyed id).
+USER_ID_FIELD = "_tc_uid"
+#: ``record_ids=``: keyed store ids (the default), or the user's ids in clear (weaker: see the module).
+RECORD_ID_SCHEMES = ("keyed", "clear")
 #: Field name the text is sealed under.
 TEXT_FIELD = "text"
 _METADATA_FIELD = "metadata."
-#: Attributes of typed filter objects holding a field name (Qdrant ``FieldCondition.key``,
-#: LlamaIndex ``MetadataFilter.key``, Weaviate ``target``, Weaviate v3 ``path``: a name or a list of names) ...
-_FILTER_NAME_ATTRS = ("key", "target", "path")
-#: ... and those holding sub-filters (Qdrant ``must``/``should``/``must_not``/``min_should``
-#: and ``MinShould.conditions``, nested and is-empty/is-null conditions; LlamaIndex ``filters``).
-_FILTER_CHILD_ATTRS = ("must", "should", "must_not", "min_should", "conditions", "filter", "filters", "nested")
-_FILTER_CHILD_ATTRS += ("is_empty", "is_null")
-_MAX_FILTER_DEPTH = 64
-_QUOTED_RE = r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\""
-_QUOTED = re.compile(_QUOTED_RE)
-#: A quoted key in a string expression: a subscript right after a name (``metadata["author"]``,
-#: ``$meta['author']``) or a JSON-style key (``"author": ...``); a quoted value (``== "author"``) is not one.
-_QUOTED_KEY = re.compile(rf"(?<=[\w\])])\[\s*({_QUOTED_RE})\s*\]|({_QUOTED_RE})\s*:")
-_IDENTIFIER = re.compile(r"[^\W\d][\w.\[\]]*")
-_PATH_SEPARATORS = re.compile(r"[.\[\]]+")
-#: Store keyword arguments that carry a filter although "filter" is not in their name (Milvus ``expr``,
-#: Chroma ``where``, Weaviate ``where_filter``...): a keyword whose lower-cased name contains one of these.
-_FILTER_KWARG_PARTS = ("filter", "expr", "where")
-#: Keyword arguments searching the documents' content (Chroma ``where_document``, Cassandra ``body_search``):
-#: the texts are always sealed, so they never match and would send their terms to the store in clear.
-_TEXT_SEARCH_KWARGS = frozenset({"where_document", "body_search"})
 #: Fields holding the (sealed) text in the stores' own layouts: a filter on them is a filter on a sealed field.
 _TEXT_FIELDS = (TEXT_FIELD, "page_content", "_node_content")
-
-
-def filter_field_names(flt: Any) -> set[str]:
-    """Every name a store filter may refer to a field by, whatever its form; imports no store package.
-
-    Dicts (``{"author": ...}``, ``{"$and": [...]}``, Elasticsearch-style nesting, a dict-shaped Qdrant
-    filter's ``"key"``): every key and every ``key``/``target``/``path`` value, recursively. Typed
-    filters (Qdrant ``models.Filter``, LlamaIndex ``MetadataFilters``, ...): their ``key``/``target``/
-    ``path`` attributes, recursively through the sub-filter attributes. A string filter (a Milvus-style
-    expression): every identifier outside quotes, and every quoted key (``metadata["author"]``,
-    ``$meta['author']``, ``"author": ...``); a quoted value is not read. Every name also counts by
-    each part of its path (``doc.author``, ``metadata["author"]`` name ``author``). Over-reading
-    names operators, and at worst refuses a plain nested field sharing a sealed field's name;
-    under-reading would let a filter send a sealed field's value to the store and match nothing.
-    """
-    names: set[str] = set()
-    if isinstance(flt, str):
-        return _expression_names(flt)
-    seen: set[int] = set()
-
-    def walk(node: Any, depth: int) -> None:
-        if node is None or isinstance(node, (str, bytes, int, float)) or depth > _MAX_FILTER_DEPTH:
-            return
-        if id(node) in seen:
-            return
-        seen.add(id(node))
-        if isinstance(node, Mapping):
-            for name, value in node.items():
-                if isinstance(name, str):
-                    names.update(_path_names(name))
-                    if name in _FILTER_NAME_ATTRS:
-                        names.update(_name_values(value))
-                walk(value, depth + 1)
-            return
-        if isinstance(node, (list, tuple, set, frozenset)):
-            for item in node:
-                walk(item, depth + 1)
-            return
-        for attr in _FILTER_NAME_ATTRS:
-            names.update(_name_values(getattr(node, attr, None)))
-        for attr in _FILTER_CHILD_ATTRS:
-            walk(getattr(node, attr, None), depth + 1)
-
-    walk(flt, 0)
-    return names
-
-
-def _name_values(value: Any) -> list[str]:
-    """The field names a ``key``/``target``/``path`` value holds: a name, or a list of names (a path)."""
-    if isinstance(value, str):
-        return sorted(_path_names(value))
-    if isinstance(value, (list, tuple)):
-        return [name for v in value if isinstance(v, str) for name in _path_names(v)]
-    return []
-
-
-def _path_names(name: str) -> set[str]:
-    """A field name as given, and the parts of it read as a path (``metadata["author"]``, ``doc.author``)."""
-    return {name} | _expression_names(name)
-
-
-def _expression_names(expr: str) -> set[str]:
-    """The names a string filter expression may refer to fields by (see :func:`filter_field_names`)."""
-    names = {_unquote(quoted) for pair in _QUOTED_KEY.findall(expr) for quoted in pair if quoted}
-    for identifier in _IDENTIFIER.findall(_QUOTED.sub(" ", expr)):
-        names.add(identifier)
-        names.update(part for part in _PATH_SEPARATORS.split(identifier) if part)
-    return names
-
-
-def _unquote(quoted: str) -> str:
-    quote = quoted[0]
-    return quoted[1:-1].replace("\\" + quote, quote)
-
-
-def _is_filter_kwarg(name: Any) -> bool:
-    return isinstance(name, str) and any(part in name.lower() for part in _FILTER_KWARG_PARTS)
-
-
-def _names_field(name: str, field: str) -> bool:
-    """Whether a filter's field name refers to ``field``: itself, a sub-path, or under ``metadata.``.
-
-    Stores address metadata by path: ``langchain_qdrant`` filters ``metadata.author``, nested
-    values are ``author.city`` or ``author[].city``.
-    """
-    for candidate in (name, name[len(_METADATA_FIELD) :] if name.startswith(_METADATA_FIELD) else None):
-        if candidate is not None and (candidate == field or candidate.startswith((field + ".", field + "["))):
-            return True
-    return False
 
 
 def canonical_record_id(value: Any) -> str:
@@ -195,19 +95,22 @@ def new_record_id() -> str:
 
 @dataclass(frozen=True)
 class SealedRecord:
-    """What a store may see: the sealed text and the metadata with the named fields sealed."""
+    """What a store may see: the sealed text, the metadata with the named fields sealed, and the store's id."""
 
     text: str
     metadata: dict[str, Any]
+    #: The id the store holds the record under (the keyed id; the user's id with ``record_ids="clear"``).
+    store_id: Any = None
 
 
 @dataclass(frozen=True)
 class OpenedRecord:
-    """A record as the application sees it again, with the id its values were bound to."""
+    """A record as the application sees it again: the user's id, and the store id its values were bound to."""
 
     record_id: str
     text: str
     metadata: dict[str, Any]
+    store_id: str = ""
 
 
 class RecordSealer(KeyHolder):
@@ -220,31 +123,81 @@ class RecordSealer(KeyHolder):
             every field that may hold personal data.
         context: Tenant or collection name mixed into the key: records sealed under one context
             do not open under another.
+        record_ids: ``"keyed"`` (default): the store holds each record under its keyed id
+            (:meth:`keyed_id`), the user's id sealed inside. ``"clear"``: under the user's id itself, for
+            external systems keyed by it; weaker, as meaningful ids link stored records to known texts.
 
     Raises:
         TypeError: ``sealed_metadata`` is a single string (it would be read letter by letter).
-        ValueError: ``sealed_metadata`` names the reserved :data:`ID_FIELD`.
+        ValueError: ``sealed_metadata`` names a reserved field, or ``record_ids`` is unknown.
 
     Instances hold key material: they refuse to be pickled and copy as themselves (:class:`KeyHolder`).
     """
 
-    __slots__ = ("_fields", "_sealer")
+    __slots__ = ("_fields", "_id_key", "_ids", "_sealer")
 
-    def __init__(self, key: bytes | str | SecretKey, *, sealed_metadata: Sequence[str] = (), context: str = "") -> None:
+    def __init__(
+        self,
+        key: bytes | str | SecretKey,
+        *,
+        sealed_metadata: Sequence[str] = (),
+        context: str = "",
+        record_ids: str = "keyed",
+    ) -> None:
         if isinstance(sealed_metadata, (str, bytes)):
             raise InvalidTypeError("sealed_metadata must be a sequence of field names, e.g. ('author',), not a string")
         fields = tuple(dict.fromkeys(sealed_metadata))
         if not all(isinstance(f, str) and f for f in fields):
             raise InvalidTypeError("sealed_metadata must contain non-empty field names (str)")
-        if ID_FIELD in fields:
-            raise InvalidInputError(f"{ID_FIELD!r} is reserved for the record id and stays plain")
-        self._sealer = Sealer(key, context=context)
+        if ID_FIELD in fields or USER_ID_FIELD in fields:
+            raise InvalidInputError(f"{ID_FIELD!r} and {USER_ID_FIELD!r} are reserved for the record id")
+        if record_ids not in RECORD_ID_SCHEMES:
+            raise InvalidInputError(f"record_ids must be one of {RECORD_ID_SCHEMES}, got {record_ids!r}")
+        secret = SecretKey(key)
+        self._sealer = Sealer(secret, context=context)
+        self._id_key = secret.subkey("record-id", context=context)
+        self._ids = record_ids
         self._fields = fields
 
     @property
     def sealed_metadata(self) -> tuple[str, ...]:
         """The metadata fields that are sealed."""
         return self._fields
+
+    @property
+    def record_ids(self) -> str:
+        """``"keyed"`` or ``"clear"``: how new records' store ids are made."""
+        return self._ids
+
+    def keyed_id(self, user_id: Any) -> str:
+        """The keyed store id of a user's record id: a version-4 UUID (valid in every store) naming nothing.
+
+        HMAC-SHA256 of the canonical id under this key and tenant's ``"record-id"`` subkey: one user id gives
+        one store id (so reads and deletes find it); other tenants and keys give unrelated ones.
+        """
+        digest = hmac.new(self._id_key, canonical_record_id(user_id).encode("utf-8"), hashlib.sha256).digest()
+        return str(uuid.UUID(bytes=digest[:16], version=4))
+
+    def store_id(self, user_id: Any) -> Any:
+        """The id a new record of ``user_id`` is stored under: its keyed id, or (``"clear"``) the id as given."""
+        return self.keyed_id(user_id) if self._ids == "keyed" else user_id
+
+    def other_store_id(self, user_id: Any) -> Any:
+        """The id the *other* scheme stores ``user_id`` under: where a record written that way is found."""
+        return user_id if self._ids == "keyed" else self.keyed_id(user_id)
+
+    def user_id(self, store_id: Any, claimed: Any) -> str:
+        """The user's id of a record held under ``store_id`` whose sealed contents name ``claimed``.
+
+        ``claimed`` must be ``store_id`` itself (a clear id) or the user id whose keyed id ``store_id`` is.
+
+        Raises:
+            SealError: Neither (the sealed id belongs to another record).
+        """
+        rid, uid = canonical_record_id(store_id), canonical_record_id(claimed)
+        if uid != rid and self.keyed_id(uid) != rid:
+            raise SealError(f"record {rid!r} holds the sealed id of another record: moved or edited")
+        return uid
 
     @property
     def sealer(self) -> Sealer:
@@ -259,20 +212,24 @@ class RecordSealer(KeyHolder):
             ValueError: ``text`` is already sealed (sealing twice would store a sealed value as
                 the plaintext), or ``metadata`` uses the reserved :data:`ID_FIELD`.
         """
-        rid = canonical_record_id(record_id)
+        uid = canonical_record_id(record_id)
+        rid = canonical_record_id(self.store_id(uid))
         if not isinstance(text, str):
             raise InvalidTypeError(f"record {rid!r}: the text must be a str, got {type(text).__name__}")
         if Sealer.is_sealed(text):
             raise InvalidInputError(f"record {rid!r}: the text is already sealed; add the opened record instead")
         meta = dict(metadata or {})
-        if ID_FIELD in meta:
-            raise InvalidInputError(f"record {rid!r}: metadata field {ID_FIELD!r} is reserved for the record id")
+        if ID_FIELD in meta or USER_ID_FIELD in meta:
+            raise InvalidInputError(f"record {rid!r}: metadata fields {ID_FIELD!r} and {USER_ID_FIELD!r} are reserved")
         for name in self._fields:
             if name in meta:
                 meta[name] = self._sealer.seal_json(meta[name], record_id=rid, field=_METADATA_FIELD + name)
         text_field = self._text_field(meta)
         meta[ID_FIELD] = rid
-        return SealedRecord(text=self._sealer.seal(text, record_id=rid, field=text_field), metadata=meta)
+        if rid != uid:
+            meta[USER_ID_FIELD] = self._sealer.seal_json(uid, record_id=rid, field=USER_ID_FIELD)
+        sealed_text = self._sealer.seal(text, record_id=rid, field=text_field)
+        return SealedRecord(text=sealed_text, metadata=meta, store_id=self.store_id(record_id))
 
     def _text_field(self, metadata: Mapping[str, Any], *, bound: bool = True) -> str:
         """The text's field name, binding the sorted names of the sealed fields the record holds.
@@ -306,6 +263,9 @@ class RecordSealer(KeyHolder):
         """
         meta = dict(metadata or {})
         rid = self.resolve_record_id(store_id, meta.pop(ID_FIELD, None))
+        uid = meta.pop(USER_ID_FIELD, None)
+        if uid is not None:  # a keyed id: the user's id is sealed, bound to it, and must map to it
+            uid = self.user_id(rid, self.open_value(uid, record_id=rid, field=USER_ID_FIELD))
         token = text if isinstance(text, str) else ""
         try:
             opened_text = self._open_text(token, rid, meta)
@@ -319,7 +279,7 @@ class RecordSealer(KeyHolder):
         for name in self._fields:
             if name in meta:
                 meta[name] = self._sealer.open_json(meta[name], record_id=rid, field=_METADATA_FIELD + name)
-        return OpenedRecord(record_id=rid, text=opened_text, metadata=meta)
+        return OpenedRecord(record_id=uid if uid is not None else rid, text=opened_text, metadata=meta, store_id=rid)
 
     def _open_text(self, token: str, rid: str, meta: Mapping[str, Any]) -> str:
         """The text, bound to its sealed fields' tokens; records sealed before that binding still open."""
@@ -389,15 +349,15 @@ class RecordSealer(KeyHolder):
         for name, value in kwargs.items():
             if value is None:
                 continue
-            if isinstance(name, str) and name.lower() in _TEXT_SEARCH_KWARGS:
+            if isinstance(name, str) and name.lower() in TEXT_SEARCH_KWARGS:
                 raise InvalidInputError(
                     f"cannot search the documents' content ({name}=): the texts are sealed, so it never matches "
                     "and would send its terms to the store in clear"
                 )
-            if _is_filter_kwarg(name):
+            if is_filter_kwarg(name):
                 keys = filter_field_names(value)
                 self.check_filter_keys(keys)
-                text = sorted({f for f in _TEXT_FIELDS for k in keys if _names_field(k, f)})
+                text = sorted({f for f in _TEXT_FIELDS for k in keys if names_field(k, f)})
                 if text:
                     raise InvalidInputError(
                         f"cannot filter on the sealed text ({text}): the store only holds its ciphertext"
@@ -412,7 +372,7 @@ class RecordSealer(KeyHolder):
         Raises:
             InvalidInputError: A key names a sealed field.
         """
-        bad = sorted({f for f in self._fields for k in keys if isinstance(k, str) and _names_field(k, f)})
+        bad = sorted({f for f in self._fields for k in keys if isinstance(k, str) and names_field(k, f)})
         if bad:
             raise InvalidInputError(
                 f"cannot filter on sealed metadata field(s) {bad}: the store only holds their ciphertext. "
