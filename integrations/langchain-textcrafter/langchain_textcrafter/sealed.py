@@ -19,8 +19,10 @@ every search ranks the opened records by exact cosine in your process), in one o
 ``fetch_k=None`` (or ``search=None``) is single-stage: the store ranks the vectors of ``embedding``.
 
 Plain by design: the vectors the store receives (protect them with :class:`ProtectedEmbeddings` or
-two-stage search), the ids, the metadata fields not in ``sealed_metadata`` (filterable) and the reserved
-``_tc_*`` fields. Filters on sealed fields and lexical/hybrid search over sealed texts cannot work.
+two-stage search), the metadata fields not in ``sealed_metadata`` (filterable) and the reserved
+``_tc_*`` fields. Record ids are keyed (:mod:`._ids`): the store holds a UUID per record that names
+nothing, and every read returns the user's id; ``record_ids="clear"`` stores the user's ids themselves.
+Filters on sealed fields and lexical/hybrid search over sealed texts cannot work.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ from textcrafter_rag.sealing import NotPicklable, SecretKey
 from textcrafter_rag.two_stage import DEFAULT_FETCH_K, VECTOR_KEY, TwoStageSearch
 from textcrafter_rag.validation import check_store_vectors
 
+from ._ids import SealedIds
 from ._reading import STORE_ID_FIELD, SealedReading, has_get_by_ids, store_id_field
 from .clean_vectors import CleanVectors, check_embedding_key
 from .sealed_embeddings import SealedTextEmbeddings
@@ -65,7 +68,7 @@ _RESERVED = (VECTOR_KEY, MODE_KEY, MARKER_KEY)
 StoreFactory = Callable[[Embeddings], VectorStore]
 
 
-class SealedVectorStore(NotPicklable, SealedReading):
+class SealedVectorStore(NotPicklable, SealedIds, SealedReading):
     """A LangChain ``VectorStore`` that stores only sealed texts (and sealed named metadata).
 
     Example:
@@ -95,6 +98,10 @@ class SealedVectorStore(NotPicklable, SealedReading):
             :class:`~textcrafter_rag.app_index.AppIndexSearch` (the app-side index; needs a store with
             ``get_by_ids``), or ``None`` (single-stage).
         strict: Raise on a hit that does not open instead of skipping and counting it (:attr:`skipped`).
+        record_ids: ``"keyed"`` (default): the wrapped store holds each record under a keyed UUID of its id
+            (HMAC under the key and context), which links no stored record to a known text; reads and
+            ``get_by_ids``/``delete`` use your ids. ``"clear"``: your ids themselves, for external systems
+            keyed by them; weaker (meaningful ids give a thief known (text, stored vector) pairs).
 
     Raises:
         TypeError: ``store`` is neither a factory nor a sealed store's store, the factory's store does
@@ -124,9 +131,10 @@ class SealedVectorStore(NotPicklable, SealedReading):
         fetch_k: int | TwoStageSearch | None = DEFAULT_FETCH_K,
         search: SearchOptions | None = _FROM_FETCH_K,
         strict: bool = False,
+        record_ids: str = "keyed",
     ) -> None:
         secret = SecretKey(key)
-        self._records = RecordSealer(secret, sealed_metadata=sealed_metadata, context=context)
+        self._records = RecordSealer(secret, sealed_metadata=sealed_metadata, context=context, record_ids=record_ids)
         if search is _FROM_FETCH_K:
             search = TwoStageSearch.of(fetch_k)
         elif fetch_k != DEFAULT_FETCH_K:
@@ -194,6 +202,11 @@ class SealedVectorStore(NotPicklable, SealedReading):
         return self._records.sealed_metadata
 
     @property
+    def record_ids(self) -> str:
+        """``"keyed"`` (the store holds keyed ids) or ``"clear"`` (the store holds your ids)."""
+        return self._records.record_ids
+
+    @property
     def search_options(self) -> SearchOptions | None:
         """The sealed search mode's options, or ``None`` for single-stage search."""
         return self._search.options if self._search is not None else None
@@ -248,27 +261,30 @@ class SealedVectorStore(NotPicklable, SealedReading):
 
     def _seal(
         self, documents: Sequence[Document], ids: Sequence[Any] | None, clean: np.ndarray | None
-    ) -> tuple[list[Document], list[Any], list[list[float]] | None]:
+    ) -> tuple[list[Document], list[Any], list[Any], list[list[float]] | None]:
+        """The sealed documents, the user's ids, the store's ids, and (sealed search) the store's vectors."""
         given = list(ids) if ids is not None else [d.id for d in documents]
         if len(given) != len(documents):
             raise InvalidInputError(f"got {len(given)} ids for {len(documents)} documents")
         record_ids = [new_record_id() if i is None or i == "" else i for i in given]
-        sealed = []
+        sealed, store_ids = [], []
         for doc, rid in zip(documents, record_ids, strict=True):
             reserved = [k for k in _RESERVED if k in (doc.metadata or {})]
             if reserved:
                 raise InvalidInputError(f"metadata field {reserved[0]!r} is reserved for the sealed store")
             rec = self._records.seal(doc.page_content, doc.metadata, record_id=rid)
+            sid = rec.store_id
+            store_ids.append(sid)
             sealed.append(
-                Document(id=rid if isinstance(rid, str) else None, page_content=rec.text, metadata=rec.metadata)
+                Document(id=sid if isinstance(sid, str) else None, page_content=rec.text, metadata=rec.metadata)
             )
         if self._search is not None and clean is not None:
-            fields = self._search.record_fields(clean, record_ids, [d.page_content for d in sealed])
+            fields = self._search.record_fields(clean, store_ids, [d.page_content for d in sealed])
             for doc, extra in zip(sealed, fields, strict=True):
                 doc.metadata.update(extra)
         if clean is None or self._search is None:
-            return sealed, record_ids, None
-        return sealed, record_ids, self._search.store_vectors(clean, record_ids).tolist()
+            return sealed, record_ids, store_ids, None
+        return sealed, record_ids, store_ids, self._search.store_vectors(clean, store_ids).tolist()
 
     def add_documents(self, documents: list[Document], **kwargs: Any) -> list[str]:
         """Embed the plaintexts (one encoder call), seal texts and named metadata, add them to the wrapped store.
@@ -289,14 +305,16 @@ class SealedVectorStore(NotPicklable, SealedReading):
         self, documents: Sequence[Document], ids: Sequence[Any] | None, vectors: np.ndarray, kwargs: dict
     ) -> list[str]:
         self._marker(write=True, dim=vectors.shape[1])
-        sealed, record_ids, store_vectors = self._seal(documents, ids, vectors if self._search is not None else None)
+        sealed, record_ids, store_ids, store_vectors = self._seal(
+            documents, ids, vectors if self._search is not None else None
+        )
         if store_vectors is None:
             store_vectors = vectors.tolist()
         with self._shim.registered(dict(zip((d.page_content for d in sealed), store_vectors, strict=True))):
-            out = self._store.add_documents(sealed, ids=record_ids, **kwargs)
+            out = self._store.add_documents(sealed, ids=store_ids, **kwargs)
         if self._search is not None and self._search.mode == "index":
-            self._search.index_add(record_ids, vectors)
-        return out
+            self._search.index_add(store_ids, vectors)
+        return self._user_ids(out, store_ids, record_ids)
 
     def copy_to(
         self, target: SealedVectorStore, ids: Sequence[Any], *, delete_source: bool = False, **kwargs: Any
@@ -312,7 +330,7 @@ class SealedVectorStore(NotPicklable, SealedReading):
             SealError: A record does not open under this store's key (nothing is written then).
             ValueError: Some ids are not in this store.
         """
-        raw = self._store.get_by_ids(list(ids))
+        raw = self._find(ids)
         if len(raw) != len(ids):
             raise InvalidInputError(f"{len(ids) - len(raw)} of the {len(ids)} ids are not in this store")
         opened = [self._open(d) for d in raw]
@@ -327,7 +345,7 @@ class SealedVectorStore(NotPicklable, SealedReading):
         else:
             out = target.add_documents(opened, ids=record_ids, **kwargs)
         if delete_source:
-            self.delete(record_ids)
+            self._delete_stored(self._delete_ids(record_ids, raw))
         return out
 
     async def aadd_documents(self, documents: list[Document], **kwargs: Any) -> list[str]:
@@ -340,16 +358,16 @@ class SealedVectorStore(NotPicklable, SealedReading):
         else:
             vectors = self._search.check_vectors(await self._clean.adocuments(texts))
         await asyncio.to_thread(self._marker, write=True, dim=vectors.shape[1])
-        sealed, ids, store_vectors = await asyncio.to_thread(
+        sealed, ids, store_ids, store_vectors = await asyncio.to_thread(
             self._seal, documents, kwargs.pop("ids", None), vectors if self._search is not None else None
         )
         with self._shim.registered(
             dict(zip((d.page_content for d in sealed), store_vectors or vectors.tolist(), strict=True))
         ):
-            out = await self._store.aadd_documents(sealed, ids=ids, **kwargs)
+            out = await self._store.aadd_documents(sealed, ids=store_ids, **kwargs)
         if self._search is not None and self._search.mode == "index":
-            await asyncio.to_thread(self._search.index_add, ids, vectors)
-        return out
+            await asyncio.to_thread(self._search.index_add, store_ids, vectors)
+        return self._user_ids(out, store_ids, ids)
 
     @staticmethod
     def _documents(texts: Iterable[str], metadatas: list[dict] | None) -> list[Document]:
@@ -371,22 +389,6 @@ class SealedVectorStore(NotPicklable, SealedReading):
         """Async :meth:`add_texts`."""
         return await self.aadd_documents(self._documents(texts, metadatas), ids=ids, **kwargs)
 
-    def delete(self, ids: list[Any] | None = None, **kwargs: Any) -> bool | None:
-        """Delete from the wrapped store (ids are not sealed), and from the app-side index."""
-        self._check(kwargs)
-        out = self._store.delete(ids, **kwargs)
-        if ids and self._search is not None and self._search.mode == "index":
-            self._search.index_remove(ids)
-        return out
-
-    async def adelete(self, ids: list[Any] | None = None, **kwargs: Any) -> bool | None:
-        """Async :meth:`delete`."""
-        self._check(kwargs)
-        out = await self._store.adelete(ids, **kwargs)
-        if ids and self._search is not None and self._search.mode == "index":
-            await asyncio.to_thread(self._search.index_remove, ids)
-        return out
-
     def save_index(self) -> None:
         """Write the app-side index to its ``index_path`` now (it is also written after every write).
 
@@ -406,6 +408,8 @@ class SealedVectorStore(NotPicklable, SealedReading):
     def _open(self, doc: Document) -> Document:
         metadata = {k: v for k, v in doc.metadata.items() if k not in _RESERVED}
         rec = self._records.open(doc.page_content, metadata, store_id=self._store_id(doc))
+        if rec.metadata.get(self._id_field) is not None and rec.record_id != rec.store_id:
+            rec.metadata[self._id_field] = rec.record_id  # the store's own id field (Qdrant _id, Milvus pk): yours
         return Document(id=rec.record_id, page_content=rec.text, metadata=rec.metadata)
 
     def _opened(self, docs: Iterable[Document]) -> list[Document]:
@@ -417,14 +421,6 @@ class SealedVectorStore(NotPicklable, SealedReading):
     def _check(self, kwargs: Mapping[str, Any]) -> None:
         # every filter-like keyword (filter=, Milvus expr=, Chroma where=...), by the rule both adapters share
         self._records.check_store_kwargs(kwargs)
-
-    def get_by_ids(self, ids: Sequence[Any], /) -> list[Document]:
-        """The documents with these ids, opened."""
-        return self._opened(self._store.get_by_ids(ids))
-
-    async def aget_by_ids(self, ids: Sequence[Any], /) -> list[Document]:
-        """Async :meth:`get_by_ids`."""
-        return self._opened(await self._store.aget_by_ids(ids))
 
     def _select_relevance_score_fn(self) -> Any:
         return self._store._select_relevance_score_fn() if self._search is None else (lambda cosine: cosine)

@@ -44,9 +44,12 @@ def test_the_store_holds_keyed_random_vectors_and_is_never_searched(base) -> Non
             for d, s in hits
         )
     assert store.store.searched == []  # the app-side index ranked; the store was only read by id
-    rows = [r for rid, r in store.store.store.items() if rid in IDS]
-    assert all(Sealer.is_sealed(r["text"]) and r["metadata"]["_tc_mode"] == "index" for r in rows)
-    cosines = [cosine(r["vector"], base.doc(TEXTS[IDS.index(r["id"])])) for r in rows]
+    sids = store.store_ids(IDS)
+    rows = [r for rid, r in store.store.store.items() if rid in sids]
+    assert len(rows) == len(IDS) and all(
+        Sealer.is_sealed(r["text"]) and r["metadata"]["_tc_mode"] == "index" for r in rows
+    )
+    cosines = [cosine(r["vector"], base.doc(TEXTS[sids.index(r["id"])])) for r in rows]
     assert max(abs(c) for c in cosines) < 0.7  # random 32-d directions, unrelated to the text
     again = store.similarity_search_by_vector(base.known.query_vector("condition 5"), k=3)
     assert [d.page_content for d in again] == _exact(base, "condition 5", 3)

@@ -50,7 +50,8 @@ def test_hits_open_with_the_primary_key_field_and_moved_records_raise(primary_fi
         "Bob Smith",
         "b",
     )
-    inner.store["b"] = {**inner.store["a"], "id": "b", "vector": inner.store["b"]["vector"]}  # a's values on b
+    a, b = store.store_ids(["a", "b"])
+    inner.store[b] = {**inner.store[a], "id": b, "vector": inner.store[b]["vector"]}  # a's values on b
     assert [d.id for d in store.similarity_search(TEXTS[1], k=2)] == ["a"]  # b is skipped, counted
     assert store.skipped == 1
     with pytest.raises(SealError, match="moved"):
@@ -66,6 +67,7 @@ def test_a_non_string_primary_field_attribute_falls_back_to_the_qdrant_field() -
     store = SealedVectorStore(no_primary_field, embedding=FakeAsymmetricEmbeddings(), key=generate_key())
     inner = store.store
     store.add_texts(TEXTS, ids=["a", "b"])
-    inner.store["b"] = {**inner.store["a"], "id": "b", "vector": inner.store["b"]["vector"]}
+    a, b = store.store_ids(["a", "b"])
+    inner.store[b] = {**inner.store[a], "id": b, "vector": inner.store[b]["vector"]}
     hit = store.similarity_search(TEXTS[1], k=1)[0]  # no id field known: the stored _tc_id alone is used
     assert (hit.id, hit.page_content) == ("a", TEXTS[0])

@@ -36,6 +36,11 @@ def _unrotated(key: str, vector, *, context: str = "") -> np.ndarray:
     return rotation.invert(np.asarray([vector], dtype=np.float32))[0]
 
 
+def _row(store: SealedVectorStore, rid: str) -> dict:
+    """The wrapped InMemoryVectorStore's row of record ``rid`` (held under its keyed id)."""
+    return store.store.store[store.store_ids([rid])[0]]
+
+
 def _exact(base: FakeAsymmetricEmbeddings, query: str, k: int) -> list[str]:
     return exact_top(base, TEXTS, query, k)
 
@@ -47,14 +52,14 @@ def test_the_store_receives_candidate_vectors_and_sealed_clean_ones(base) -> Non
     assert base.known.served["embed_documents"] == TEXTS  # one encoder call, plaintexts only
     inner = store.store
     for i, rid in enumerate(IDS):
-        row = inner.store[rid]
+        row = _row(store, rid)
         clean = base.doc(TEXTS[i])
         assert Sealer.is_sealed(row["metadata"]["_tc_vec"]) and Sealer.is_sealed(row["text"])
         assert np.linalg.norm(row["vector"]) == pytest.approx(1.0, abs=1e-5)
         assert cosine(row["vector"], clean) < 0.95  # far from the clean vector (about 1/sqrt(5) on average)
-    rotated = [cosine(inner.store[r]["vector"], base.doc(t)) for r, t in zip(IDS, TEXTS)]
+    rotated = [cosine(_row(store, r)["vector"], base.doc(t)) for r, t in zip(IDS, TEXTS)]
     assert abs(np.mean(rotated)) < 0.15  # rotated by the tenant's key: a guess cannot be compared without it
-    cosines = [cosine(_unrotated(key, inner.store[r]["vector"]), base.doc(t)) for r, t in zip(IDS, TEXTS)]
+    cosines = [cosine(_unrotated(key, _row(store, r)["vector"]), base.doc(t)) for r, t in zip(IDS, TEXTS)]
     assert np.mean(cosines) == pytest.approx(1 / np.sqrt(5), abs=0.1)  # noise 2.0 under the rotation
 
 
@@ -118,18 +123,19 @@ def test_every_copy_of_one_vector_gives_the_store_the_same_candidate(base) -> No
     again = _sealed(base, key=key)
     again.add_texts(TEXTS[:3], ids=IDS[:3])
     for rid in IDS[:3]:
-        assert first.store.store[rid]["vector"] == again.store.store[rid]["vector"]
+        assert _row(first, rid)["vector"] == _row(again, rid)["vector"]
     first.add_texts([TEXTS[0]] * 4)  # the same text again without ids: four new records, one release
     first.add_texts([TEXTS[0]], ids=["another-id"])
-    r0 = first.store.store["r0"]["vector"]
+    r0 = _row(first, "r0")["vector"]
     copies = [r["vector"] for r in first.store.store.values() if np.allclose(r["vector"], r0, atol=1e-6)]
     assert len(copies) == 6  # equal up to the float rounding of a batch's matrix product
     other_tenant = _sealed(base, key=key, context="tenant-b")
     other_tenant.add_texts(TEXTS[:1], ids=IDS[:1])
-    b_vector = other_tenant.store.store[IDS[0]]["vector"]
-    assert b_vector != first.store.store[IDS[0]]["vector"]  # another rotation ...
+    b_vector = _row(other_tenant, IDS[0])["vector"]
+    assert other_tenant.store_ids(IDS[:1]) != first.store_ids(IDS[:1])  # another tenant's keyed id
+    assert b_vector != _row(first, IDS[0])["vector"]  # another rotation ...
     np.testing.assert_allclose(  # ... of the same draw: two tenants under one key give nothing to average
-        _unrotated(key, b_vector, context="tenant-b"), _unrotated(key, first.store.store["r0"]["vector"]), atol=1e-5
+        _unrotated(key, b_vector, context="tenant-b"), _unrotated(key, _row(first, "r0")["vector"]), atol=1e-5
     )
 
 
@@ -137,7 +143,7 @@ def test_records_that_do_not_open_are_skipped_counted_or_refused_in_strict_mode(
     key = generate_key()
     store = _sealed(base, key=key, fetch_k=40)
     store.add_texts(TEXTS, ids=IDS)
-    meta0, meta1 = store.store.store["r0"]["metadata"], store.store.store["r1"]["metadata"]
+    meta0, meta1 = _row(store, "r0")["metadata"], _row(store, "r1")["metadata"]
     meta0["_tc_vec"], meta1["_tc_vec"] = meta1["_tc_vec"], meta0["_tc_vec"]
     with pytest.warns(SkippedRecordsWarning):
         hits = store.similarity_search("q", k=30 - 2)
@@ -179,7 +185,7 @@ def test_copy_to_rekeys_without_the_encoder(base) -> None:
     assert base.known.served["embed_documents"] == served  # no text went through the encoder again
     assert [d.page_content for d in new.similarity_search("q", k=3)] == _exact(base, "q", 3)
     assert new.get_by_ids(["r4"])[0].metadata == {"ward": 4}
-    assert new.store.store["r4"]["vector"] != old.store.store["r4"]["vector"]  # the new key's candidate
+    assert _row(new, "r4")["vector"] != _row(old, "r4")["vector"]  # the new key's candidate
     with pytest.raises(SealError, match="wrong key"):
         SealedVectorStore(new.store, key=generate_key(), fetch_k=30).similarity_search("q", k=1)
     with pytest.raises(ValueError, match="not in this store"):
@@ -197,7 +203,7 @@ def test_two_stage_search_is_the_default_and_a_single_stage_store_says_how_to_op
     default = SealedVectorStore(InMemoryVectorStore, embedding=base, key=key)
     assert default.two_stage == TwoStageSearch()
     default.add_texts(TEXTS[:3], ids=IDS[:3])
-    row = default.store.store["r0"]
+    row = _row(default, "r0")
     assert Sealer.is_sealed(row["metadata"]["_tc_vec"])  # the clean vector travels sealed
     assert not np.allclose(row["vector"], base.doc(TEXTS[0]))  # the store holds a candidate, not the vector
     single = SealedVectorStore(InMemoryVectorStore, embedding=base, key=key, fetch_k=None)
@@ -225,9 +231,9 @@ def test_a_new_text_beside_an_old_sealed_vector_does_not_open(base) -> None:
     key = generate_key()
     store = _sealed(base, key=key, fetch_k=40)
     store.add_texts(TEXTS[:3], ids=IDS[:3])
-    old_vector = store.store.store["r0"]["metadata"]["_tc_vec"]
+    old_vector = _row(store, "r0")["metadata"]["_tc_vec"]
     store.add_texts(["Patient 0 now reads differently."], ids=["r0"])  # an update of r0
-    store.store.store["r0"]["metadata"]["_tc_vec"] = old_vector  # the store splices the old vector back in
+    _row(store, "r0")["metadata"]["_tc_vec"] = old_vector  # the store splices the old vector back in
     strict = SealedVectorStore(store.store, key=key, fetch_k=40, strict=True)
     with pytest.raises(SealError):
         strict.similarity_search(TEXTS[0], k=3)

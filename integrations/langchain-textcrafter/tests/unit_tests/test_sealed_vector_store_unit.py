@@ -38,7 +38,8 @@ def inner(store: SealedVectorStore) -> InMemoryVectorStore:
 def test_the_store_holds_ciphertext_and_the_vectors_of_the_plaintexts(store, inner, base) -> None:
     ids = store.add_texts(TEXTS, METAS, ids=["a", "b", "c"])
     assert ids == ["a", "b", "c"]
-    for i, rid in enumerate(ids):
+    assert set(inner.store) == set(store.store_ids(ids)) and not set(inner.store) & set(ids)  # keyed ids only
+    for i, rid in enumerate(store.store_ids(ids)):
         row = inner.store[rid]
         assert Sealer.is_sealed(row["text"]) and "Doe" not in row["text"]
         assert row["metadata"]["topic"] == METAS[i]["topic"] and row["metadata"]["_tc_id"] == rid
@@ -63,7 +64,8 @@ def test_hits_come_back_opened_and_inputs_are_untouched(store, base) -> None:
 def test_document_ids_and_explicit_ids(store, inner) -> None:
     docs = [Document(id="d1", page_content=TEXTS[0]), Document(page_content=TEXTS[1])]
     ids = store.add_documents(docs)
-    assert ids[0] == "d1" and ids[1] != "d1" and inner.store["d1"]["metadata"]["_tc_id"] == "d1"
+    sid = store.store_ids(["d1"])[0]
+    assert ids[0] == "d1" and ids[1] != "d1" and inner.store[sid]["metadata"]["_tc_id"] == sid
     with pytest.raises(ValueError, match="2 ids for 1"):
         store.add_documents([Document(page_content="x")], ids=["p", "q"])
     with pytest.raises(ValueError, match="metadatas"):
@@ -85,7 +87,7 @@ def test_async_paths(store, base) -> None:
 
 def test_sealed_texts_never_get_embedded_as_ciphertext(store, inner) -> None:
     store.add_texts(TEXTS[:1], ids=["a"])
-    token = inner.store["a"]["text"]
+    token = inner.store[store.store_ids(["a"])[0]]["text"]
     with pytest.raises(SealError, match="not being added through"):
         inner.add_texts([token])  # the wrapped store used directly, with a sealed text
     inner.add_texts(["a plain text added directly"], ids=["p"])  # plain texts pass through (not sealed!)
@@ -105,8 +107,9 @@ def test_two_wrappers_share_one_store_and_another_key_opens_nothing(store, inner
     # the .store of a sealed store: its records, another key
     again = SealedVectorStore(inner, key=generate_key(), fetch_k=None)
     assert again.store is inner and again.embeddings is base
+    assert again.get_by_ids(["a"]) == []  # another key's keyed id names no stored record
     with pytest.raises(SealError):
-        again.get_by_ids(["a"])
+        again.similarity_search_by_vector(base.doc(TEXTS[0]), k=1)
     key = generate_key()
     first = SealedVectorStore(InMemoryVectorStore, embedding=base, key=key, fetch_k=None)
     first.add_texts(TEXTS[:1], ids=["x"])

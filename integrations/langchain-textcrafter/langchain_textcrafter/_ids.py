@@ -1,0 +1,138 @@
+"""Record ids of :class:`~langchain_textcrafter.SealedVectorStore`: the user's ids outside, keyed ids in the store.
+
+By default (``record_ids="keyed"``) the wrapped store holds every record under its keyed id
+(:meth:`textcrafter_rag.sealed_records.RecordSealer.keyed_id`: a UUID that names nothing), and the user's
+id only sealed inside the record; reads return the user's ids. These steps map the ids a caller gives
+(``get_by_ids``, ``delete``, ``copy_to``) to the store's. A store may also hold records under the other
+scheme's ids (written by the previous release, whose ids were clear, or with ``record_ids="clear"``): an id
+not found under this scheme's store id is looked up under the other's, so such stores keep reading and
+deleting as before. In keyed mode that second lookup sends the clear ids of the records not found to the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from langchain_core.documents import Document
+from langchain_core.vectorstores import VectorStore
+
+from textcrafter_rag.sealed_records import ID_FIELD, RecordSealer, canonical_record_id
+from textcrafter_rag.sealed_search import SealedSearch
+
+from ._reading import has_get_by_ids
+
+__all__ = ["SealedIds"]
+
+
+class SealedIds:
+    """The id mapping steps of the sealed store (mixed into it)."""
+
+    _store: VectorStore
+    _records: RecordSealer
+    _search: SealedSearch | None
+    _check: Callable[[Mapping[str, Any]], None]
+    _opened: Callable[[Iterable[Document]], list[Document]]
+    #: The sealed store's own: the id the wrapped store returned with a record.
+    _store_id: Callable[[Document], Any]
+
+    def _stored_ids(self, docs: Sequence[Document]) -> set[str]:
+        """The canonical store ids of records read back."""
+        out = set()
+        for doc in docs:
+            sid = self._store_id(doc)
+            sid = sid if sid is not None else (doc.metadata or {}).get(ID_FIELD)
+            if sid is not None:
+                out.add(canonical_record_id(sid))
+        return out
+
+    def _missing(self, ids: Sequence[Any], tried: Sequence[Any], found: Sequence[Document]) -> list[Any]:
+        got = self._stored_ids(found)
+        return [i for i, t in zip(ids, tried, strict=True) if canonical_record_id(t) not in got]
+
+    def _find(self, ids: Sequence[Any]) -> list[Document]:
+        """The stored (sealed) records of these user ids: under this scheme's store ids, else the other's."""
+        ids = list(ids)
+        tried = [self._records.store_id(i) for i in ids]
+        found = list(self._store.get_by_ids(tried))
+        missing = self._missing(ids, tried, found)
+        if missing:
+            found += self._store.get_by_ids([self._records.other_store_id(i) for i in missing])
+        return found
+
+    async def _afind(self, ids: Sequence[Any]) -> list[Document]:
+        """Async :meth:`_find`."""
+        ids = list(ids)
+        tried = [self._records.store_id(i) for i in ids]
+        found = list(await self._store.aget_by_ids(tried))
+        missing = self._missing(ids, tried, found)
+        if missing:
+            found += await self._store.aget_by_ids([self._records.other_store_id(i) for i in missing])
+        return found
+
+    def _delete_ids(self, ids: Sequence[Any], found: Sequence[Document] | None) -> list[Any]:
+        """The store ids to delete for these user ids (``found``: their records read back, ``None`` if unreadable).
+
+        Records found are deleted under the ids they are stored under; an id found under neither scheme is
+        passed under this scheme's store id, so the wrapped store answers for it as it did before (FAISS raises).
+        A store that cannot read by id is given both schemes' ids.
+        """
+        tried = [self._records.store_id(i) for i in ids]
+        if found is None:
+            return tried + [self._records.other_store_id(i) for i in ids]
+        got = self._stored_ids(found)
+        out = []
+        for uid, sid in zip(ids, tried, strict=True):
+            other = self._records.other_store_id(uid)
+            out.append(other if canonical_record_id(sid) not in got and canonical_record_id(other) in got else sid)
+        return out
+
+    @staticmethod
+    def _user_ids(returned: Sequence[Any], store_ids: Sequence[Any], user_ids: Sequence[Any]) -> list[Any]:
+        """What the wrapped store returned from an add, as the user's ids (stores return the ids they were given)."""
+        back = {canonical_record_id(s): u for s, u in zip(store_ids, user_ids, strict=True)}
+        return [back.get(canonical_record_id(r), r) if r is not None else r for r in returned]
+
+    # -- the public id paths -----------------------------------------------------------------------
+
+    def store_ids(self, ids: Sequence[Any]) -> list[Any]:
+        """The ids the wrapped store holds records of these ids under when written here (keyed ids by default).
+
+        For reading :attr:`store` directly (its own tools, backups); every method of the sealed store takes your ids.
+        """
+        return [self._records.store_id(i) for i in ids]
+
+    def get_by_ids(self, ids: Sequence[Any], /) -> list[Document]:
+        """The documents with these ids (yours: mapped to the store's), opened."""
+        return self._opened(self._find(ids))
+
+    async def aget_by_ids(self, ids: Sequence[Any], /) -> list[Document]:
+        """Async :meth:`get_by_ids`."""
+        return self._opened(await self._afind(ids))
+
+    def delete(self, ids: list[Any] | None = None, **kwargs: Any) -> bool | None:
+        """Delete these records (your ids, mapped to the store's) from the wrapped store and the app-side index."""
+        self._check(kwargs)
+        if ids is None:
+            return self._store.delete(None, **kwargs)
+        found = self._find(ids) if has_get_by_ids(self._store) else None
+        return self._delete_stored(self._delete_ids(ids, found), **kwargs)
+
+    def _delete_stored(self, store_ids: list[Any], **kwargs: Any) -> bool | None:
+        out = self._store.delete(store_ids, **kwargs)
+        if store_ids and self._search is not None and self._search.mode == "index":
+            self._search.index_remove(store_ids)
+        return out
+
+    async def adelete(self, ids: list[Any] | None = None, **kwargs: Any) -> bool | None:
+        """Async :meth:`delete`."""
+        self._check(kwargs)
+        if ids is None:
+            return await self._store.adelete(None, **kwargs)
+        found = await self._afind(ids) if has_get_by_ids(self._store) else None
+        store_ids = self._delete_ids(ids, found)
+        out = await self._store.adelete(store_ids, **kwargs)
+        if store_ids and self._search is not None and self._search.mode == "index":
+            await asyncio.to_thread(self._search.index_remove, store_ids)
+        return out
