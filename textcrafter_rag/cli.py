@@ -15,6 +15,7 @@ from .encoders import encoder_from_name
 from .errors import InvalidInputError, TextcrafterError
 from .extras import is_missing, missing_extra
 from .keyed import TenantKey
+from .options import ProtectionOptions, check_tenant
 from .sealing import generate_key, load_key
 from .streaming import protect_file, rekey_file
 from .textcrafter import CalibrationConfig, RewardWeights, fit_textcrafter
@@ -113,19 +114,23 @@ def _key(path: str | None, env: str | None, tenant: str) -> TenantKey | None:
 
 
 def _cmd_protect(args: argparse.Namespace) -> int:
-    if args.tenant is not None and args.key_file is None and args.key_env is None:
-        raise InvalidInputError("--tenant needs a key: --key-file or --key-env")
+    keyed = args.key_file is not None or args.key_env is not None
+    check_tenant(args.tenant or "", keyed, name="--tenant", needs="a key, --key-file or --key-env")
+    options = ProtectionOptions(
+        mechanism=args.mechanism,
+        secure_mode=args.secure,
+        chunk_size=args.chunk_size,
+        key=load_key(args.key_file, env=args.key_env) if keyed else None,
+        tenant=args.tenant or "",
+    )
     report = protect_file(
         args.input,
         args.output,
-        policy=args.mechanism,
+        options=options,
         encoder=args.encoder,
-        secure_mode=args.secure,
-        key=_key(args.key_file, args.key_env, args.tenant or ""),
         column=args.column,
         output_column=args.output_column,
         text_column=args.text_column,
-        chunk_size=args.chunk_size,
         progress=not args.no_progress,
     )
     print(
@@ -250,13 +255,14 @@ def build_parser() -> argparse.ArgumentParser:
         "(the protected vectors only); .npy input can also go to .parquet or .jsonl. The output "
         "appears only once every chunk succeeded.",
     )
-    prot.add_argument(
+    which = prot.add_mutually_exclusive_group()
+    which.add_argument(
         "--mechanism",
         default=None,
         help="mechanism spec (e.g. gaussian:s=0.01, textcrafter:eps=2.5) or TextCrafter policy directory "
         "(default: the shipped eps=1.0 policy for the bundled MiniLM)",
     )
-    add_renamed_flag(prot, "--policy", "--mechanism", dest="mechanism")
+    add_renamed_flag(which, "--policy", "--mechanism", dest="mechanism")
     prot.add_argument(
         "--input",
         required=True,

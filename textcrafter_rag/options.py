@@ -1,5 +1,7 @@
 """The protection options, defined once: :class:`~textcrafter_rag.protector.Protector`, both framework
-adapters, :func:`~textcrafter_rag.protector.protector_for` and the CLI all take a :class:`ProtectionOptions`.
+adapters, :func:`~textcrafter_rag.protector.protector_for`, :func:`~textcrafter_rag.streaming.protect_file`,
+:class:`~textcrafter_rag.ray_data.Protect`, :func:`~textcrafter_rag.audit.run_audit` and the CLI all take a
+:class:`ProtectionOptions` (``options=``) and the same options as keywords (``mechanism=`` ...).
 
 Each option is checked once, in the constructor, by a small helper below (the way diffprivlib checks its
 parameters), so every entry point refuses the same values with the same message. Renamed keywords are
@@ -9,6 +11,7 @@ accepted for a while with a :class:`DeprecationWarning` (:func:`~textcrafter_rag
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
@@ -19,7 +22,7 @@ from .mechanisms import Mechanism
 from .sealing import SecretKey
 from .specs import DEFAULT_MECHANISM, MechanismArg
 
-__all__ = ["ProtectionOptions", "RENAMED_OPTIONS"]
+__all__ = ["ProtectionOptions", "RENAMED_OPTIONS", "check_tenant"]
 
 #: Old keyword -> its name now. ``policy`` names only TextCrafter's trained policy network now.
 RENAMED_OPTIONS: dict[str, str] = {"policy": "mechanism"}
@@ -54,11 +57,21 @@ def _check_chunk_size(value: Any) -> int:
     return value
 
 
-def _check_tenant(value: Any, key: Any) -> str:
+def check_tenant(value: Any, key: Any, *, name: str = "tenant=", needs: str = "key=") -> str:
+    """The one check that a tenant comes with a key, for every entry point.
+
+    ``name`` and ``needs`` say how the entry point spells the tenant and its key (Ray reads the key from
+    ``key_file=`` / ``key_env=``, the CLI from ``--key-file`` / ``--key-env``); ``key`` is the key, or
+    anything true when one will be read.
+
+    Raises:
+        InvalidTypeError: ``value`` is not a string.
+        InvalidInputError: A tenant without a key: every tenant would share one unkeyed space.
+    """
     if not isinstance(value, str):
         raise InvalidTypeError(f"tenant must be a string, got {type(value).__name__}")
-    if value and key is None:
-        raise InvalidInputError("tenant= needs key=: without a key every tenant would share one (unkeyed) space")
+    if value and (key is None or key is False):
+        raise InvalidInputError(f"{name} needs {needs}: without a key every tenant would share one (unkeyed) space")
     return value
 
 
@@ -102,25 +115,31 @@ class ProtectionOptions:
         _check_flag("secure_mode", self.secure_mode)
         _check_seed(self.seed)
         _check_chunk_size(self.chunk_size)
-        _check_tenant(self.tenant, self.key)
+        check_tenant(self.tenant, self.key)
         # held as a SecretKey (redacted repr, no pickling) so asdict()/vars() never expose the raw key
         if self.key is not None and not isinstance(self.key, (SecretKey, TenantKey)):
             object.__setattr__(self, "key", SecretKey(self.key))
 
     @classmethod
     def build(
-        cls, options: ProtectionOptions | None = None, overrides: dict[str, Any] | None = None, *, stacklevel: int = 4
+        cls,
+        options: ProtectionOptions | None = None,
+        overrides: dict[str, Any] | None = None,
+        *,
+        stacklevel: int = 4,
+        renamed: Mapping[str, str] = RENAMED_OPTIONS,
     ) -> ProtectionOptions:
         """``options`` (default: all defaults) with the keyword ``overrides`` applied, checked once.
 
-        Renamed keywords (``policy=``) are accepted with a :class:`DeprecationWarning`; ``stacklevel``
-        points that warning at the caller's line.
+        Renamed keywords (``policy=``, and an entry point's own old names in ``renamed``, such as
+        :func:`~textcrafter_rag.audit.run_audit`'s ``defense=``) are accepted with a
+        :class:`DeprecationWarning`; ``stacklevel`` points that warning at the caller's line.
 
         Raises:
-            InvalidTypeError: An unknown keyword, or a keyword given under both its old and new name.
+            InvalidTypeError: An unknown keyword, or one option given under two names (old and new).
         """
         overrides = dict(overrides or {})
-        for old, new in RENAMED_OPTIONS.items():
+        for old, new in renamed.items():
             if old in overrides:
                 warn_renamed(f"{old}=", f"{new}=", stacklevel=stacklevel)
                 if new in overrides:

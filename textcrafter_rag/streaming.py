@@ -36,6 +36,7 @@ from tqdm.auto import tqdm
 
 from .errors import InvalidInputError, VectorFileError
 from .keyed import KeyArg, TenantKey
+from .options import ProtectionOptions
 from .protector import protector_for
 from .validation import check_vectors
 from .vectorfiles import (
@@ -126,15 +127,13 @@ def protect_file(
     output: str | os.PathLike[str],
     *,
     protector: Any = None,
-    policy: str | os.PathLike[str] | None = None,
+    options: ProtectionOptions | None = None,
     encoder: str | None = None,
-    secure_mode: bool = False,
-    key: KeyArg | TenantKey | None = None,
     column: str = "embedding",
     output_column: str | None = None,
     text_column: str | None = "text",
-    chunk_size: int = 4096,
     progress: bool = True,
+    **overrides: Any,
 ) -> StreamReport:
     """Protect every vector of a ``.npy``, ``.parquet`` or ``.jsonl`` file in bounded memory.
 
@@ -142,45 +141,51 @@ def protect_file(
         input: The file to read; its suffix gives its format.
         output: The file to write (``.npy``, ``.parquet`` or ``.jsonl``, see
             :data:`SUPPORTED_CONVERSIONS`). It appears only when every chunk succeeded.
-        protector: A ready :class:`~textcrafter_rag.protector.Protector`; default one from
-            ``policy``, ``encoder`` and ``secure_mode`` (:func:`~textcrafter_rag.protector.protector_for`).
-        policy: A saved policy directory (default: the shipped policy, see ``protector_for``).
+        protector: A ready :class:`~textcrafter_rag.protector.Protector`; default one built from
+            ``options`` and ``encoder`` (:func:`~textcrafter_rag.protector.protector_for`).
+        options: The protection options (:class:`~textcrafter_rag.options.ProtectionOptions`), as
+            :class:`~textcrafter_rag.protector.Protector` takes them: the mechanism (default: the
+            shipped policy, see ``protector_for``), ``secure_mode``, ``key`` (a secret, or a
+            :class:`~textcrafter_rag.keyed.TenantKey`), ``tenant``, ``chunk_size`` ...; for the default
+            protector only (a ready ``protector`` carries its own), except ``chunk_size``, which is also
+            the number of rows read, protected and written per step and so bounds peak memory.
         encoder: For text inputs: ``"bundled"`` (the default when texts must be embedded) or a
             sentence-transformers model name or path.
-        secure_mode: Draw noise from the OS CSPRNG.
-        key: Rotate every release under this secret (tenant ``""``) or
-            :class:`~textcrafter_rag.keyed.TenantKey` (see :class:`~textcrafter_rag.protector.Protector`);
-            for the default protector only (a ready ``protector`` carries its own key).
         column: The embedding column (parquet) or field (jsonl).
         output_column: Where protected vectors go; default ``column``. If it differs, the clean
             embedding column is dropped from the output.
         text_column: The text column or field embedded when there is no embedding column.
-        chunk_size: Rows read, protected and written per step; bounds peak memory.
         progress: Show a progress bar (rows; bytes for ``.jsonl``).
+        **overrides: Any protection option by keyword, applied over ``options``
+            (``protect_file(src, dst, mechanism="gaussian:s=0.01", chunk_size=1024)``); ``policy=`` is the
+            deprecated name of ``mechanism=``.
 
     Raises:
         FileNotFoundError: The input file or the output folder does not exist (a
             :class:`~textcrafter_rag.vectorfiles.VectorFileNotFoundError`).
-        ValueError: ``chunk_size < 1``; both ``protector`` and ``key``.
+        InvalidTypeError, InvalidInputError: A bad option, as for ``Protector`` (``chunk_size < 1``, a
+            tenant without a key, ``policy=`` and ``mechanism=`` both); a ``protector`` together with a
+            protection option other than ``chunk_size``.
         StreamError: An unsupported format or conversion, a missing column, an invalid row; the
             message names the chunk and row or line. Nothing is left at ``output`` then.
     """
-    if protector is not None and key is not None:
+    given = options is not None or bool(set(overrides) - {"chunk_size"})
+    settings = ProtectionOptions.build(options, overrides)  # checked once, before any file is touched
+    if protector is not None and given:
         raise InvalidInputError(
-            "pass key= to the Protector (Protector(key=..., tenant=...)), not to protect_file as well"
+            "pass key= and the other protection options to the Protector (Protector(key=..., tenant=...)), "
+            "not to protect_file as well (only chunk_size= applies to a ready protector)"
         )
-    options = ReadOptions(column=column, text_column=text_column, chunk_size=chunk_size)  # checks chunk_size
+    read = ReadOptions(column=column, text_column=text_column, chunk_size=settings.chunk_size)
     src, dst = Path(input), Path(output)
     out_fmt = _check_paths(src, dst)
-    with raising(StreamError), open_reader(src, options) as reader:
+    with raising(StreamError), open_reader(src, read) as reader:
         n_rows = reader.count_rows() if out_fmt == ".npy" else reader.n_rows  # .npy output: rows up front
         if n_rows == 0:
             raise StreamError(f"{src} has no rows to protect")
         if protector is None:
             name = encoder if encoder is not None else ("bundled" if reader.embeds else None)
-            protector = protector_for(
-                mechanism=policy, encoder=name, secure_mode=secure_mode, chunk_size=chunk_size, key=key
-            )
+            protector = protector_for(encoder=name, options=settings)
         elif reader.embeds and protector.encoder is None:
             raise StreamError(f"{src} holds texts to embed but the protector has no encoder")
         dim = protector.dimension

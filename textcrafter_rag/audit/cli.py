@@ -13,7 +13,7 @@ import torch
 
 from ..attacks.config import AttackConfig
 from ..deprecation import add_renamed_flag
-from ..specs import names_a_spec
+from ..options import ProtectionOptions
 from .report import summary, write_report
 from .run import run_audit
 
@@ -40,15 +40,12 @@ def run_audit_command(args: argparse.Namespace) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if args.threads:
         torch.set_num_threads(args.threads)
-    spec = args.mechanism is not None and names_a_spec(args.mechanism)
     result = run_audit(
         args.vectors,
         texts=args.texts,
         column=args.column,
         encoder=args.encoder,
-        policy=None if spec else args.mechanism,
-        defense=args.mechanism if spec else None,
-        defense_seed=args.mechanism_seed,
+        options=ProtectionOptions(mechanism=args.mechanism, seed=args.mechanism_seed),
         n=args.n,
         inverter=args.inverter,
         attack=audit_attack_config(args),

@@ -33,10 +33,12 @@ from ..attacks.evaluate import clean_inverter, evaluate_attacks
 from ..attacks.inverter import Inverter
 from ..attacks.inverter_io import read_strength
 from ..attacks.texts import attack_texts as default_attack_texts
+from ..autofit import AUTO
 from ..embedding import embed_in_batches
 from ..encoders import Encoder, as_encoder, encoder_from_name
 from ..mechanisms import Mechanism, NoDefense
-from ..specs import from_spec, resolve_mechanism
+from ..options import RENAMED_OPTIONS, ProtectionOptions
+from ..specs import names_a_spec, resolve_mechanism
 from ..validation import check_vectors
 from .attacker import strength_summary
 from .measures import METRICS, MIN_PII_CLASS, RAW_COSINE, diagnose, presidio_detector, reference_row, say, stage_row
@@ -109,19 +111,25 @@ def _resolve_encoder(encoder: Any) -> Encoder:
     return as_encoder(encoder)
 
 
-def _resolve_defense(policy: Any, defense: str | None, *, encoder: Encoder, seed: int | None) -> Mechanism:
-    if policy is not None and defense is not None:
-        raise AuditInputError("give either a policy or a defense spec, not both")
-    if policy is not None and not isinstance(policy, (str, os.PathLike)):
-        mech = resolve_mechanism(policy, encoder=encoder)
-    elif policy is not None:
-        if not Path(policy).is_dir():
-            raise AuditInputError(f"policy directory {policy} does not exist")
-        mech = resolve_mechanism(policy, encoder=encoder, seed=seed)
-    elif defense is not None:
-        mech = from_spec(defense, seed=seed, encoder=encoder)
-    else:
-        mech = resolve_mechanism(None, encoder=encoder, seed=seed)
+#: ``run_audit``'s old keywords: a spec (``defense=``) and a policy (``policy=``) are both a ``mechanism=`` now.
+_RENAMED = {**RENAMED_OPTIONS, "defense": "mechanism", "defense_seed": "seed"}
+
+
+def _audit_options(options: ProtectionOptions | None, overrides: dict[str, Any]) -> ProtectionOptions:
+    """The protection options of "after", checked once; a key is refused (the audit measures the mechanism)."""
+    settings = ProtectionOptions.build(options, overrides, stacklevel=5, renamed=_RENAMED)
+    if settings.key is not None:
+        raise AuditInputError("the audit protects with the mechanism only: leave key= and tenant= out")
+    return settings
+
+
+def _resolve_mechanism(settings: ProtectionOptions, *, encoder: Encoder) -> Mechanism:
+    """The mechanism of "after": a spec string, a policy directory, a Mechanism or "auto" (``resolve_mechanism``)."""
+    m = settings.mechanism
+    a_path = isinstance(m, (str, os.PathLike)) and m != AUTO and not (isinstance(m, str) and names_a_spec(m))
+    if a_path and not Path(m).is_dir():
+        raise AuditInputError(f"policy directory {m} does not exist (and it is not a mechanism spec)")
+    mech = resolve_mechanism(m, encoder=encoder, secure_mode=settings.secure_mode, seed=settings.seed)
     if mech.dim is not None and mech.dim != encoder.dimension:
         raise AuditInputError(
             f"the defense protects {mech.dim}-d vectors but the encoder "
@@ -217,14 +225,13 @@ def run_audit(
     texts: str | os.PathLike[str] | Sequence[str] | None = None,
     column: str = "embedding",
     encoder: Any = "bundled",
-    policy: Any = None,
-    defense: str | None = None,
-    defense_seed: int | None = None,
+    options: ProtectionOptions | None = None,
     n: int = 200,
     attack_texts: Sequence[str] | None = None,
     inverter: Inverter | str | os.PathLike[str] | None = None,
     attack: AttackConfig | None = None,
     progress: bool = True,
+    **overrides: Any,
 ) -> AuditResult:
     """Attack a sample of stored vectors before and after protection.
 
@@ -235,9 +242,10 @@ def run_audit(
         column: The embedding column of a ``.parquet`` / ``.jsonl`` store.
         encoder: The encoder that produced the store: ``"bundled"``, a sentence-transformers name or an
             :class:`~textcrafter_rag.encoders.Encoder`.
-        policy: A policy directory or mechanism for "after" (default: the policy shipped for the encoder).
-        defense: A defense spec (``from_spec``) for "after", instead of ``policy``.
-        defense_seed: Seed of the defense's noise (default unseeded, as in production).
+        options: How "after" is protected (:class:`~textcrafter_rag.options.ProtectionOptions`, without a
+            key): ``mechanism`` (a spec such as ``"gaussian:s=0.05"``, a policy directory or a
+            :class:`~textcrafter_rag.mechanisms.Mechanism`; default ``"auto"``, the policy shipped for the
+            encoder), ``seed`` (of its noise; default unseeded, as in production) and ``secure_mode``.
         n: Rows sampled (all rows with texts when there are fewer; at most 64 when ``attack.quick``).
         attack_texts: The attacker's own texts (default: from ``attack.data_dir``, see
             :func:`~textcrafter_rag.attacks.texts.attack_texts`).
@@ -248,11 +256,16 @@ def run_audit(
             the report (0 keeps none); ``seed`` also seeds the sampling; ``cache_dir`` holds inverters and the
             attacker's embeddings, never the store's texts.
         progress: Progress bars and step messages on stderr.
+        **overrides: Those options by keyword, over ``options`` (``mechanism="ldp:eps=4", seed=0``). The
+            old ``policy=`` and ``defense=`` (now both ``mechanism=``) and ``defense_seed=`` (now ``seed=``)
+            still work, with a :class:`DeprecationWarning`.
 
     Raises:
+        InvalidTypeError: An unknown option, or one given under two names (``policy=`` and ``defense=``).
         AuditInputError: Bad input (missing file, dimension mismatch, texts longer than the store, ...).
         ArtifactError: ``inverter`` names a corrupted or edited inverter directory.
     """
+    settings = _audit_options(options, overrides)
     attack = attack or AttackConfig()
     seed, t_start = attack.seed, time.time()
     if attack.quick:
@@ -270,7 +283,7 @@ def run_audit(
             f"the store holds {stored.shape[1]}-d vectors but the encoder {enc.model_id!r} "
             f"produces {enc.dimension}-d ones; pass the encoder that built the store (--encoder)"
         )
-    mech = _resolve_defense(policy, defense, encoder=enc, seed=defense_seed)
+    mech = _resolve_mechanism(settings, encoder=enc)
     inv, inv_info, train, source = _attacker(
         enc, inverter=inverter, attack_texts=attack_texts, attack=attack, progress=progress
     )
@@ -365,7 +378,7 @@ def run_audit(
             "name": getattr(mech, "name", "?"),
             "params": _clean(mech.params()),
             "expected_norm": mech.expected_norm(enc.dimension),
-            "seed": defense_seed,
+            "seed": settings.seed,
         },
         "diagnostics": diag,
         "attacker": _attacker_meta(
