@@ -110,7 +110,7 @@ def test_map_batches_protects_every_row_like_the_single_process_protector(local_
     x = _unit(N, seed=0)
     table = pa.table({"id": np.arange(N, dtype=np.int64), "embedding": ArrowTensorArray.from_numpy(x)})
     ds = ray.data.from_arrow([table.slice(i, 12_500) for i in range(0, N, 12_500)])  # 8 input blocks
-    protected = ds.map_batches(Protect, fn_constructor_kwargs={"policy": policy_dir}, batch_size=BATCH, concurrency=2)
+    protected = ds.map_batches(Protect, fn_constructor_kwargs={"mechanism": policy_dir}, batch_size=BATCH, concurrency=2)
     got = _collect(protected, "id", "embedding")
 
     ids = got["id"]
@@ -147,7 +147,7 @@ def test_pyarrow_batches_of_identical_rows_get_independent_noise(local_ray, poli
     table = pa.table({"id": np.arange(n, dtype=np.int64), "embedding": emb, "doc": [f"d{i}" for i in range(n)]})
     ds = ray.data.from_arrow([table.slice(i, 4096) for i in range(0, n, 4096)])
     protected = ds.map_batches(
-        Protect, fn_constructor_kwargs={"policy": policy_dir}, batch_format="pyarrow", batch_size=1024, concurrency=2
+        Protect, fn_constructor_kwargs={"mechanism": policy_dir}, batch_format="pyarrow", batch_size=1024, concurrency=2
     )
     got = _collect(protected, "id", "embedding", "doc")
     order = np.argsort(got["id"])
@@ -178,6 +178,6 @@ def test_an_invalid_row_fails_the_job(local_ray, policy_dir) -> None:
     x = _unit(2048, seed=2)
     x[1500, 7] = np.nan
     ds = ray.data.from_numpy(x).map_batches(lambda b: {"embedding": b["data"]}, batch_size=None)
-    protected = ds.map_batches(Protect, fn_constructor_kwargs={"policy": policy_dir}, batch_size=1024, concurrency=1)
+    protected = ds.map_batches(Protect, fn_constructor_kwargs={"mechanism": policy_dir}, batch_size=1024, concurrency=1)
     with pytest.raises(Exception, match=r"column 'embedding' contains NaN or Inf in 1 row\(s\), first at row \d+"):
         protected.materialize()
