@@ -229,3 +229,19 @@ def test_protect_and_rekey_report_key_problems_without_the_key(tmp_path, capsys)
     with pytest.raises(SystemExit):  # the old key is required
         main(["rekey", str(tmp_path / "in.npy"), str(tmp_path / "o.npy")])
     assert not (tmp_path / "o.npy").exists()
+
+
+def test_protect_refuses_the_mechanism_under_both_names(tmp_path) -> None:
+    np.save(tmp_path / "in.npy", np.ones((2, 8), dtype=np.float32))
+    args = ["protect", "--input", str(tmp_path / "in.npy"), "--output", str(tmp_path / "o.npy"), "--no-progress"]
+    with pytest.raises(SystemExit) as exc:
+        main([*args, "--mechanism", "none", "--policy", "gaussian:s=0.5"])
+    assert exc.value.code == 2 and not (tmp_path / "o.npy").exists()
+
+
+def test_protect_checks_the_tenant_with_the_shared_check(tmp_path, capsys) -> None:
+    np.save(tmp_path / "in.npy", np.ones((2, 8), dtype=np.float32))
+    args = ["protect", "--input", str(tmp_path / "in.npy"), "--output", str(tmp_path / "o.npy"), "--no-progress"]
+    assert main([*args, "--mechanism", "none", "--tenant", "acme"]) == 2
+    err = capsys.readouterr().err  # the words of options.check_tenant, with the CLI's flag names
+    assert "--tenant needs a key, --key-file or --key-env: without a key every tenant would share one" in err
