@@ -92,3 +92,22 @@ def test_the_cli_takes_a_mechanism_spec_and_the_old_flag_with_a_warning(tmp_path
     with pytest.warns(FutureWarning, match="--policy is deprecated.*use --mechanism"):
         assert main([*args, "--policy", "gaussian:s=0.5"]) == 0
     assert not np.allclose(np.load(tmp_path / "out.npy"), X)
+
+
+def test_a_tenant_needs_a_key_is_raised_in_one_place() -> None:
+    """Every entry point (Protector, adapters, protect_file, Ray, CLI) goes through options.check_tenant."""
+    import ast
+    from pathlib import Path
+
+    import textcrafter_rag
+
+    raising = []
+    for path in sorted(Path(textcrafter_rag.__file__).parent.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Raise):
+                words = " ".join(
+                    c.value for c in ast.walk(node) if isinstance(c, ast.Constant) and isinstance(c.value, str)
+                )
+                if "tenant" in words and "needs" in words:
+                    raising.append(path.name)
+    assert raising == ["options.py"]
