@@ -46,6 +46,7 @@ from .sealing import KeyHolder, Sealer, SealError, SecretKey
 from .store_filters import TEXT_SEARCH_KWARGS, filter_field_names, is_filter_kwarg, names_field
 
 __all__ = [
+    "IDS_KEY",
     "ID_FIELD",
     "RECORD_ID_SCHEMES",
     "TEXT_FIELD",
@@ -64,6 +65,8 @@ ID_FIELD = "_tc_id"
 USER_ID_FIELD = "_tc_uid"
 #: ``record_ids=``: keyed store ids (the default), or the user's ids in clear (weaker: see the module).
 RECORD_ID_SCHEMES = ("keyed", "clear")
+#: Plain field of a store's marker record naming the scheme its records were written with (absent: clear ids).
+IDS_KEY = "_tc_ids"
 #: Field name the text is sealed under.
 TEXT_FIELD = "text"
 _METADATA_FIELD = "metadata."

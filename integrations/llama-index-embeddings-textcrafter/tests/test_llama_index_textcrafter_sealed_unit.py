@@ -31,18 +31,21 @@ def _node(text: str = "Jane Doe moved to 12 Elm Street, Leeds.", **kw: object) -
 
 @pytest.fixture
 def sealed() -> SealedVectorStore:
-    return SealedVectorStore(SimpleVectorStore(), key=generate_key(), sealed_metadata=("author",))
+    inner = SimpleVectorStore()
+    inner.stores_text = True  # as a text-keeping store (Qdrant, Chroma): it gets shells under keyed ids
+    return SealedVectorStore(inner, key=generate_key(), sealed_metadata=("author",))
 
 
 def test_a_shell_carries_no_plaintext_and_opens_to_the_original(sealed: SealedVectorStore) -> None:
     node = _node()
     shell = sealed.seal_node(node)
     stored = json.dumps(node_to_metadata_dict(shell, remove_text=False))  # what a text-keeping store writes
-    for secret in ("Jane", "Elm Street", SOURCE.hash, "moved to"):
-        assert secret not in stored
-    assert shell.node_id == node.node_id and shell.ref_doc_id == "doc-1" and shell.embedding == node.embedding
+    for secret in ("Jane", "Elm Street", SOURCE.hash, "moved to", node.node_id, "doc-1"):
+        assert secret not in stored  # the node's and its source's ids too: the store holds their keyed ids
+    node_sid, doc_sid = sealed.store_ids([node.node_id, "doc-1"])
+    assert shell.node_id == node_sid and shell.ref_doc_id == doc_sid and shell.embedding == node.embedding
     assert shell.metadata["topic"] == "moves" and "author" not in shell.metadata  # plain fields stay filterable
-    opened = sealed.open_node(shell, store_id=node.node_id)
+    opened = sealed.open_node(shell, store_id=node_sid)
     assert opened.model_dump() == node.model_dump()  # text, metadata, relationships (with the source's metadata)
     assert node.metadata["author"] == "Jane Doe" and node.embedding == [1.0, 0.0, 0.0]  # input untouched
 
@@ -61,7 +64,7 @@ def test_query_results_and_what_does_not_open() -> None:
     node = _node()
     sealed.add([node])
     result = sealed.query(VectorStoreQuery(query_embedding=[1.0, 0.0, 0.0], similarity_top_k=1))
-    assert result.ids == [node.node_id] and result.nodes is None  # ids only: the index reads its docstore
+    assert result.ids == sealed.store_ids([node.node_id]) and result.nodes is None  # ids only, as the store gave
     with pytest.raises(SealError):
         SealedVectorStore(inner, key=generate_key()).open_node(sealed.seal_node(node))
     with pytest.raises(SealError, match="moved"):

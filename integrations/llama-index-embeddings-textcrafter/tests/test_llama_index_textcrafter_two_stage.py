@@ -43,8 +43,9 @@ def test_qdrant_holds_candidates_and_sealed_vectors_and_the_retriever_ranks_exac
     assert [p.payload["_tc_marker"] for p in markers] == ["candidates"]
     points = [p for p in points if "_tc_marker" not in p.payload]
     assert len(points) == len(TEXTS) and all(p.payload["_tc_mode"] == "candidates" for p in points)
+    sids = index.vector_store.store_ids(IDS)  # the store holds keyed ids only
     for point in points:
-        text = TEXTS[IDS.index(str(point.id))]
+        text = TEXTS[sids.index(str(point.id))]
         assert Sealer.is_sealed(point.payload["_tc_vec"])
         assert cosine(point.vector, base.doc(text)) < 0.95  # the store never got the clean vector
     retriever = index.as_retriever(similarity_top_k=4)

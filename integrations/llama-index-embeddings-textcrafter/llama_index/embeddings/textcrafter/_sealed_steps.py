@@ -23,7 +23,7 @@ from llama_index.core.vector_stores.types import (
 )
 
 from textcrafter_rag.errors import InvalidInputError
-from textcrafter_rag.sealed_records import ID_FIELD, canonical_record_id
+from textcrafter_rag.sealed_records import ID_FIELD, IDS_KEY, RecordSealer, canonical_record_id
 from textcrafter_rag.sealed_search import MARKER_KEY, MODE_KEY, SealedSearch, check_marker_mode
 from textcrafter_rag.two_stage import VECTOR_KEY
 
@@ -37,6 +37,7 @@ class SealedSearchSteps:
 
     _search: SealedSearch | None
     _store: BasePydanticVectorStore
+    _records: RecordSealer
     _marker_id: str
     _marker_checked: bool
 
@@ -48,7 +49,7 @@ class SealedSearchSteps:
         return TextNode(
             id_=self._marker_id,
             text=self._search.marker_text(),
-            metadata={ID_FIELD: self._marker_id, MARKER_KEY: mode, MODE_KEY: mode},
+            metadata={ID_FIELD: self._marker_id, MARKER_KEY: mode, MODE_KEY: mode, IDS_KEY: self._records.record_ids},
             embedding=self._search.keyed_vectors(["marker"], dim)[0].tolist(),
         )
 
@@ -177,5 +178,5 @@ class SealedSearchSteps:
         return VectorStoreQueryResult(
             nodes=[node for (node, _), _ in kept],
             similarities=[float(score) for _, score in kept],
-            ids=[opened.record_ids[i] for (_, i), _ in kept],
+            ids=[node.node_id for (node, _), _ in kept],  # your node ids (the store's are keyed)
         )

@@ -5,11 +5,13 @@ their payload, and LlamaIndex's ``node_to_metadata_dict`` puts the *whole* node 
 (``_node_content``): its text, all its metadata, and its relationships, whose ``SOURCE`` entry
 carries the source document's metadata and hash. Sealing only the text would leave all of that.
 
-So this wrapper hands the store a *shell* node per node: same id and embedding, the source
-document's id (for ``delete(ref_doc_id)``), the metadata fields not named in ``sealed_metadata``
-(so the store can filter on them), and as text one AES-256-GCM token sealing the complete
-original node (``doc_to_json``), bound to the node id. Query results are opened back into the
-original nodes, of their original type. Nothing else about the node reaches the store.
+So this wrapper hands the store a *shell* node per node: its embedding, the keyed id of the node
+and of its source document (for ``delete(ref_doc_id)``: UUIDs under the key and tenant that name
+nothing, :meth:`~textcrafter_rag.sealed_records.RecordSealer.keyed_id`; ``record_ids="clear"`` keeps
+your ids), the metadata fields not named in ``sealed_metadata`` (so the store can filter on them), and
+as text one AES-256-GCM token sealing the complete original node (``doc_to_json``, your ids included),
+bound to the shell's id. Query results are opened back into the original nodes, of their original type,
+with your ids. Nothing else about the node reaches the store.
 
 Stores that keep no text (``stores_text=False``: FAISS) only get the shells' vectors and ids;
 their text lives in the index's docstore, which :func:`.sealed_storage.sealed_storage_context`
@@ -61,6 +63,7 @@ from textcrafter_rag.sealed_search import (
 from textcrafter_rag.sealing import NotPicklable, SealError, SecretKey
 from textcrafter_rag.two_stage import VECTOR_KEY, TwoStageSearch
 
+from ._sealed_ids import SealedNodeIds
 from ._sealed_steps import SealedSearchSteps
 from .instrumentation import warn_unless_silent
 
@@ -75,7 +78,7 @@ _RESERVED = (VECTOR_KEY, MODE_KEY, MARKER_KEY)
 
 
 # NotPicklable first: LlamaIndex's own __getstate__ would silently drop the key holders and pickle the rest
-class SealedVectorStore(NotPicklable, SealedSearchSteps, BasePydanticVectorStore):
+class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, BasePydanticVectorStore):
     """Wrap a LlamaIndex vector store so it stores only sealed nodes (plus the plain metadata fields).
 
     Example:
@@ -100,6 +103,12 @@ class SealedVectorStore(NotPicklable, SealedSearchSteps, BasePydanticVectorStore
         embed_model: Sealed search: the store embeds each query itself with this model (the index's
             ``SealedEmbedding``), so LlamaIndex's retriever never puts the clean query vector on the query
             bundle that its spans carry (``is_embedding_query`` is then ``False``).
+        record_ids: ``"keyed"`` (default): the wrapped store holds node and source-document ids as keyed
+            UUIDs (HMAC under the key and context), linking no stored record to a known text; ``get_nodes``,
+            ``delete``, ``delete_nodes`` and query results use your ids. ``"clear"``: your ids themselves,
+            for external systems keyed by them; weaker. A store that keeps no text (``stores_text=False``:
+            FAISS, ``SimpleVectorStore``) always holds the nodes' own ids: it answers queries with ids alone,
+            which LlamaIndex's index maps to its nodes, so they cannot be keyed there.
 
     Raises:
         TypeError: ``sealed_metadata`` is a string.
@@ -107,7 +116,11 @@ class SealedVectorStore(NotPicklable, SealedSearchSteps, BasePydanticVectorStore
         textcrafter_rag.sealing.InvalidKeyError: The key is not 32 bytes or their base64 string.
 
     A node that does not open (wrong key or context, edited, or moved to another id) raises
-    :class:`~textcrafter_rag.sealing.SealError`; a shell is never returned as a node.
+    :class:`~textcrafter_rag.sealing.SealError`; a shell is never returned as a node. Stores written with
+    clear ids (the previous release, or ``record_ids="clear"``) still open, search and delete: an id not
+    found under its keyed id is looked up under the clear one (which is then sent to the store), and
+    ``delete(ref_doc_id)`` deletes under both unless the store's marker says it holds keyed ids only.
+    ``add`` returns your node ids.
     ``stores_text`` mirrors the wrapped store's, so the index keeps using the docstore for stores
     that keep no text: seal that docstore too (:func:`sealed_storage_context`).
     """
@@ -120,6 +133,7 @@ class SealedVectorStore(NotPicklable, SealedSearchSteps, BasePydanticVectorStore
     _marker_id: str = PrivateAttr(default="")
     _marker_checked: bool = PrivateAttr(default=False)
     _embed_model: Any = PrivateAttr(default=None)
+    _ids_scheme: str | None = PrivateAttr(default=None)
 
     def __init__(
         self,
@@ -132,6 +146,7 @@ class SealedVectorStore(NotPicklable, SealedSearchSteps, BasePydanticVectorStore
         search: SearchOptions | None = _FROM_FETCH_K,
         strict: bool = False,
         embed_model: Any = None,
+        record_ids: str = "keyed",
     ) -> None:
         if not isinstance(store, BasePydanticVectorStore):
             raise InvalidTypeError(f"store must be a LlamaIndex BasePydanticVectorStore, got {type(store).__name__}")
@@ -155,7 +170,10 @@ class SealedVectorStore(NotPicklable, SealedSearchSteps, BasePydanticVectorStore
         self._embed_model = embed_model
         secret = SecretKey(key)
         self._store = store
-        self._records = RecordSealer(secret, sealed_metadata=sealed_metadata, context=context)
+        # A store that keeps no text answers queries with ids alone, which the index maps to its nodes: keyed ids
+        # could not be mapped back there, so such a store (FAISS) keeps the nodes' own ids (see record_ids).
+        ids = record_ids if store.stores_text else "clear"
+        self._records = RecordSealer(secret, sealed_metadata=sealed_metadata, context=context, record_ids=ids)
         self._search = SealedSearch(secret, context=context, options=search, strict=strict) if search else None
         self._marker_id = single_stage_marker_id(secret, context=context)
 
@@ -201,20 +219,19 @@ class SealedVectorStore(NotPicklable, SealedSearchSteps, BasePydanticVectorStore
         return self._shells([node])[0][0]
 
     def _shell(self, node: BaseNode, embedding: list[float] | None, extra: dict[str, Any]) -> TextNode:
-        rid = canonical_record_id(node.node_id)
+        sid = self._records.store_id(node.node_id)
+        rid = canonical_record_id(sid)
         token = self._records.seal_value(
             doc_to_json(node.model_copy(update={"embedding": None})), record_id=rid, field=NODE_FIELD
         )
         relationships = {}
         if node.ref_doc_id is not None:
-            relationships[NodeRelationship.SOURCE] = RelatedNodeInfo(node_id=node.ref_doc_id)
+            relationships[NodeRelationship.SOURCE] = RelatedNodeInfo(node_id=self._records.store_id(node.ref_doc_id))
         reserved = [k for k in _RESERVED if k in node.metadata]
         if reserved:
             raise InvalidInputError(f"node {rid!r}: metadata field {reserved[0]!r} is reserved for the sealed store")
         metadata = {**self._records.plain_metadata(node.metadata), ID_FIELD: rid, **extra}
-        return TextNode(
-            id_=node.node_id, text=token, metadata=metadata, relationships=relationships, embedding=embedding
-        )
+        return TextNode(id_=sid, text=token, metadata=metadata, relationships=relationships, embedding=embedding)
 
     def open_node(self, shell: BaseNode, *, store_id: Any = None) -> BaseNode:
         """The original node sealed in ``shell``, with the shell's embedding.
@@ -230,6 +247,7 @@ class SealedVectorStore(NotPicklable, SealedSearchSteps, BasePydanticVectorStore
             node = json_to_doc(data)
         except (KeyError, TypeError, ValueError) as exc:
             raise SealError(f"node {rid!r} opened but is not a serialised node ({type(exc).__name__})") from None
+        self._records.user_id(rid, node.node_id)  # the shell's id is the node's keyed id (or, written clear, itself)
         node.embedding = shell.embedding
         return node
 
@@ -238,7 +256,7 @@ class SealedVectorStore(NotPicklable, SealedSearchSteps, BasePydanticVectorStore
             return result
         ids: Sequence[Any] = result.ids if result.ids and len(result.ids) == len(result.nodes) else []
         nodes = [self.open_node(n, store_id=ids[i] if ids else None) for i, n in enumerate(result.nodes)]
-        return VectorStoreQueryResult(nodes=nodes, similarities=result.similarities, ids=result.ids)
+        return VectorStoreQueryResult(nodes=nodes, similarities=result.similarities, ids=[n.node_id for n in nodes])
 
     def _shells(self, nodes: Sequence[BaseNode]) -> tuple[list[BaseNode], np.ndarray | None]:
         """The shells for ``nodes``, and (sealed search) their validated clean vectors."""
@@ -251,7 +269,7 @@ class SealedVectorStore(NotPicklable, SealedSearchSteps, BasePydanticVectorStore
             return [], None
         clean = self._search.check_vectors([n.embedding for n in nodes], name="node embeddings")
         warn_unless_silent([n.embedding for n in nodes], what="node embeddings", stacklevel=4)
-        ids = [canonical_record_id(n.node_id) for n in nodes]
+        ids = [canonical_record_id(self._records.store_id(n.node_id)) for n in nodes]
         vectors = self._search.store_vectors(clean, ids)
         shells = [self._shell(n, v.tolist(), {}) for n, v in zip(nodes, vectors, strict=True)]
         fields = self._search.record_fields(clean, ids, [s.text for s in shells])  # the vector binds its shell
@@ -270,21 +288,23 @@ class SealedVectorStore(NotPicklable, SealedSearchSteps, BasePydanticVectorStore
         """Add the shells of ``nodes`` (the nodes themselves are not modified)."""
         shells, clean = self._shells(nodes)
         self._marker(write=False)
+        self._check_writable()
         out = self._store.add(shells, **add_kwargs)
         self._marker(write=True, dim=clean.shape[1] if clean is not None else None)
         if clean is not None and self._search is not None and self._search.mode == "index":
-            self._search.index_add([n.node_id for n in nodes], clean)
-        return out
+            self._search.index_add([s.node_id for s in shells], clean)
+        return self._added_ids(out, shells, nodes)
 
     async def async_add(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[str]:
         """Async :meth:`add`."""
         shells, clean = self._shells(nodes)
         await self._amarker(write=False)
+        await asyncio.to_thread(self._check_writable)
         out = await self._store.async_add(shells, **kwargs)
         await self._amarker(write=True, dim=clean.shape[1] if clean is not None else None)
         if clean is not None and self._search is not None and self._search.mode == "index":
-            await asyncio.to_thread(self._search.index_add, [n.node_id for n in nodes], clean)
-        return out
+            await asyncio.to_thread(self._search.index_add, [s.node_id for s in shells], clean)
+        return self._added_ids(out, shells, nodes)
 
     def query(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
         """The wrapped store's query, its nodes opened (stores that keep no text return ids only).
@@ -328,44 +348,52 @@ class SealedVectorStore(NotPicklable, SealedSearchSteps, BasePydanticVectorStore
         return await asyncio.to_thread(self._ranked, query, clean, result.nodes or [], result.ids)
 
     def get_nodes(self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None) -> list[BaseNode]:
-        """The wrapped store's nodes, opened."""
+        """The wrapped store's nodes (your ids, mapped to the store's), opened."""
         self._check(filters)
-        return [self.open_node(n) for n in self._store.get_nodes(node_ids, filters)]
+        if node_ids is None:
+            return [self.open_node(n) for n in self._store.get_nodes(None, filters)]
+        return [self.open_node(n) for n in self._find_shells(node_ids, filters)]
 
     async def aget_nodes(
         self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None
     ) -> list[BaseNode]:
         """Async :meth:`get_nodes`."""
         self._check(filters)
-        return [self.open_node(n) for n in await self._store.aget_nodes(node_ids, filters)]
+        if node_ids is None:
+            return [self.open_node(n) for n in await self._store.aget_nodes(None, filters)]
+        return [self.open_node(n) for n in await self._afind_shells(node_ids, filters)]
 
     def delete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
-        """Delete the nodes of a source document (its id is stored plain)."""
+        """Delete the nodes of a source document (stored under its keyed id, and under its clear one if written so)."""
         self._check(None, delete_kwargs)
-        self._store.delete(ref_doc_id, **delete_kwargs)
+        for sid in self._ref_doc_ids(ref_doc_id):
+            self._store.delete(sid, **delete_kwargs)
 
     async def adelete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
         """Async :meth:`delete`."""
         self._check(None, delete_kwargs)
-        await self._store.adelete(ref_doc_id, **delete_kwargs)
+        for sid in await asyncio.to_thread(self._ref_doc_ids, ref_doc_id):
+            await self._store.adelete(sid, **delete_kwargs)
 
     def delete_nodes(
         self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None, **delete_kwargs: Any
     ) -> None:
-        """Delete nodes by id (or by a filter on plain fields)."""
+        """Delete nodes by id (yours, mapped to the store's) or by a filter on plain fields."""
         self._check(filters, delete_kwargs)
-        self._store.delete_nodes(node_ids, filters, **delete_kwargs)
-        if node_ids and self._search is not None and self._search.mode == "index":
-            self._search.index_remove(node_ids)
+        store_ids = self._node_store_ids(node_ids)
+        self._store.delete_nodes(store_ids, filters, **delete_kwargs)
+        if store_ids and self._search is not None and self._search.mode == "index":
+            self._search.index_remove(store_ids)
 
     async def adelete_nodes(
         self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None, **delete_kwargs: Any
     ) -> None:
         """Async :meth:`delete_nodes`."""
         self._check(filters, delete_kwargs)
-        await self._store.adelete_nodes(node_ids, filters, **delete_kwargs)
-        if node_ids and self._search is not None and self._search.mode == "index":
-            await asyncio.to_thread(self._search.index_remove, node_ids)
+        store_ids = await asyncio.to_thread(self._node_store_ids, node_ids)
+        await self._store.adelete_nodes(store_ids, filters, **delete_kwargs)
+        if store_ids and self._search is not None and self._search.mode == "index":
+            await asyncio.to_thread(self._search.index_remove, store_ids)
 
     def clear(self) -> None:
         """Clear the wrapped store (and the app-side index)."""
