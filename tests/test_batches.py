@@ -295,7 +295,7 @@ def test_protect_callable_with_the_shipped_policy() -> None:
 
     path = shipped_policy_path("sentence-transformers/all-MiniLM-L6-v2")
     assert path is not None
-    first, second = Protect(policy=str(path)), Protect(policy=str(path))
+    first, second = Protect(mechanism=str(path)), Protect(mechanism=str(path))
     assert first.protector.mechanism.eps == 1.0 and not first.protector.mechanism.secure_mode
     x = _vectors(64, dim=384, seed=3)
     x[32:] = x[:32]  # duplicate inputs within a batch
@@ -310,7 +310,7 @@ def test_protect_callable_with_the_shipped_policy() -> None:
     # two actors, same input: no shared noise stream, and duplicates within a batch differ too
     assert not np.isclose(a["embedding"], b["embedding"], atol=1e-3).all(axis=1).any()
     assert not np.isclose(a["embedding"][:32], a["embedding"][32:], atol=1e-3).all(axis=1).any()
-    secure = Protect(policy=str(path), secure_mode=True)
+    secure = Protect(mechanism=str(path), secure_mode=True)
     assert secure.protector.mechanism.secure_mode
 
 
