@@ -53,7 +53,8 @@ class Protect:
             key, as :class:`~textcrafter_rag.protector.Protector` takes them. The mechanism is a spec
             string or a saved policy directory (default ``"auto"``: the shipped policy of the encoder;
             see :func:`~textcrafter_rag.specs.resolve_mechanism`): a name, not a loaded object, so every
-            actor loads its own copy.
+            actor loads its own copy. The tenant goes as ``tenant=`` (an options object holds one only
+            together with a key).
         column: The embedding column.
         output_column: Where protected vectors go (default: replace ``column``).
         text_column: Embed this text column when a batch has no ``column`` (needs ``encoder``).
