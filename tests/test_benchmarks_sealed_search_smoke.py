@@ -17,9 +17,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from benchmarks.sealed_search.distractors import cluster_distractors
 from benchmarks.sealed_search.report import verdict_rows
 from benchmarks.sealed_search.run import BatteryConfig, Corpus, measure, write_report
-from benchmarks.sealed_search.scale import ScaleConfig, cluster_distractors
+from benchmarks.sealed_search.scale import ScaleConfig
 
 DIM = 48
 

@@ -27,12 +27,12 @@ import threading
 import uuid
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import numpy as np
 
 from .app_index import AppIndex, AppIndexSearch, IndexFile
+from .candidate_rounds import FIRST_ROUND, CapCounter, HitFields, OpenedHits, RecallCapWarning, Rounds
 from .errors import InvalidInputError, InvalidTypeError, TextcrafterError
 from .keyed import keyed_normals
 from .numerics import unit_rows
@@ -47,6 +47,7 @@ __all__ = [
     "IndexMissingError",
     "ModeMismatchError",
     "OpenedHits",
+    "RecallCapWarning",
     "SealedSearch",
     "SearchOptions",
     "SkippedRecordsWarning",
@@ -81,15 +82,6 @@ def mode_name(options: SearchOptions | None) -> str:
     return "index" if isinstance(options, AppIndexSearch) else "candidates"
 
 
-@dataclass(frozen=True)
-class OpenedHits:
-    """Hits whose sealed vectors opened: their positions in the store's answer, ids and clean directions."""
-
-    positions: list[int]
-    record_ids: list[str]
-    vectors: np.ndarray
-
-
 class SealedSearch(NotPicklable):
     """Seal records' vectors, build what the store receives, open and rank hits: one key, one tenant.
 
@@ -118,10 +110,13 @@ class SealedSearch(NotPicklable):
         self._sealer = Sealer(key, context=context)
         # The candidate mode's noise and rotation; in index mode only its vector sealing is used.
         self._two_stage = TwoStage(
-            key, context=context, search=options if isinstance(options, TwoStageSearch) else TwoStageSearch()
+            key,
+            context=context,
+            search=options if isinstance(options, TwoStageSearch) else TwoStageSearch(doc_strength=0.0),
         )
         self._lock = threading.Lock()
         self._skipped = 0
+        self._caps = CapCounter(self.fetch_k)
         self._warned = False
         self._index: AppIndex | None = None
         #: Whether this store's marker record was found (the store was written before, in this mode).
@@ -228,7 +223,7 @@ class SealedSearch(NotPicklable):
                 stacklevel=4,
             )
 
-    def open_hits(self, hits: Sequence[tuple[Any, Any, Any, Any, Any]]) -> OpenedHits:
+    def open_hits(self, hits: Sequence[tuple[Any, Any, Any, Any, Any]], *, require_one: bool = True) -> OpenedHits:
         """Open the sealed vectors of hits, in the store's order.
 
         Each hit is ``(store id, stored _tc_id, sealed vector, mode, sealed text)``: the id the store returned
@@ -238,7 +233,8 @@ class SealedSearch(NotPicklable):
 
         Duplicates (one record returned twice, in any id spelling) are dropped, at most :attr:`fetch_k`
         hits are opened, the marker record is passed over, and hits that do not open are skipped and counted;
-        if none opens, the key or tenant is wrong and that is an error, not an empty answer.
+        if none opens, the key or tenant is wrong and that is an error, not an empty answer (``require_one``:
+        a later round of the same search may find none new that opens).
 
         Raises:
             ModeMismatchError: A hit was written in another mode, or no hit carries a sealed vector while
@@ -248,6 +244,7 @@ class SealedSearch(NotPicklable):
         positions: list[int] = []
         rids: list[str] = []
         vectors: list[np.ndarray] = []
+        seeds: list[bytes | None] = []
         seen: set[str] = set()
         unmarked = failed = 0
         for pos, (store_id, stored_id, token, mode, text) in enumerate(hits):
@@ -270,7 +267,7 @@ class SealedSearch(NotPicklable):
             if token is None and mode is None:
                 unmarked += 1
             try:
-                vector = self._two_stage.open_vector(
+                vector, seed = self._two_stage.open_vector_and_seed(
                     token, record_id=rid, record_text=text if isinstance(text, str) else None
                 )
             except SealError as exc:
@@ -280,18 +277,45 @@ class SealedSearch(NotPicklable):
             positions.append(pos)
             rids.append(rid)
             vectors.append(vector)
+            seeds.append(seed)
         if not positions and unmarked:
             raise ModeMismatchError(
                 f"none of the {unmarked} records returned has a sealed vector: the store was written single-stage; "
                 "open it with fetch_k=None"
             )
-        if not positions and failed:
+        if not positions and failed and require_one:
             raise SealError(
                 f"none of the {failed} records returned opens under this key and tenant: wrong key or context "
                 "(or every record was edited); nothing is returned"
             )
         dim = len(vectors[0]) if vectors else 0
-        return OpenedHits(positions, rids, np.stack(vectors) if vectors else np.empty((0, dim), dtype=np.float32))
+        return OpenedHits(
+            positions, rids, np.stack(vectors) if vectors else np.empty((0, dim), dtype=np.float32), seeds
+        )
+
+    def rounds(self, query: Any, k: int, fields: Callable[[Sequence[T]], list[HitFields]]) -> Rounds[T]:
+        """One candidate search's rounds (:mod:`~textcrafter_rag.candidate_rounds`): the adapter asks the store.
+
+        Drive it with ``while r.size is not None: r.take(store_search(store_query, k=r.size))``; a search that
+        stopped at ``fetch_k`` short of the recall target is counted in :attr:`capped` and warned once.
+        """
+        assert isinstance(self.options, TwoStageSearch)
+        return Rounds(
+            self._two_stage,
+            self.check_vectors(np.asarray(query).reshape(1, -1), name="query vector")[0],
+            self.check_k(k),
+            fields=fields,
+            open_hits=lambda new, first: self.open_hits(new, require_one=first),
+            cap=self.options.fetch_k,
+            recall=self.options.recall,
+            first=FIRST_ROUND,
+            caps=self._caps,
+        )
+
+    @property
+    def capped(self) -> int:
+        """Searches that reached ``fetch_k`` before the recall target's rule was met (their recall may be lower)."""
+        return self._caps.count
 
     def first_that_open(
         self, ranked: Sequence[tuple[int, float]], open_record: Callable[[int], T], k: int

@@ -32,6 +32,7 @@ import binascii
 import hashlib
 import hmac
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,6 +78,8 @@ VECTOR_FIELD = "vector"
 #: How a clean vector is packed before it is sealed: the prefix of each format.
 _PACKS = {"int8": "i8:", "float16": "f16:"}
 _MAX_FETCH_K = 100_000
+#: Separates a sealed vector's packing from its noise seed (base64 never contains it).
+_SEED_MARK = ";n="
 #: Prefix of the rotation's tenant: the candidate rotation never equals a keyed ProtectedEmbeddings' one.
 _ROTATION_TENANT = "\x00two-stage\x00"
 
@@ -87,16 +90,29 @@ class TwoStageSearch:
 
     Args:
         fetch_k: Candidates the store returns per query; the application opens and ranks them.
-            Must be at least the ``k`` of every search; it has to grow with the store's size.
+            Must be at least the ``k`` of every search. Without ``recall`` it has to grow with the store's
+            size; with it, it is the cap of the rounds.
         doc_strength: Norm ``r`` of the noise on each (unit) document vector the store receives.
         query_strength: Norm of the noise on each query vector the store receives (0 sends the clean query).
+        recall: Search in rounds until each record of the exact top ``k`` is found with at least this
+            probability, by the rule of :mod:`textcrafter_rag.candidate_rounds`; reaching ``fetch_k`` first is
+            counted and warned. ``None``: one round of ``fetch_k`` records.
     """
 
     fetch_k: int = DEFAULT_FETCH_K
     doc_strength: float = DEFAULT_DOC_STRENGTH
     query_strength: float = DEFAULT_QUERY_STRENGTH
+    recall: float | None = None
 
     def __post_init__(self) -> None:
+        if self.recall is not None:
+            if isinstance(self.recall, bool) or not isinstance(self.recall, (int, float, np.floating)):
+                raise InvalidInputError(
+                    f"recall must be a number in (0.5, 1) or None, got {type(self.recall).__name__}"
+                )
+            if not 0.5 < float(self.recall) < 1.0:
+                raise InvalidInputError("recall must be in (0.5, 1): 1 would mean fetching every record")
+            object.__setattr__(self, "recall", float(self.recall))
         if isinstance(self.fetch_k, bool) or not isinstance(self.fetch_k, (int, np.integer)):
             raise InvalidInputError(f"fetch_k must be an int, got {type(self.fetch_k).__name__}")
         if not 1 <= int(self.fetch_k) <= _MAX_FETCH_K:
@@ -253,15 +269,37 @@ class TwoStage(KeyHolder):  # refuses pickling and __getstate__ (the key); copie
         """The tenant's secret rotation of the candidate and query vectors (cached per process)."""
         return KeyedRotation(self._secret, tenant=_ROTATION_TENANT + self._context, dim=dim)
 
+    def _seed(self, label: bytes, unit_row: np.ndarray) -> bytes:
+        """The keyed seed of one vector's noise direction (a PRF of its quantized unit direction)."""
+        return hmac.new(self._noise_key, label + b"\x00" + _noise_item(unit_row), hashlib.sha256).digest()
+
+    def noised(self, unit: np.ndarray, seeds: Sequence[bytes | None], strength: float) -> np.ndarray:
+        """``unit(x + strength * u)`` per row, ``u`` the direction of its seed; NaN rows where the seed is ``None``.
+
+        Before the rotation, which keeps inner products: what the application needs to know the score the
+        store gave a record it opened (:mod:`textcrafter_rag.candidate_rounds`).
+        """
+        x = np.asarray(unit, dtype=np.float64)
+        out = np.full_like(x, np.nan)
+        for i, seed in enumerate(seeds):
+            if seed is not None:
+                direction = keyed_normals(seed, x.shape[1], x.shape[1])
+                out[i] = x[i] + strength * direction / np.linalg.norm(direction)
+        known = ~np.isnan(out[:, 0])
+        out[known] = unit_rows(out[known])
+        return out
+
     def _release(self, label: bytes, clean: np.ndarray, strength: float, name: str) -> np.ndarray:
         unit = unit_rows(np.asarray(clean, dtype=np.float64))
         if strength > 0:
-            directions = np.empty_like(unit)
-            for i, row in enumerate(unit):
-                subkey = hmac.new(self._noise_key, label + b"\x00" + _noise_item(row), hashlib.sha256).digest()
-                directions[i] = keyed_normals(subkey, unit.shape[1], unit.shape[1])
-            unit = unit_rows(unit + strength * unit_rows(directions))
+            unit = self.noised(unit, [self._seed(label, row) for row in unit], strength)
         return self.rotation(unit.shape[1]).apply(unit.astype(np.float32), name=name)
+
+    def query_unit(self, clean: np.ndarray) -> np.ndarray:
+        """The unit query the store receives for ``clean`` (one row), before the rotation."""
+        unit = unit_rows(np.asarray(clean, dtype=np.float64).reshape(1, -1))
+        strength = self._search.query_strength
+        return self.noised(unit, [self._seed(b"query", unit[0])], strength)[0] if strength > 0 else unit[0]
 
     def protect_documents(self, clean: Any, *, name: str = "document vectors") -> np.ndarray:
         """The candidate vectors the store receives for these clean vectors (the same vector: the same release).
@@ -285,7 +323,10 @@ class TwoStage(KeyHolder):  # refuses pickling and __getstate__ (the key); copie
         """
         unit = unit_rows(np.asarray(clean, dtype=np.float64).reshape(1, -1))[0]
         field = _vector_field(record_text)
-        return self._sealer.seal(pack_vector(unit), record_id=canonical_record_id(record_id), field=field)
+        packed = pack_vector(unit)
+        if self._search.doc_strength > 0:  # the noise seed, sealed: the app can tell the store's score of the record
+            packed += _SEED_MARK + base64.urlsafe_b64encode(self._seed(b"document", unit)).decode("ascii")
+        return self._sealer.seal(packed, record_id=canonical_record_id(record_id), field=field)
 
     def open_vector(self, token: Any, *, record_id: Any, record_text: str | None = None) -> np.ndarray:
         """The clean vector sealed in ``token`` for ``record_id`` (and the record's sealed text, if bound to it).
@@ -296,6 +337,28 @@ class TwoStage(KeyHolder):  # refuses pickling and __getstate__ (the key); copie
         Raises:
             SealError: Missing, not sealed, or not under this key, tenant, record id and text.
         """
+        return self.open_vector_and_seed(token, record_id=record_id, record_text=record_text)[0]
+
+    def open_vector_and_seed(
+        self, token: Any, *, record_id: Any, record_text: str | None = None
+    ) -> tuple[np.ndarray, bytes | None]:
+        """:meth:`open_vector`, and the seed of the record's candidate noise (``None`` for records sealed without it).
+
+        Raises:
+            SealError: as :meth:`open_vector`.
+        """
+        packed, _, seed = self._open_packed(token, record_id=record_id, record_text=record_text).partition(_SEED_MARK)
+        if not seed:
+            return unpack_vector(packed), None
+        try:
+            raw = base64.urlsafe_b64decode(seed)
+        except (binascii.Error, ValueError):
+            raw = b""
+        if len(raw) != 32:
+            raise SealError("a sealed vector carries a malformed noise seed")
+        return unpack_vector(packed), raw
+
+    def _open_packed(self, token: Any, *, record_id: Any, record_text: str | None) -> str:
         rid = canonical_record_id(record_id)
         if token is None:
             raise SealError(
@@ -305,10 +368,10 @@ class TwoStage(KeyHolder):  # refuses pickling and __getstate__ (the key); copie
         token = token if isinstance(token, str) else ""
         if record_text is not None:
             try:
-                return unpack_vector(self._sealer.open(token, record_id=rid, field=_vector_field(record_text)))
+                return str(self._sealer.open(token, record_id=rid, field=_vector_field(record_text)))
             except SealError:
                 pass  # sealed before vectors were bound to their text (or spliced: refused just below)
-        return unpack_vector(self._sealer.open(token, record_id=rid, field=VECTOR_FIELD))
+        return str(self._sealer.open(token, record_id=rid, field=VECTOR_FIELD))
 
     def __repr__(self) -> str:
         return f"TwoStage(search={self._search!r}, key=<redacted>)"

@@ -34,6 +34,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import faiss
@@ -46,19 +47,14 @@ from textcrafter_rag.sealed_search import SealedSearch
 from textcrafter_rag.sealing import SecretKey
 from textcrafter_rag.two_stage import TwoStage, TwoStageSearch
 
+from .distractors import CHUNK as _CHUNK
+from .distractors import cluster_distractors, distractor_check, gaussian_distractors
 from .modes import BENCH_KEY, CONTEXT
+from .rounds import recall_rows, timed_ms
+from .timing import SealedPool
 
-__all__ = [
-    "ScaleConfig",
-    "cluster_distractors",
-    "distractor_check",
-    "gaussian_distractors",
-    "scale_rows",
-    "store_bytes",
-]
+__all__ = ["ScaleConfig", "scale_rows", "store_bytes"]
 
-_CHUNK = 50_000
-_PARENTS = 6  # residuals mixed per distractor
 _DIM_BYTES = 4  # float32 per component in the store
 
 
@@ -74,6 +70,7 @@ class ScaleConfig:
         n_clusters: k-means clusters of the distractor fit.
         kinds: Distractor kinds (``clustered``, optionally ``gaussian``; ``gaussian`` only at the largest size).
         train_at: The index's ``train_at`` (``None``: the shipped default, 20,000).
+        recalls: Candidate mode's recall targets, searched in rounds up to the largest ``fetch_ks``.
     """
 
     sizes: tuple[int, ...]
@@ -83,66 +80,11 @@ class ScaleConfig:
     n_clusters: int = 64
     kinds: tuple[str, ...] = ("clustered",)
     train_at: int | None = None
+    recalls: tuple[float, ...] = (0.95, 0.99)
 
 
 def _unit32(x: np.ndarray) -> np.ndarray:
     return unit_rows(np.asarray(x, dtype=np.float64)).astype(np.float32)
-
-
-def cluster_distractors(docs: np.ndarray, n: int, *, n_clusters: int, seed: int) -> np.ndarray:
-    """``n`` unit vectors in the clusters of ``docs`` (see the module docstring)."""
-    x = _unit32(docs)
-    d = x.shape[1]
-    k = max(1, min(n_clusters, len(x) // 8))
-    km = faiss.Kmeans(d, k, niter=25, seed=seed + 11, verbose=False)
-    km.train(x)
-    _, assign = km.index.search(x, 1)
-    assign = assign[:, 0]
-    members = [np.flatnonzero(assign == c) for c in range(k)]
-    sizes = np.asarray([len(m) for m in members], dtype=np.float64)
-    centroids = np.stack([x[m].mean(axis=0) if len(m) else km.centroids[c] for c, m in enumerate(members)])
-    resid = x - centroids[assign]
-    spread = np.stack([resid[m].std(axis=0) if len(m) > 1 else np.full(d, resid.std()) for m in members])
-    rng = np.random.default_rng(seed + 13)
-    out = np.empty((n, d), dtype=np.float32)
-    for start in range(0, n, _CHUNK):
-        m = min(_CHUNK, n - start)
-        c = rng.choice(k, size=m, p=sizes / sizes.sum())
-        pick = np.stack([members[ci][rng.integers(len(members[ci]), size=_PARENTS)] for ci in c])
-        w = rng.choice(np.asarray([-1.0, 1.0], dtype=np.float32), size=(m, _PARENTS)) / np.float32(np.sqrt(_PARENTS))
-        mix = np.einsum("mj,mjd->md", w, resid[pick])
-        jitter = 0.25 * spread[c] * rng.standard_normal((m, d)).astype(np.float32)
-        out[start : start + m] = _unit32(centroids[c] + mix + jitter)
-    return out
-
-
-def gaussian_distractors(docs: np.ndarray, n: int, *, seed: int) -> np.ndarray:
-    """``n`` unit vectors from the one Gaussian fitted to ``docs`` (mean and full covariance)."""
-    rng = np.random.default_rng(seed + 7)
-    x = np.asarray(docs, dtype=np.float64)
-    chol = np.linalg.cholesky(np.cov(x, rowvar=False) + 1e-8 * np.eye(x.shape[1])).astype(np.float32)
-    mean = x.mean(axis=0).astype(np.float32)
-    out = np.empty((n, x.shape[1]), dtype=np.float32)
-    for start in range(0, n, _CHUNK):
-        m = min(_CHUNK, n - start)
-        out[start : start + m] = _unit32(mean + rng.standard_normal((m, x.shape[1]), dtype=np.float32) @ chol.T)
-    return out
-
-
-def distractor_check(docs: np.ndarray, distractors: np.ndarray, *, n: int = 2000, seed: int = 0) -> dict[str, float]:
-    """How close distractors sit to the real documents: mean best cosine to a real document, against the real
-    documents' own mean best cosine to another real document (neither near-copies nor out of domain)."""
-    x = _unit32(docs)
-    rng = np.random.default_rng(seed)
-    real = x[rng.choice(len(x), min(n, len(x)), replace=False)]
-    fake = distractors[rng.choice(len(distractors), min(n, len(distractors)), replace=False)]
-    sim_real = real @ x.T
-    sim_real[sim_real > 0.99999] = -1.0  # itself
-    return {
-        "real_nn_cosine_mean": float(sim_real.max(axis=1).mean()),
-        "distractor_nn_cosine_mean": float((fake @ x.T).max(axis=1).mean()),
-        "distractor_nn_cosine_p99": float(np.percentile((fake @ x.T).max(axis=1), 99)),
-    }
 
 
 def _ndcg(top: np.ndarray, doc_ids: Sequence[str], query_ids: Sequence[str], qrels: dict[str, set[str]]) -> float:
@@ -154,6 +96,11 @@ def _int8(x: np.ndarray) -> np.ndarray:
     """Unit rows as the core seals them (int8 with one scale) and opens them again."""
     scale = np.maximum(np.abs(x).max(axis=-1, keepdims=True), 1e-12) / 127.0
     return _unit32(np.round(x / scale) * scale)
+
+
+def _int8_rows(x: np.ndarray) -> np.ndarray:
+    """:func:`_int8` of many rows, in chunks (bounded memory at a million records)."""
+    return np.concatenate([_int8(x[s : s + _CHUNK]) for s in range(0, len(x), _CHUNK)])
 
 
 def _rerank(idx: np.ndarray, clean: np.ndarray, queries: np.ndarray, k: int = 10) -> np.ndarray:
@@ -169,6 +116,30 @@ def _rerank(idx: np.ndarray, clean: np.ndarray, queries: np.ndarray, k: int = 10
     return out
 
 
+def _sealed_cosines(clean: np.ndarray, q_unit: np.ndarray, i: int, idx: np.ndarray) -> np.ndarray:
+    return _int8(clean[idx]) @ q_unit[i]
+
+
+def _rerank_ndcg(
+    clean: np.ndarray,
+    q_unit: np.ndarray,
+    ids: Sequence[str],
+    query_ids: Sequence[str],
+    qrels: dict[str, set[str]],
+    top: np.ndarray,
+) -> float:
+    return _ndcg(_rerank(top, clean, q_unit), ids, query_ids, qrels)
+
+
+def _round_ms(index: Any, q_stored: np.ndarray, i: int, k: int) -> float:
+    """Milliseconds of one store search of query ``i`` for ``k`` records."""
+    return timed_ms(lambda: index.search(q_stored[i : i + 1], k))
+
+
+def _rounds_app_ms(pool: SealedPool, queries: np.ndarray, search: SealedSearch, two: TwoStage, i: int, n: int) -> float:
+    return pool.time_rounds_app(queries[i], n, search, two)
+
+
 def _flat(vectors: np.ndarray) -> Any:
     index = faiss.IndexFlatIP(vectors.shape[1])
     for start in range(0, len(vectors), _CHUNK * 4):
@@ -178,28 +149,6 @@ def _flat(vectors: np.ndarray) -> Any:
 
 def _pct(values: Sequence[float]) -> tuple[float, float]:
     return float(np.percentile(values, 50)), float(np.percentile(values, 95))
-
-
-class _Opener:
-    """Real sealed vectors to open while timing: a pool sealed once, opened as many at a time as a mode opens.
-
-    Each vector is bound to its record's sealed text (here a stand-in string of a sealed note's length).
-    """
-
-    def __init__(self, search: SealedSearch, clean: np.ndarray, n: int, seed: int) -> None:
-        rng = np.random.default_rng(seed)
-        rows = clean[rng.choice(len(clean), n, replace=len(clean) < n)]
-        self.ids = [str(uuid.UUID(bytes=rng.bytes(16), version=4)) for _ in range(n)]
-        self.texts = [rng.bytes(192).hex() for _ in range(n)]
-        self.tokens = [search.seal_vector(v, record_id=r, record_text=t) for v, r, t in zip(rows, self.ids, self.texts)]
-        self.search = search
-
-    def open(self, count: int, search: SealedSearch) -> np.ndarray:
-        """Open ``count`` sealed vectors with ``search`` (whose fetch_k or open_k is the mode setting's)."""
-        hits = [(self.ids[p], None, self.tokens[p], search.mode, self.texts[p]) for p in range(count)]
-        got = search.open_hits(hits).vectors
-        assert len(got) == count, (len(got), count)
-        return got
 
 
 def store_bytes(search: SealedSearch | None, clean: np.ndarray, dim: int) -> dict[str, float]:
@@ -273,8 +222,8 @@ def scale_rows(
     index_search.store_vectors(docs[:500], doc_ids[:500])
     meta["throughput"]["core_store_vectors_index_us_per_record"] = 1e6 * (time.perf_counter() - t0) / min(500, n_real)
     openers = {
-        "candidates": _Opener(cand_search, docs, max(cfg.fetch_ks), seed),
-        "index": _Opener(index_search, docs, max(o for _, o in cfg.index), seed),
+        "candidates": SealedPool(cand_search, docs, max(cfg.fetch_ks), seed),
+        "index": SealedPool(index_search, docs, max(o for _, o in cfg.index), seed),
     }
     bytes_cand = store_bytes(cand_search, docs, dim)
     bytes_index = store_bytes(index_search, docs, dim)
@@ -347,12 +296,38 @@ def scale_rows(
             )
             # candidates: the store's flat search over what it holds, then the exact re-rank
             flat = _flat(stored[:size])
-            _, fetched = flat.search(q_stored, min(max_fetch, size))
-            search_lat = []
-            for i in timed:
-                t = time.perf_counter()
-                flat.search(q_stored[i : i + 1], min(max_fetch, size))
-                search_lat.append(1000 * (time.perf_counter() - t))
+            store_scores, fetched = flat.search(q_stored, min(max_fetch, size))
+            search_lat = [_round_ms(flat, q_stored, i, min(max_fetch, size)) for i in timed]
+            scan_top = _flat(_int8_rows(clean[:size])).search(q_unit, 10)[1]
+            for r in recall_rows(
+                cfg.recalls,
+                cap=max_fetch,
+                size=size,
+                scores=store_scores,
+                fetched=fetched,
+                sealed_cosines=partial(_sealed_cosines, clean, q_unit),
+                scan_top=scan_top,
+                rerank_ndcg=partial(_rerank_ndcg, clean, q_unit, ids, query_ids, qrels),
+                timed=timed,
+                time_store=partial(_round_ms, flat, q_stored),
+                time_app=partial(_rounds_app_ms, openers["candidates"], queries, cand_by_k[max_fetch], two),
+                dim=dim,
+            ):
+                read, app, store = r.pop("read"), r.pop("app_ms"), r.pop("store_ms")
+                rows.append(
+                    {
+                        **base,
+                        "mode": "candidates",
+                        "mechanism": "candidates",
+                        **r,
+                        **_measured(r.pop("ndcg10"), clean_ndcg, read, *_pct(app)),
+                        "store_ms_p50": _pct(store)[0],
+                        "store_ms_p95": _pct(store)[1],
+                        "app_bytes_per_record_measured": 0.0,
+                        "app_vector_bytes_per_record": 0.0,
+                        **bytes_cand,
+                    }
+                )
             del flat
             for fk in cfg.fetch_ks:
                 ndcg = _ndcg(_rerank(fetched[:, :fk], clean, q_unit), ids, query_ids, qrels)

@@ -137,6 +137,17 @@ def verdict_rows(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
                 measured,
                 yes(bool(ok)),
             )
+    for r in _scale(rows):
+        if "recall_target" in r and r["distractors"] != "gaussian" and r["n_records"] in (small, big):
+            add(
+                "29",
+                f"recall target {r['recall_target']}: a full scan's top 10 found at that rate; reaching fetch_k "
+                "reported, never silent",
+                f"candidates, {r['setting']} ({r['n_records']:,} records)",
+                f"{r['recall_vs_scan']:.3f} found, NDCG ratio {r['ndcg_ratio']:.3f}, read p95 {r['opened_p95']:.0f}, "
+                f"{r['capped_share']:.0%} of queries capped (warned and counted)",
+                yes(r["recall_vs_scan"] >= r["recall_target"]),
+            )
     for mode in ("candidates", "candidates-norot"):
         thief = [r for r in _battery(rows) if r["mode"] == mode and r["attacker"] == "thief"]
         if not thief:

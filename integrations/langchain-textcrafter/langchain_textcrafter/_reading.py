@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from abc import abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from langchain_core.documents import Document
@@ -40,6 +40,14 @@ def store_id_field(store: VectorStore) -> str:
 
 def has_get_by_ids(store: VectorStore) -> bool:
     return type(store).get_by_ids is not VectorStore.get_by_ids
+
+
+class Found(NamedTuple):
+    """The records a sealed search ranks: every hit read, the positions of those that opened, their clean vectors."""
+
+    hits: list[Document]
+    positions: list[int]
+    vectors: np.ndarray
 
 
 class SealedReading(VectorStore):
@@ -101,7 +109,8 @@ class SealedReading(VectorStore):
             for d in hits
         ]
 
-    def _fetch(self, clean: np.ndarray, k: int, kwargs: Mapping[str, Any]) -> list[Document]:
+    def _fetch(self, clean: np.ndarray, k: int, kwargs: Mapping[str, Any]) -> Found:
+        """The records to rank: the app-side index's by id, or the store's candidates in rounds; opened."""
         core = self._core()
         core.check_k(k)
         self._marker(write=False)
@@ -112,31 +121,39 @@ class SealedReading(VectorStore):
                     "cannot be applied (filter the opened documents, or use candidate search to filter in the store)"
                 )
             ids = core.index_candidates(clean)
-            return self._store.get_by_ids(ids) if ids else []
-        return self._store.similarity_search_by_vector(core.store_query(clean)[0].tolist(), k=core.fetch_k, **kwargs)
+            hits = self._store.get_by_ids(ids) if ids else []
+            opened = core.open_hits(self._hit_fields(hits))
+            return Found(hits, opened.positions, opened.vectors)
+        protected = core.store_query(clean)[0].tolist()
+        rounds = core.rounds(clean, k, self._hit_fields)
+        while rounds.size is not None:
+            rounds.take(self._store.similarity_search_by_vector(protected, k=rounds.size, **kwargs))
+        return Found(rounds.hits, rounds.positions, rounds.vectors)
 
-    async def _afetch(self, clean: np.ndarray, k: int, kwargs: Mapping[str, Any]) -> list[Document]:
+    async def _afetch(self, clean: np.ndarray, k: int, kwargs: Mapping[str, Any]) -> Found:
         core = self._core()
         if core.mode == "index":
             return await asyncio.to_thread(self._fetch, clean, k, kwargs)
         core.check_k(k)
         await asyncio.to_thread(self._marker, write=False)
         protected = core.store_query(clean)[0].tolist()
-        return await self._store.asimilarity_search_by_vector(protected, k=core.fetch_k, **kwargs)
+        rounds = core.rounds(clean, k, self._hit_fields)
+        while rounds.size is not None:
+            hits = await self._store.asimilarity_search_by_vector(protected, k=rounds.size, **kwargs)
+            await asyncio.to_thread(rounds.take, hits)
+        return Found(rounds.hits, rounds.positions, rounds.vectors)
 
-    def _ranked(self, query: np.ndarray, hits: list[Document], k: int) -> list[tuple[Document, float]]:
+    def _ranked(self, query: np.ndarray, found: Found, k: int) -> list[tuple[Document, float]]:
         core = self._core()
-        opened = core.open_hits(self._hit_fields(hits))
-        ranked = core.rank(query, opened.vectors, len(opened.positions))
-        return core.first_that_open(ranked, lambda i: self._open(hits[opened.positions[i]]), k)
+        ranked = core.rank(query, found.vectors, len(found.positions))
+        return core.first_that_open(ranked, lambda i: self._open(found.hits[found.positions[i]]), k)
 
-    def _mmr(self, query: np.ndarray, hits: list[Document], k: int, lambda_mult: float) -> list[Document]:
-        opened = self._core().open_hits(self._hit_fields(hits))
-        if not opened.positions:
+    def _mmr(self, query: np.ndarray, found: Found, k: int, lambda_mult: float) -> list[Document]:
+        if not found.positions:
             return []
-        picked = maximal_marginal_relevance(query, opened.vectors.tolist(), lambda_mult=lambda_mult, k=k)
+        picked = maximal_marginal_relevance(query, found.vectors.tolist(), lambda_mult=lambda_mult, k=k)
         kept = self._core().first_that_open(
-            [(i, 0.0) for i in picked], lambda i: self._open(hits[opened.positions[i]]), k
+            [(i, 0.0) for i in picked], lambda i: self._open(found.hits[found.positions[i]]), k
         )
         return [doc for doc, _ in kept]
 

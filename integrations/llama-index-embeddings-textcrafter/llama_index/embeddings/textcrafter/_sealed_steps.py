@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from llama_index.core.indices.query.embedding_utils import get_top_k_mmr_embeddings
@@ -22,6 +22,7 @@ from llama_index.core.vector_stores.types import (
     VectorStoreQueryResult,
 )
 
+from textcrafter_rag.candidate_rounds import Rounds
 from textcrafter_rag.errors import InvalidInputError
 from textcrafter_rag.sealed_records import ID_FIELD, IDS_KEY, RecordSealer, canonical_record_id
 from textcrafter_rag.sealed_search import MARKER_KEY, MODE_KEY, SealedSearch, check_marker_mode
@@ -29,7 +30,24 @@ from textcrafter_rag.two_stage import VECTOR_KEY
 
 from .instrumentation import warn_unless_silent
 
-__all__ = ["SealedSearchSteps"]
+__all__ = ["Found", "SealedSearchSteps"]
+
+#: One shell the store returned, with the id it returned it under (``None`` if it gave none).
+Hit = tuple[BaseNode, Any]
+
+
+class Found(NamedTuple):
+    """The shells a sealed search ranks: every hit read, and the positions, ids and clean vectors of those opened."""
+
+    hits: list[Hit]
+    positions: list[int]
+    record_ids: list[str]
+    vectors: np.ndarray
+
+    @classmethod
+    def of(cls, rounds: Rounds[Hit]) -> Found:
+        """What a candidate search's rounds read and opened."""
+        return cls(rounds.hits, rounds.positions, rounds.record_ids, rounds.vectors)
 
 
 class SealedSearchSteps:
@@ -107,12 +125,40 @@ class SealedSearchSteps:
         return clean[0]
 
     def _candidate_query(self, query: VectorStoreQuery, clean: np.ndarray) -> VectorStoreQuery:
-        """What the store is asked in candidate search: a protected query for ``fetch_k`` shells."""
+        """What the store is asked in candidate search: a protected query (for as many shells as a round asks)."""
         assert self._search is not None
         protected = self._search.store_query(clean)[0].tolist()
         return dataclasses.replace(
             query, query_embedding=protected, similarity_top_k=self._search.fetch_k, mode=VectorStoreQueryMode.DEFAULT
         )
+
+    @staticmethod
+    def _hits(result: VectorStoreQueryResult) -> list[Hit]:
+        """A store's answer as ``(shell, store id)`` pairs (ids only when the store gave one per shell)."""
+        shells = list(result.nodes or [])
+        ids = list(result.ids) if result.ids and len(result.ids) == len(shells) else [None] * len(shells)
+        return list(zip(shells, ids, strict=True))
+
+    @staticmethod
+    def _hit_fields(hits: Sequence[Hit]) -> list[tuple[Any, Any, Any, Any, Any]]:
+        """What the core opens of each hit (see :meth:`~textcrafter_rag.sealed_search.SealedSearch.open_hits`)."""
+        return [
+            (
+                store_id,
+                (s.metadata or {}).get(ID_FIELD, s.node_id),
+                (s.metadata or {}).get(VECTOR_KEY),
+                (s.metadata or {}).get(MODE_KEY),
+                getattr(s, "text", None),
+            )
+            for s, store_id in hits
+        ]
+
+    def _opened(self, shells: Sequence[BaseNode]) -> Found:
+        """Shells read by id (the app-side index), opened."""
+        assert self._search is not None
+        hits: list[Hit] = [(s, None) for s in shells]
+        opened = self._search.open_hits(self._hit_fields(hits))
+        return Found(hits, opened.positions, opened.record_ids, opened.vectors)
 
     def _index_ids(self, query: VectorStoreQuery, clean: np.ndarray, kwargs: Mapping[str, Any]) -> list[str]:
         """The ids the app-side index ranks best (the store receives nothing but these ids)."""
@@ -132,27 +178,12 @@ class SealedSearchSteps:
         if gone:
             self._search.index_remove(gone)
 
-    def _ranked(
-        self, query: VectorStoreQuery, clean: np.ndarray, shells: Sequence[BaseNode], store_ids: Sequence[Any] | None
-    ) -> VectorStoreQueryResult:
-        """Open the shells' sealed vectors, rank them exactly (or by MMR), open the winners only.
+    def _ranked(self, query: VectorStoreQuery, clean: np.ndarray, opened: Found) -> VectorStoreQueryResult:
+        """Rank the opened shells exactly (or by MMR), open the winners only.
 
         The results carry no embedding: LlamaIndex hands them to retrieval events, callbacks and spans.
         """
         assert self._search is not None
-        ids: Sequence[Any] = store_ids if store_ids and len(store_ids) == len(shells) else []
-        opened = self._search.open_hits(
-            [
-                (
-                    ids[i] if ids else None,
-                    (s.metadata or {}).get(ID_FIELD, s.node_id),
-                    (s.metadata or {}).get(VECTOR_KEY),
-                    (s.metadata or {}).get(MODE_KEY),
-                    getattr(s, "text", None),
-                )
-                for i, s in enumerate(shells)
-            ]
-        )
         if not opened.positions:
             return VectorStoreQueryResult(nodes=[], similarities=[], ids=[])
         k = query.similarity_top_k
@@ -169,8 +200,8 @@ class SealedSearchSteps:
             order, scores = [i for i, _ in ranked], [s for _, s in ranked]
 
         def opened_node(i: int) -> tuple[BaseNode, int]:
-            pos = opened.positions[i]
-            node = self.open_node(shells[pos], store_id=ids[pos] if ids else None)
+            shell, store_id = opened.hits[opened.positions[i]]
+            node = self.open_node(shell, store_id=store_id)
             node.embedding = None
             return node, i
 

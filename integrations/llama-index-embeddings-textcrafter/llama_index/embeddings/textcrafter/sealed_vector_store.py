@@ -64,7 +64,7 @@ from textcrafter_rag.sealing import NotPicklable, SealError, SecretKey
 from textcrafter_rag.two_stage import VECTOR_KEY, TwoStageSearch
 
 from ._sealed_ids import SealedNodeIds
-from ._sealed_steps import SealedSearchSteps
+from ._sealed_steps import Found, SealedSearchSteps
 from .instrumentation import warn_unless_silent
 
 __all__ = ["NODE_FIELD", "SealedVectorStore"]
@@ -212,6 +212,11 @@ class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, BasePyda
         """Shells skipped so far because they did not open (another tenant under this key, edited, no vector)."""
         return self._search.skipped if self._search is not None else 0
 
+    @property
+    def capped(self) -> int:
+        """Searches that reached ``fetch_k`` before their recall target (``TwoStageSearch(recall=...)``) was met."""
+        return self._search.capped if self._search is not None else 0
+
     # -- sealing and opening ---------------------------------------------------------------------
 
     def seal_node(self, node: BaseNode) -> TextNode:
@@ -324,9 +329,14 @@ class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, BasePyda
             ids = self._index_ids(query, clean, kwargs)
             shells = self._store.get_nodes(node_ids=ids) if ids else []
             self._healed(ids, shells)
-            return self._ranked(query, clean, shells, None)
-        result = self._store.query(self._candidate_query(query, clean), **kwargs)
-        return self._ranked(query, clean, result.nodes or [], result.ids)
+            return self._ranked(query, clean, self._opened(shells))
+        rounds = self._search.rounds(clean, query.similarity_top_k, self._hit_fields)
+        asked = self._candidate_query(query, clean)
+        while rounds.size is not None:
+            rounds.take(
+                self._hits(self._store.query(dataclasses.replace(asked, similarity_top_k=rounds.size), **kwargs))
+            )
+        return self._ranked(query, clean, Found.of(rounds))
 
     async def aquery(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
         """Async :meth:`query`."""
@@ -343,9 +353,13 @@ class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, BasePyda
             ids = self._index_ids(query, clean, kwargs)
             shells = await self._store.aget_nodes(node_ids=ids) if ids else []
             self._healed(ids, shells)
-            return self._ranked(query, clean, shells, None)
-        result = await self._store.aquery(self._candidate_query(query, clean), **kwargs)
-        return await asyncio.to_thread(self._ranked, query, clean, result.nodes or [], result.ids)
+            return self._ranked(query, clean, self._opened(shells))
+        rounds = self._search.rounds(clean, query.similarity_top_k, self._hit_fields)
+        asked = self._candidate_query(query, clean)
+        while rounds.size is not None:
+            result = await self._store.aquery(dataclasses.replace(asked, similarity_top_k=rounds.size), **kwargs)
+            await asyncio.to_thread(rounds.take, self._hits(result))
+        return await asyncio.to_thread(self._ranked, query, clean, Found.of(rounds))
 
     def get_nodes(self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None) -> list[BaseNode]:
         """The wrapped store's nodes (your ids, mapped to the store's), opened."""
