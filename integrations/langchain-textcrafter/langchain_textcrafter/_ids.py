@@ -6,7 +6,8 @@ id only sealed inside the record; reads return the user's ids. These steps map t
 (``get_by_ids``, ``delete``, ``copy_to``) to the store's. A store may also hold records under the other
 scheme's ids (written by the previous release, whose ids were clear, or with ``record_ids="clear"``): an id
 not found under this scheme's store id is looked up under the other's, so such stores keep reading and
-deleting as before. In keyed mode that second lookup sends the clear ids of the records not found to the store.
+deleting as before. In keyed mode that second lookup sends the clear ids of the records not found to the store,
+unless the store's marker record (sealed search) says it was written with keyed ids only.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from typing import Any
 from langchain_core.documents import Document
 from langchain_core.vectorstores import VectorStore
 
-from textcrafter_rag.sealed_records import ID_FIELD, RecordSealer, canonical_record_id
+from textcrafter_rag.errors import InvalidInputError
+from textcrafter_rag.sealed_records import ID_FIELD, IDS_KEY, RecordSealer, canonical_record_id
 from textcrafter_rag.sealed_search import SealedSearch
 
 from ._reading import has_get_by_ids
@@ -31,6 +33,9 @@ class SealedIds:
 
     _store: VectorStore
     _records: RecordSealer
+    _marker_id: str
+    #: The id scheme the store's marker record names, once read (``None``: not read, or no marker).
+    _ids_scheme: str | None = None
     _search: SealedSearch | None
     _check: Callable[[Mapping[str, Any]], None]
     _opened: Callable[[Iterable[Document]], list[Document]]
@@ -57,7 +62,7 @@ class SealedIds:
         tried = [self._records.store_id(i) for i in ids]
         found = list(self._store.get_by_ids(tried))
         missing = self._missing(ids, tried, found)
-        if missing:
+        if missing and not self._knows_keyed_only():
             found += self._store.get_by_ids([self._records.other_store_id(i) for i in missing])
         return found
 
@@ -67,9 +72,29 @@ class SealedIds:
         tried = [self._records.store_id(i) for i in ids]
         found = list(await self._store.aget_by_ids(tried))
         missing = self._missing(ids, tried, found)
-        if missing:
+        if missing and not await asyncio.to_thread(self._knows_keyed_only):
             found += await self._store.aget_by_ids([self._records.other_store_id(i) for i in missing])
         return found
+
+    def _marker_scheme(self) -> str | None:
+        """The id scheme the marker names (``None``: no marker read; ``"clear"``: written before ids were keyed)."""
+        if self._ids_scheme is None and has_get_by_ids(self._store):
+            marker = self._store.get_by_ids([self._marker_id])
+            if marker:
+                self._ids_scheme = str((marker[0].metadata or {}).get(IDS_KEY, "clear"))
+        return self._ids_scheme
+
+    def _knows_keyed_only(self) -> bool:
+        """Whether every record of the store was written with keyed ids (its marker says so): no clear lookups."""
+        return self._records.record_ids == "keyed" and self._marker_scheme() == "keyed"
+
+    def _check_writable(self) -> None:
+        """Refuse clear ids in a store whose marker says keyed only: keyed readers would not look them up."""
+        if self._records.record_ids == "clear" and self._marker_scheme() == "keyed":
+            raise InvalidInputError(
+                "this store was written with keyed record ids: open it with record_ids='keyed' (the default) to "
+                "add to it; readers of a keyed store do not look up clear ids"
+            )
 
     def _delete_ids(self, ids: Sequence[Any], found: Sequence[Document] | None) -> list[Any]:
         """The store ids to delete for these user ids (``found``: their records read back, ``None`` if unreadable).

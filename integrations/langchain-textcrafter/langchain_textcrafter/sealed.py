@@ -38,7 +38,7 @@ from langchain_core.vectorstores import VectorStore
 
 from textcrafter_rag.app_index import AppIndexSearch
 from textcrafter_rag.errors import InvalidInputError, InvalidTypeError
-from textcrafter_rag.sealed_records import ID_FIELD, RecordSealer, new_record_id
+from textcrafter_rag.sealed_records import ID_FIELD, IDS_KEY, RecordSealer, new_record_id
 from textcrafter_rag.sealed_search import (
     MARKER_KEY,
     MODE_KEY,
@@ -238,6 +238,8 @@ class SealedVectorStore(NotPicklable, SealedIds, SealedReading):
 
     def _marker(self, *, write: bool, dim: int | None = None) -> None:
         """Refuse a store written in another mode (before anything is sent); mark a new sealed-search store."""
+        if write:
+            self._check_writable()
         if self._marker_checked or not has_get_by_ids(self._store):
             return
         found = self._store.get_by_ids([self._marker_id])
@@ -250,12 +252,13 @@ class SealedVectorStore(NotPicklable, SealedIds, SealedReading):
             return
         if not write or dim is None:
             return
-        fields = {ID_FIELD: self._marker_id, MARKER_KEY: mode, MODE_KEY: mode}
+        fields = {ID_FIELD: self._marker_id, MARKER_KEY: mode, MODE_KEY: mode, IDS_KEY: self._records.record_ids}
         marker = Document(id=self._marker_id, page_content=self._search.marker_text(), metadata=fields)
         vector = self._search.keyed_vectors(["marker"], dim)[0].tolist()
         with self._shim.registered({marker.page_content: vector}):
             self._store.add_documents([marker], ids=[self._marker_id])
         self._marker_checked = True
+        self._ids_scheme = self._records.record_ids
 
     # -- writing ---------------------------------------------------------------------------------
 

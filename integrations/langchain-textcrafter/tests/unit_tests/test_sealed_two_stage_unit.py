@@ -50,7 +50,6 @@ def test_the_store_receives_candidate_vectors_and_sealed_clean_ones(base) -> Non
     store = _sealed(base, key=key, fetch_k=TwoStageSearch(fetch_k=30, doc_strength=2.0))
     store.add_texts(TEXTS, ids=IDS)
     assert base.known.served["embed_documents"] == TEXTS  # one encoder call, plaintexts only
-    inner = store.store
     for i, rid in enumerate(IDS):
         row = _row(store, rid)
         clean = base.doc(TEXTS[i])
