@@ -143,16 +143,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print(f"upserted {client.count(args.collection).count} protected vectors into {args.collection!r} ({where})")
 
     # 3. what is stored: read it back and compare with the clean embeddings (computed here only)
-    points = client.retrieve(args.collection, ids=ids, with_vectors=True, with_payload=True)
-    points.sort(key=lambda p: p.id)
+    # Qdrant holds each point under a keyed id of ours (a UUID that names nothing); the sealed store maps them
+    row = {str(sid): i for i, sid in enumerate(store.store_ids(ids))}
+    points = client.retrieve(args.collection, ids=list(row), with_vectors=True, with_payload=True)
+    points.sort(key=lambda p: row[str(p.id)])
     stored = np.asarray([p.vector for p in points], dtype=np.float32)
-    clean = encoder.encode([bodies[p.id] for p in points])
+    clean = encoder.encode([bodies[row[str(p.id)]] for p in points])
     diff = np.linalg.norm(stored - clean, axis=1)
     cos = np.sum(stored * clean, axis=1) / (np.linalg.norm(stored, axis=1) * np.linalg.norm(clean, axis=1))
     p0 = points[0]
     print(f"point {p0.id}: stored text {p0.payload['page_content'][:56]}...")
     print(f"  stored metadata {p0.payload['metadata']}")
-    opened = store.get_by_ids([p0.id])[0]
+    opened = store.get_by_ids([ids[row[str(p0.id)]]])[0]
     print(
         f"  opened with the key: {shorten(opened.page_content, 60, placeholder='...')}  "
         f"headline {opened.metadata['headline']!r}"
@@ -195,7 +197,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "queries": results,
         "where": where,
         "sealed_metadata": list(SEALED_METADATA),
-        "opened_matches": opened.page_content == bodies[p0.id],
+        "opened_matches": opened.page_content == bodies[row[str(p0.id)]],
         "plaintext_hits_on_disk": None,
     }
     client.close()

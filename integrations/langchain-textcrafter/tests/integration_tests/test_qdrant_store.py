@@ -73,10 +73,10 @@ class Ingested:
 
     def stored(self) -> tuple[np.ndarray, list[Any]]:
         """The stored vectors (row i = point i) and the points, read back from Qdrant."""
-        points = self.client.retrieve(
-            COLLECTION, ids=list(range(len(self.corpus.bodies))), with_vectors=True, with_payload=True
-        )
-        points.sort(key=lambda p: p.id)
+        row = {str(sid): i for i, sid in enumerate(self.store.store_ids(range(len(self.corpus.bodies))))}
+        points = self.client.retrieve(COLLECTION, ids=list(row), with_vectors=True, with_payload=True)
+        assert len(points) == len(row)  # every point is held under its keyed id
+        points.sort(key=lambda p: row[str(p.id)])
         return np.asarray([p.vector for p in points], dtype=np.float32), points
 
 
@@ -125,8 +125,9 @@ def ingested(minilm: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     docs = [Document(page_content=b, metadata=m) for b, m in zip(corpus.bodies, corpus.metadatas, strict=True)]
     ids = store.add_documents(docs, ids=list(range(len(docs))))
     assert ids == list(range(len(docs)))
-    points = client.retrieve(COLLECTION, ids=ids, with_vectors=True)
-    before_close = {int(p.id): list(p.vector) for p in points}
+    row = {str(sid): i for i, sid in enumerate(store.store_ids(ids))}
+    points = client.retrieve(COLLECTION, ids=list(row), with_vectors=True)
+    before_close = {row[str(p.id)]: list(p.vector) for p in points}
     client.close()  # local mode holds a lock on the path: release it, then reopen from disk
 
     client, store = _open_store(path, embeddings)
@@ -215,7 +216,7 @@ def test_headline_retrieval_stays_close_to_the_clean_store(ingested: Ingested) -
 
     q_vecs = ingested.queries  # = embed_query (see test_queries_are_not_protected), batched
     protected_top = [
-        [h.metadata["_id"] for h in ingested.store.similarity_search_by_vector(q.tolist(), k=10)] for q in q_vecs
+        [int(h.metadata["_id"]) for h in ingested.store.similarity_search_by_vector(q.tolist(), k=10)] for q in q_vecs
     ]
     clean_top = [[p.id for p in clean_client.query_points("clean", query=q.tolist(), limit=10).points] for q in q_vecs]
     clean_client.close()
@@ -241,8 +242,8 @@ def test_metadata_filters_apply_to_the_protected_store(ingested: Ingested) -> No
             q_vecs[i].tolist(), k=5, filter=models.Filter(must=[_category(cats[i])])
         )
         assert [h.metadata["category"] for h in hits] == [cats[i]] * 5
-        unfiltered_r1 += own[0].metadata["_id"] == i
-        filtered_r1 += hits[0].metadata["_id"] == i
+        unfiltered_r1 += int(own[0].metadata["_id"]) == i
+        filtered_r1 += int(hits[0].metadata["_id"]) == i
         other = labels[(labels.index(cats[i]) + 1) % len(labels)]
         cross = ingested.store.similarity_search_by_vector(
             q_vecs[i].tolist(),
@@ -255,7 +256,7 @@ def test_metadata_filters_apply_to_the_protected_store(ingested: Ingested) -> No
             ),
         )
         assert len(cross) == 5 and all(h.metadata["category"] == other for h in cross)
-        assert i not in [h.metadata["_id"] for h in cross]
+        assert i not in [int(h.metadata["_id"]) for h in cross]
     assert filtered_r1 >= unfiltered_r1  # restricting to the right category can only help
     assert (
         ingested.store.similarity_search_by_vector(

@@ -278,7 +278,8 @@ async def test_async_add_search_retrieve_delete(kind: str, tmp_path: Path, embed
 
 
 def _stored(kind: str, store: SealedVectorStore, client: Any, record_id: Any) -> dict[str, Any]:
-    """The raw stored text and metadata of one record (ciphertext), from the backend itself."""
+    """The raw stored text and metadata of one record (ciphertext), from the backend itself (under its keyed id)."""
+    record_id = store.store_ids([record_id])[0]
     if kind == "faiss":
         doc = store.store.docstore.search(record_id)
         return {"page_content": doc.page_content, "metadata": doc.metadata}
@@ -286,6 +287,7 @@ def _stored(kind: str, store: SealedVectorStore, client: Any, record_id: Any) ->
 
 
 def _restore(kind: str, store: SealedVectorStore, client: Any, record_id: Any, payload: dict[str, Any]) -> None:
+    record_id = store.store_ids([record_id])[0]
     if kind == "faiss":
         doc = store.store.docstore.search(record_id)
         doc.page_content, doc.metadata = payload["page_content"], payload["metadata"]

@@ -40,6 +40,6 @@ def test_a_named_patient_comes_first_from_a_store_that_only_saw_noise(minilm: An
     exact = np.argsort(-(np.asarray(minilm.encode(notes)) @ query))[:3]
     assert [h.id for h, _ in hits] == [ids[i] for i in exact]  # the clean vectors' own ranking
     clean = np.asarray(minilm.encode(notes))
-    stored = np.asarray([store.store.store[i]["vector"] for i in ids])
+    stored = np.asarray([store.store.store[i]["vector"] for i in store.store_ids(ids)])
     cos = np.sum(clean * stored, axis=1) / np.linalg.norm(clean, axis=1) / np.linalg.norm(stored, axis=1)
     assert cos.max() < 0.8  # every stored vector is far from its note's clean vector (r = 1.5: cos ~ 0.55)

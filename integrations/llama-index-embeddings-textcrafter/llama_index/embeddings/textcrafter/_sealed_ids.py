@@ -32,6 +32,11 @@ class SealedNodeIds:
     _marker_id: str
     _ids_scheme: str | None
 
+    @property
+    def record_ids(self) -> str:
+        """``"keyed"`` (the store holds keyed ids) or ``"clear"`` (your ids; always so in stores that keep no text)."""
+        return self._records.record_ids
+
     def store_ids(self, node_ids: Sequence[Any]) -> list[Any]:
         """The ids the wrapped store holds shells of these node (or source document) ids under when written here.
 

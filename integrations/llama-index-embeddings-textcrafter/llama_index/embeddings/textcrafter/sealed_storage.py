@@ -170,6 +170,7 @@ def sealed_storage_context(
     fetch_k: int | TwoStageSearch | None = None,
     search: TwoStageSearch | AppIndexSearch | None = None,
     embed_model: Any = None,
+    record_ids: str = "keyed",
 ) -> StorageContext:
     """A ``StorageContext`` that writes no plaintext: sealed docstore and index store, sealed vector store.
 
@@ -189,6 +190,8 @@ def sealed_storage_context(
             the app-side index; embed with ``SealedEmbedding`` likewise).
         embed_model: Sealed search: the ``SealedEmbedding`` the index embeds with, also given to the store so
             it embeds queries itself (the retriever then never holds the clean query vector).
+        record_ids: ``"keyed"`` (default) or ``"clear"``: the ids the vector store holds (see
+            :class:`SealedVectorStore`). The docstore's keys stay your node ids either way (its values are sealed).
 
     Raises:
         FileNotFoundError: ``persist_dir`` holds no docstore or index store.
@@ -203,7 +206,13 @@ def sealed_storage_context(
     if not isinstance(vector_store, SealedVectorStore):
         mode = {"search": search} if search is not None else {"fetch_k": fetch_k}
         vector_store = SealedVectorStore(
-            vector_store, key=key, sealed_metadata=sealed_metadata, context=context, embed_model=embed_model, **mode
+            vector_store,
+            key=key,
+            sealed_metadata=sealed_metadata,
+            context=context,
+            embed_model=embed_model,
+            record_ids=record_ids,
+            **mode,
         )
     return StorageContext.from_defaults(
         docstore=docstore,

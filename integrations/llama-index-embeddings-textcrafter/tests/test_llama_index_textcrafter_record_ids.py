@@ -1,0 +1,120 @@
+"""Issue 29.2 in LlamaIndex: Qdrant holds keyed node and source-document ids; your ids go in and come out."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+import pytest
+from llama_index.core import VectorStoreIndex
+from llama_index.core.schema import NodeRelationship, RelatedNodeInfo, TextNode
+from llama_index.core.vector_stores import VectorStoreQuery
+
+from llama_index.embeddings.textcrafter import SealedVectorStore, sealed_storage_context
+from textcrafter_rag.sealed_records import IDS_KEY
+from textcrafter_rag.sealing import generate_key
+from textcrafter_rag.testing import KnownVectors
+
+from ._llama_textcrafter_fakes import FakeBase
+
+QdrantVectorStore = pytest.importorskip("llama_index.vector_stores.qdrant").QdrantVectorStore
+from qdrant_client import QdrantClient
+
+TEXTS = [f"Patient {i} was treated for condition {i % 7} at ward {i % 5}." for i in range(10)]
+MODES: dict[str, Any] = {"single": {}, "candidates": {"fetch_k": 11}}
+
+
+@pytest.fixture
+def base() -> FakeBase:
+    return FakeBase(known=KnownVectors(dim=32))
+
+
+def _nodes(node_ids: list[str], doc_ids: list[str]) -> list[TextNode]:
+    nodes = []
+    for text, nid, did in zip(TEXTS, node_ids, doc_ids, strict=True):
+        node = TextNode(id_=nid, text=text)  # no metadata: embedded as the text alone
+        node.relationships[NodeRelationship.SOURCE] = RelatedNodeInfo(node_id=did)
+        nodes.append(node)
+    return nodes
+
+
+def _index(base: FakeBase, client: QdrantClient, key: str, nodes: list[TextNode], **options: Any) -> VectorStoreIndex:
+    ctx = sealed_storage_context(
+        vector_store=QdrantVectorStore(client=client, collection_name="notes"), key=key, **options
+    )
+    return VectorStoreIndex(nodes, storage_context=ctx, embed_model=base)
+
+
+def _held(client: QdrantClient) -> str:
+    """Every point id and payload Qdrant holds, as one string."""
+    points, _ = client.scroll("notes", limit=100, with_payload=True)
+    return json.dumps([[str(p.id), p.payload] for p in points])
+
+
+def _top(store: SealedVectorStore, base: FakeBase, i: int) -> TextNode:
+    result = store.query(VectorStoreQuery(query_embedding=base.doc(TEXTS[i]), similarity_top_k=1))
+    assert result.ids == [result.nodes[0].node_id]  # your ids in the result too
+    return result.nodes[0]
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_qdrant_holds_no_node_or_document_id_and_reads_and_deletes_use_yours(base, mode: str) -> None:
+    client = QdrantClient(":memory:")
+    node_ids, doc_ids = [f"note-{i}" for i in range(10)], [f"patient-{1230 + i}" for i in range(10)]
+    index = _index(base, client, generate_key(), _nodes(node_ids, doc_ids), **MODES[mode])
+    store = index.vector_store
+    held = _held(client)
+    assert "note-" not in held and "patient-" not in held  # point ids, doc_id/ref_doc_id/document_id, _tc_id
+    assert set(store.store_ids(doc_ids[:1])) <= {p.payload.get("doc_id") for p in client.scroll("notes", limit=100)[0]}
+    top = _top(store, base, 3)
+    assert (top.node_id, top.ref_doc_id, top.get_content()) == (node_ids[3], doc_ids[3], TEXTS[3])
+    assert {n.node_id for n in store.get_nodes([node_ids[1], node_ids[2]])} == {node_ids[1], node_ids[2]}
+    index.delete_ref_doc(doc_ids[3])  # LlamaIndex's delete by source document
+    assert store.get_nodes([node_ids[3]]) == [] and _top(store, base, 3).node_id != node_ids[3]
+    index.delete_nodes([node_ids[4]])
+    assert store.get_nodes([node_ids[4]]) == [] and len(store.get_nodes(node_ids)) == 8
+    retrieved = index.as_retriever(similarity_top_k=2).retrieve(TEXTS[5])
+    assert {h.node.node_id for h in retrieved} <= set(node_ids) and all(h.node.ref_doc_id in doc_ids for h in retrieved)
+
+
+def test_two_tenants_under_one_key_hold_unrelated_ids(base) -> None:
+    key = generate_key()
+    a = SealedVectorStore(QdrantVectorStore(client=QdrantClient(":memory:"), collection_name="a"), key=key)
+    b = SealedVectorStore(
+        QdrantVectorStore(client=QdrantClient(":memory:"), collection_name="b"), key=key, context="t2"
+    )
+    ids = ["note-1", "patient-7"]
+    assert not set(a.store_ids(ids)) & set(b.store_ids(ids)) and all(
+        uuid.UUID(i).version == 4 for i in a.store_ids(ids)
+    )
+    clear = SealedVectorStore(
+        QdrantVectorStore(client=QdrantClient(":memory:"), collection_name="c"), key=key, record_ids="clear"
+    )
+    assert clear.store_ids(ids) == ids and clear.record_ids == "clear"
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_a_store_written_with_clear_ids_still_searches_reads_and_deletes(base, mode: str) -> None:
+    """The previous release: shells under the nodes' own ids (UUIDs, as Qdrant requires), a marker naming no scheme."""
+    client, key = QdrantClient(":memory:"), generate_key()
+    node_ids = [str(uuid.uuid4()) for _ in range(10)]
+    doc_ids = [str(uuid.uuid4()) for _ in range(10)]
+    old = _index(base, client, key, [], **MODES[mode], record_ids="clear")
+    old.insert_nodes(_nodes(node_ids, doc_ids))
+    points, _ = client.scroll("notes", limit=100, with_payload=True)
+    assert set(node_ids) <= {str(p.id) for p in points}
+    for p in points:
+        if IDS_KEY in p.payload:
+            client.delete_payload("notes", keys=[IDS_KEY], points=[p.id])
+    index = _index(base, client, key, [], **MODES[mode])  # this release, keyed by default
+    store = index.vector_store
+    assert _top(store, base, 6).node_id == node_ids[6]
+    assert [n.get_content() for n in store.get_nodes([node_ids[2]])] == [TEXTS[2]]
+    index.delete_ref_doc(doc_ids[2])
+    assert store.get_nodes([node_ids[2]]) == []
+    store.delete_nodes([node_ids[7]])
+    assert store.get_nodes([node_ids[7]]) == []
+    index.insert_nodes(_nodes(["note-new", *node_ids[1:]], ["patient-new", *doc_ids[1:]])[:1])  # new shells: keyed
+    assert "note-new" not in _held(client) and "patient-new" not in _held(client)
+    assert {n.node_id for n in store.get_nodes(["note-new", node_ids[8]])} == {"note-new", node_ids[8]}
