@@ -387,3 +387,29 @@ def test_from_texts_needs_a_factory_and_the_key_never_shows(embeddings: Any) -> 
     ]
     assert key not in repr(store) and "redacted" in repr(store)
     assert store.embeddings is embeddings and store.sealed_metadata == SEALED_FIELDS
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_meaningful_ids_never_reach_the_engine_and_come_back_on_every_read(
+    kind: str, tmp_path: Path, embeddings: Any
+) -> None:
+    """Issue 29.2: the engine holds keyed UUIDs (so Qdrant now takes any id); the caller's ids go in and come out."""
+    key, path = generate_key(), tmp_path / "engine"
+    store, client = _small(kind, path, embeddings, key)
+    ids = [f"patient-{1230 + i}" for i in range(4)]
+    assert store.add_documents(_docs(RECORDS[:4]), ids=ids) == ids
+    hit = store.similarity_search(RECORDS[2].text, k=1)[0]
+    assert (hit.id, hit.page_content) == (ids[2], RECORDS[2].text)
+    assert {d.id for d in store.get_by_ids(ids[:2])} == set(ids[:2])
+    store.delete([ids[0]])
+    assert store.get_by_ids([ids[0]]) == []
+    target = SealedVectorStore(_faiss, embedding=embeddings, key=key, context="tenant-b", sealed_metadata=SEALED_FIELDS)
+    assert store.copy_to(target, ids[1:3]) == ids[1:3]
+    assert [d.page_content for d in target.get_by_ids([ids[1]])] == [RECORDS[1].text]
+    assert not set(target.store_ids(ids)) & set(store.store_ids(ids))  # another tenant: unrelated keyed ids
+    if kind == "faiss":
+        store.store.save_local(str(path))
+    else:
+        client.close()
+    written = b"".join(f.read_bytes() for f in path.rglob("*") if f.is_file())
+    assert written and b"patient-" not in written  # in no id, payload or index file the engine wrote
