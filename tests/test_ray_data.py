@@ -110,7 +110,9 @@ def test_map_batches_protects_every_row_like_the_single_process_protector(local_
     x = _unit(N, seed=0)
     table = pa.table({"id": np.arange(N, dtype=np.int64), "embedding": ArrowTensorArray.from_numpy(x)})
     ds = ray.data.from_arrow([table.slice(i, 12_500) for i in range(0, N, 12_500)])  # 8 input blocks
-    protected = ds.map_batches(Protect, fn_constructor_kwargs={"mechanism": policy_dir}, batch_size=BATCH, concurrency=2)
+    protected = ds.map_batches(
+        Protect, fn_constructor_kwargs={"mechanism": policy_dir}, batch_size=BATCH, concurrency=2
+    )
     got = _collect(protected, "id", "embedding")
 
     ids = got["id"]
