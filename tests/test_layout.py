@@ -38,6 +38,7 @@ INFRASTRUCTURE = {
     "textcrafter_rag.sealed_records",
     "textcrafter_rag.two_stage",
     "textcrafter_rag.app_index",
+    "textcrafter_rag.candidate_rounds",
     "textcrafter_rag.sealed_search",
     "textcrafter_rag.keyed",
     "textcrafter_rag.batches",
