@@ -212,3 +212,30 @@ def test_texts_file_errors(tmp_path) -> None:
     with pytest.raises(AuditInputError, match=r"j\.jsonl:2 is not valid JSON") as info:
         read_texts(tmp_path / "j.jsonl")
     assert "Jane" not in str(info.value)
+
+
+def test_the_report_names_record_ids_keyed_or_clear(tmp_path) -> None:
+    """Issue 29.2: a sealed store's ids are named keyed (the default) or clear, and clear ones are flagged."""
+    from textcrafter_rag.audit.measures import diagnose
+    from textcrafter_rag.sealed_records import RecordSealer
+    from textcrafter_rag.sealing import generate_key
+
+    key = generate_key()
+
+    def rows(records: RecordSealer) -> list[dict]:
+        sealed = [records.seal(t, {"ward": "3"}, record_id=f"patient-{i}") for i, t in enumerate(_texts())]
+        return _records(
+            id=[str(s.store_id) for s in sealed], text=[s.text for s in sealed], metadata=[s.metadata for s in sealed]
+        )
+
+    keyed = load_sample(_jsonl(tmp_path / "keyed.jsonl", rows(RecordSealer(key))), n=10, progress=False)
+    clear = load_sample(
+        _jsonl(tmp_path / "clear.jsonl", rows(RecordSealer(key, record_ids="clear"))), n=10, progress=False
+    )
+    assert (keyed.record_ids, clear.record_ids) == ("keyed", "clear")
+    assert load_sample(_jsonl(tmp_path / "plain.jsonl", _records(**_ids())), n=10, progress=False).record_ids is None
+    for sample, words in ((keyed, "keyed"), (clear, "in clear")):
+        notes: list[str] = []
+        diag, _, _ = diagnose(sample, None, None, model_id="m", progress=False, notes=notes)
+        assert diag["record_ids"] == sample.record_ids and any(f"Record ids are {words}" in n for n in notes)
+        assert sample.clear_fields == ("metadata.ward",)  # plain metadata is still named

@@ -112,6 +112,15 @@ def diagnose(
             f"Fields left in clear beside the vectors (a thief reads them without a key): "
             f"{', '.join(sample.clear_fields)}. Seal any that can hold personal data (sealed_metadata=)."
         )
+    if sample.record_ids is not None:
+        diag["record_ids"] = sample.record_ids
+        notes.append(
+            "Record ids are keyed (UUIDs under the key that name nothing): they link no stored record to a known text."
+            if sample.record_ids == "keyed"
+            else f"Record ids are {'partly ' if sample.record_ids == 'mixed' else ''}in clear (the caller's own ids): "
+            "meaningful ids link stored records to known texts, giving a thief known (text, stored vector) pairs "
+            "(400 undo the candidate rotation). Write with the default record_ids='keyed' (copy_to moves records)."
+        )
     labels: list[int] | None = None
     source = "synthetic"
     if sample.texts is not None and clean is not None:

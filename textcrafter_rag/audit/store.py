@@ -27,7 +27,8 @@ import numpy as np
 
 from .. import vectorfiles
 from ..errors import VectorFileError
-from ..sealed_search import MODE_KEY
+from ..sealed_records import ID_FIELD, USER_ID_FIELD
+from ..sealed_search import MARKER_KEY, MODE_KEY
 from ..sealing import Sealer
 from ..two_stage import VECTOR_KEY
 
@@ -73,6 +74,9 @@ class StoreSample:
             the stored vectors are then candidate vectors (see :mod:`textcrafter_rag.two_stage`).
         search_modes: The sealed-search modes the rows name (``"candidates"``, ``"index"``), if any.
         clear_fields: Fields beside the vectors holding unsealed strings (what a thief reads without a key).
+        record_ids: How a sealed store's rows are identified: ``"keyed"`` (keyed UUIDs, the user's ids only
+            sealed inside), ``"clear"`` (the user's own ids, written with ``record_ids="clear"`` or by a release
+            before ids were keyed), ``"mixed"``, or ``None`` (no sealed-store rows).
     """
 
     vectors: np.ndarray
@@ -84,6 +88,7 @@ class StoreSample:
     sealed_vector_fields: tuple[str, ...] = ()
     search_modes: tuple[str, ...] = ()
     clear_fields: tuple[str, ...] = ()
+    record_ids: str | None = None
 
 
 def _check_file(path: str | os.PathLike[str], what: str) -> None:
@@ -181,6 +186,7 @@ def load_sample(
         sealed_vector_fields=sealed_vector_fields(rows.columns),
         search_modes=sealed_search_fields(rows.columns)[0],
         clear_fields=sealed_search_fields(rows.columns)[1],
+        record_ids=record_id_scheme(rows.columns),
     )
 
 
@@ -281,3 +287,21 @@ def sealed_search_fields(columns: dict[str, list[Any]]) -> tuple[tuple[str, ...]
                 elif not leaf.startswith("_tc_") and leaf not in _ID_LEAVES and s.strip() and not Sealer.is_sealed(s):
                     clear[path] = None
     return tuple(modes), tuple(clear)
+
+
+def record_id_scheme(columns: dict[str, list[Any]]) -> str | None:
+    """``"keyed"``, ``"clear"`` or ``"mixed"``: how the sealed store's sampled rows are identified; ``None`` if none is.
+
+    A row of a sealed store carries its store id in ``_tc_id``; a keyed one also its user's id, sealed, in
+    ``_tc_uid``. Clear ids give a thief who knows which id belongs to which text known (text, stored vector) pairs.
+    """
+    keyed = clear = 0
+    for name, values in columns.items():
+        for value in values:
+            leaves = {path.split(".")[-1]: s for path, s in _strings(value, name)}
+            if ID_FIELD in leaves and MARKER_KEY not in leaves:  # the marker record is the store's own
+                sealed_uid = Sealer.is_sealed(leaves.get(USER_ID_FIELD))
+                keyed, clear = keyed + sealed_uid, clear + (not sealed_uid)
+    if not keyed and not clear:
+        return None
+    return "mixed" if keyed and clear else ("keyed" if keyed else "clear")
