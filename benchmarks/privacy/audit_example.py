@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
             str(store / "texts.jsonl"),
             "--data-dir",
             str(data_dir),
-            "--defense-seed",
+            "--mechanism-seed",
             "0",
             "--threads",
             str(args.threads),

@@ -73,7 +73,9 @@ def _dataset(x: np.ndarray, *, block_rows: int) -> Any:
 
 
 def _protect_job(ds: Any, *, policy: str, workers: int, batch_size: int) -> Any:
-    return ds.map_batches(Protect, fn_constructor_kwargs={"policy": policy}, batch_size=batch_size, concurrency=workers)
+    return ds.map_batches(
+        Protect, fn_constructor_kwargs={"mechanism": policy}, batch_size=batch_size, concurrency=workers
+    )
 
 
 def _verify(blocks: list[Any], x: np.ndarray) -> dict[str, float]:
@@ -140,7 +142,7 @@ def _time_ray(x: np.ndarray, *, policy: str, workers: int, batch_size: int, repe
 
 
 def _time_single(x: np.ndarray, *, policy: str, batch_size: int, repeats: int) -> tuple[list[float], float]:
-    protector = Protector(policy=TextCrafter.load(policy), chunk_size=batch_size)
+    protector = Protector(mechanism=TextCrafter.load(policy), chunk_size=batch_size)
     protector.protect(x[:batch_size])  # warm-up
     times: list[float] = []
     out = x
