@@ -78,15 +78,15 @@ def _clip(value: object, width: int = 64) -> str:
 
 
 def _held(store: SealedVectorStore, record_id: str) -> dict:
-    """What ``InMemoryVectorStore`` keeps for one record: its id, vector, text and metadata."""
-    return store.store.store[record_id]  # type: ignore[attr-defined]
+    """What ``InMemoryVectorStore`` keeps for one record (under its keyed id): id, vector, text and metadata."""
+    return store.store.store[store.store_ids([record_id])[0]]  # type: ignore[attr-defined]
 
 
 def _show_record(store: SealedVectorStore, clean: np.ndarray, bodies: Sequence[str]) -> None:
     held = _held(store, "0")
     vec = np.asarray(held["vector"], dtype=np.float64)
     print("\nWhat the store holds for article 0 (InMemoryVectorStore's own record, as a thief reads it):")
-    print(f"  id       {held['id']!r} (plain: the app's own ids)")
+    print(f"  id       {held['id']!r} (keyed: the app's id '0' is sealed inside, in _tc_uid)")
     print(f"  text     {_clip(held['text'])}")
     for name, value in sorted(held["metadata"].items()):
         print(f"  {name:8s} {_clip(value)}")
