@@ -34,6 +34,7 @@ INFRASTRUCTURE = {
     "textcrafter_rag.data",
     "textcrafter_rag.policies",
     "textcrafter_rag.sealing",
+    "textcrafter_rag.record_ids",
     "textcrafter_rag.store_filters",
     "textcrafter_rag.sealed_records",
     "textcrafter_rag.two_stage",

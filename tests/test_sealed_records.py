@@ -276,3 +276,17 @@ def test_clear_ids_are_the_previous_format_and_both_schemes_read_each_other(key:
     assert clear.open(new.text, new.metadata, store_id=new.store_id).record_id == "doc-1"
     assert keyed.other_store_id("doc-1") == "doc-1" and clear.other_store_id("doc-1") == new.store_id
     assert keyed.record_ids == "keyed" and clear.record_ids == "clear"
+
+
+def test_sealed_ids_turn_back_with_the_key_only(key: str) -> None:
+    """For stores that answer with ids alone (LlamaIndex FAISS): deterministic, padded, reversible under the key."""
+    records = RecordSealer(key, record_ids="sealed")
+    sid = records.store_id("patient-1234")
+    assert sid == records.store_id("patient-1234") and "patient" not in sid and "1234" not in sid
+    assert len(records.store_id("p")) == len(records.store_id("patient-12345678"))  # padded to a size class
+    assert records.ids.opened_id(sid) == "patient-1234" and records.ids.opened_id("patient-1234") is None
+    assert RecordSealer(key, context="tenant-b").ids.opened_id(sid) is None  # another tenant cannot turn it back
+    sealed = records.seal(TEXT, {}, record_id="patient-1234")
+    assert (
+        sealed.store_id == sid and records.open(sealed.text, sealed.metadata, store_id=sid).record_id == "patient-1234"
+    )

@@ -16,12 +16,11 @@ sealed and how, so that rule lives here, free of any framework:
   record fails to open. Stores spell ids their own way (Qdrant returns ``"0"`` for ``0`` and a
   UUID in canonical form), so ids are compared by :func:`canonical_record_id`. The id is also kept
   in a plain metadata field (:data:`ID_FIELD`) for stores that return no id with a hit;
-* **record ids are keyed** (``record_ids="keyed"``, the default): the store's id of a record is
-  :meth:`RecordSealer.keyed_id` of the user's id, a version-4 UUID from HMAC-SHA256 under the
-  ``"record-id"`` subkey of the key and tenant, so the ids a store holds name nothing and link no
-  record to a known text. The user's id travels sealed (:data:`USER_ID_FIELD`, bound to the keyed
-  id, which must be its keyed id); records without it (``record_ids="clear"``, or written by the
-  previous release) carry the user's id in clear and open as before.
+* **record ids are keyed** (``record_ids="keyed"``, the default; :mod:`textcrafter_rag.record_ids`): the
+  store's id of a record is a keyed UUID of the user's id that names nothing and links no record to a known
+  text. The user's id travels sealed (:data:`USER_ID_FIELD`, bound to the store's id, which must be its keyed
+  or sealed id); records without it (``record_ids="clear"``, or written by the previous release) carry the
+  user's id in clear and open as before.
 
 Filters: :func:`filter_field_names` reads the field names of a store filter whatever its form (dicts,
 Qdrant ``models.Filter``, LlamaIndex ``MetadataFilters``, Weaviate-style ``target`` objects, string
@@ -34,7 +33,6 @@ sealed field instead of sending its value to the store in clear and silently mat
 from __future__ import annotations
 
 import hashlib
-import hmac
 import json
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
@@ -42,6 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import InvalidInputError, InvalidTypeError
+from .record_ids import RECORD_ID_SCHEMES, RecordIds, canonical_record_id
 from .sealing import KeyHolder, Sealer, SealError, SecretKey
 from .store_filters import TEXT_SEARCH_KWARGS, filter_field_names, is_filter_kwarg, names_field
 
@@ -63,8 +62,6 @@ __all__ = [
 ID_FIELD = "_tc_id"
 #: Metadata field of a record with a keyed id: the user's id, sealed (bound to the keyed id).
 USER_ID_FIELD = "_tc_uid"
-#: ``record_ids=``: keyed store ids (the default), or the user's ids in clear (weaker: see the module).
-RECORD_ID_SCHEMES = ("keyed", "clear")
 #: Plain field of a store's marker record naming the scheme its records were written with (absent: clear ids).
 IDS_KEY = "_tc_ids"
 #: Field name the text is sealed under.
@@ -72,23 +69,6 @@ TEXT_FIELD = "text"
 _METADATA_FIELD = "metadata."
 #: Fields holding the (sealed) text in the stores' own layouts: a filter on them is a filter on a sealed field.
 _TEXT_FIELDS = (TEXT_FIELD, "page_content", "_node_content")
-
-
-def canonical_record_id(value: Any) -> str:
-    """The id as bound into the associated data: UUIDs in canonical form, everything else ``str``.
-
-    Stores echo ids in their own spelling (an int as ``"0"``, a UUID hex as the dashed lower-case
-    form); binding the canonical spelling keeps a record openable whichever spelling comes back.
-    """
-    if value is None:
-        raise SealError("a sealed record needs an id")
-    if isinstance(value, uuid.UUID):
-        return str(value)
-    text = str(value)
-    try:
-        return str(uuid.UUID(text))
-    except ValueError:
-        return text
 
 
 def new_record_id() -> str:
@@ -127,7 +107,8 @@ class RecordSealer(KeyHolder):
         context: Tenant or collection name mixed into the key: records sealed under one context
             do not open under another.
         record_ids: ``"keyed"`` (default): the store holds each record under its keyed id
-            (:meth:`keyed_id`), the user's id sealed inside. ``"clear"``: under the user's id itself, for
+            (:meth:`keyed_id`), the user's id sealed inside. ``"sealed"``: under an id only the key turns
+            back (for stores that answer with ids alone). ``"clear"``: under the user's id itself, for
             external systems keyed by it; weaker, as meaningful ids link stored records to known texts.
 
     Raises:
@@ -137,7 +118,7 @@ class RecordSealer(KeyHolder):
     Instances hold key material: they refuse to be pickled and copy as themselves (:class:`KeyHolder`).
     """
 
-    __slots__ = ("_fields", "_id_key", "_ids", "_sealer")
+    __slots__ = ("_fields", "_ids", "_sealer")
 
     def __init__(
         self,
@@ -154,12 +135,9 @@ class RecordSealer(KeyHolder):
             raise InvalidTypeError("sealed_metadata must contain non-empty field names (str)")
         if ID_FIELD in fields or USER_ID_FIELD in fields:
             raise InvalidInputError(f"{ID_FIELD!r} and {USER_ID_FIELD!r} are reserved for the record id")
-        if record_ids not in RECORD_ID_SCHEMES:
-            raise InvalidInputError(f"record_ids must be one of {RECORD_ID_SCHEMES}, got {record_ids!r}")
         secret = SecretKey(key)
+        self._ids = RecordIds(secret, context=context, scheme=record_ids)
         self._sealer = Sealer(secret, context=context)
-        self._id_key = secret.subkey("record-id", context=context)
-        self._ids = record_ids
         self._fields = fields
 
     @property
@@ -169,38 +147,29 @@ class RecordSealer(KeyHolder):
 
     @property
     def record_ids(self) -> str:
-        """``"keyed"`` or ``"clear"``: how new records' store ids are made."""
+        """``"keyed"``, ``"sealed"`` or ``"clear"``: how new records' store ids are made."""
+        return self._ids.scheme
+
+    @property
+    def ids(self) -> RecordIds:
+        """The id mapping (:meth:`RecordIds.store_id`, ``keyed_id``, ``opened_id``...)."""
         return self._ids
 
     def keyed_id(self, user_id: Any) -> str:
-        """The keyed store id of a user's record id: a version-4 UUID (valid in every store) naming nothing.
-
-        HMAC-SHA256 of the canonical id under this key and tenant's ``"record-id"`` subkey: one user id gives
-        one store id (so reads and deletes find it); other tenants and keys give unrelated ones.
-        """
-        digest = hmac.new(self._id_key, canonical_record_id(user_id).encode("utf-8"), hashlib.sha256).digest()
-        return str(uuid.UUID(bytes=digest[:16], version=4))
+        """:meth:`RecordIds.keyed_id`: the keyed store id of a user's id (a version-4 UUID naming nothing)."""
+        return self._ids.keyed_id(user_id)
 
     def store_id(self, user_id: Any) -> Any:
-        """The id a new record of ``user_id`` is stored under: its keyed id, or (``"clear"``) the id as given."""
-        return self.keyed_id(user_id) if self._ids == "keyed" else user_id
+        """:meth:`RecordIds.store_id`: the id a new record of ``user_id`` is stored under."""
+        return self._ids.store_id(user_id)
 
     def other_store_id(self, user_id: Any) -> Any:
-        """The id the *other* scheme stores ``user_id`` under: where a record written that way is found."""
-        return user_id if self._ids == "keyed" else self.keyed_id(user_id)
+        """:meth:`RecordIds.other_store_id`: where a record of ``user_id`` written under another scheme is."""
+        return self._ids.other_store_id(user_id)
 
     def user_id(self, store_id: Any, claimed: Any) -> str:
-        """The user's id of a record held under ``store_id`` whose sealed contents name ``claimed``.
-
-        ``claimed`` must be ``store_id`` itself (a clear id) or the user id whose keyed id ``store_id`` is.
-
-        Raises:
-            SealError: Neither (the sealed id belongs to another record).
-        """
-        rid, uid = canonical_record_id(store_id), canonical_record_id(claimed)
-        if uid != rid and self.keyed_id(uid) != rid:
-            raise SealError(f"record {rid!r} holds the sealed id of another record: moved or edited")
-        return uid
+        """:meth:`RecordIds.user_id`: the user's id of a record, checked against its store id (``SealError``)."""
+        return self._ids.user_id(store_id, claimed)
 
     @property
     def sealer(self) -> Sealer:

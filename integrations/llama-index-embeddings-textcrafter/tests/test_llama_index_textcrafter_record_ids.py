@@ -75,7 +75,11 @@ def test_qdrant_holds_no_node_or_document_id_and_reads_and_deletes_use_yours(bas
     index.delete_nodes([node_ids[4]])
     assert store.get_nodes([node_ids[4]]) == [] and len(store.get_nodes(node_ids)) == 8
     retrieved = index.as_retriever(similarity_top_k=2).retrieve(TEXTS[5])
-    assert {h.node.node_id for h in retrieved} <= set(node_ids) and all(h.node.ref_doc_id in doc_ids for h in retrieved)
+    assert (
+        len(retrieved) == 2
+        and {h.node.node_id for h in retrieved} <= set(node_ids)
+        and all(h.node.ref_doc_id in doc_ids for h in retrieved)
+    )
 
 
 def test_two_tenants_under_one_key_hold_unrelated_ids(base) -> None:
@@ -118,3 +122,33 @@ def test_a_store_written_with_clear_ids_still_searches_reads_and_deletes(base, m
     index.insert_nodes(_nodes(["note-new", *node_ids[1:]], ["patient-new", *doc_ids[1:]])[:1])  # new shells: keyed
     assert "note-new" not in _held(client) and "patient-new" not in _held(client)
     assert {n.node_id for n in store.get_nodes(["note-new", node_ids[8]])} == {"note-new", node_ids[8]}
+
+
+def test_a_store_that_keeps_no_text_holds_sealed_ids_and_the_index_maps_them_back(base, tmp_path) -> None:
+    """SimpleVectorStore answers with ids alone, which the index maps to its nodes: the key turns sealed ids back."""
+    from llama_index.core import load_index_from_storage
+    from llama_index.core.vector_stores import SimpleVectorStore
+
+    key, persist = generate_key(), tmp_path / "storage"
+    node_ids, doc_ids = [f"note-{i}" for i in range(10)], [f"patient-{1230 + i}" for i in range(10)]
+    ctx = sealed_storage_context(vector_store=SimpleVectorStore(), key=key)
+    index = VectorStoreIndex(_nodes(node_ids, doc_ids), storage_context=ctx, embed_model=base)
+    assert index.vector_store.record_ids == "sealed"
+    held = json.dumps(index.vector_store.store.data.to_dict())
+    assert "note-" not in held and "patient-" not in held  # node ids, ref_doc ids: sealed
+    hits = index.as_retriever(similarity_top_k=3).retrieve(TEXTS[2])
+    assert (
+        len(hits) == 3
+        and {h.node.node_id for h in hits} <= set(node_ids)
+        and all(h.node.ref_doc_id in doc_ids for h in hits)
+    )
+    index.delete_nodes([node_ids[4]], delete_from_docstore=True)
+    index.delete_ref_doc(doc_ids[5], delete_from_docstore=True)
+    ctx.persist(str(persist))
+    assert "note-" not in (persist / "default__vector_store.json").read_text()
+    reopened = sealed_storage_context(
+        vector_store=SimpleVectorStore.from_persist_dir(str(persist)), key=key, persist_dir=persist
+    )
+    again = load_index_from_storage(reopened, embed_model=base)
+    found = {h.node.node_id for h in again.as_retriever(similarity_top_k=10).retrieve(TEXTS[1])}
+    assert found == set(node_ids) - {node_ids[4], node_ids[5]}

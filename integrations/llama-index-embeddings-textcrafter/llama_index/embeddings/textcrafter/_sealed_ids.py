@@ -12,11 +12,12 @@ marker record says it was written with keyed ids only.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
 from llama_index.core.schema import BaseNode
-from llama_index.core.vector_stores.types import BasePydanticVectorStore, MetadataFilters
+from llama_index.core.vector_stores.types import BasePydanticVectorStore, MetadataFilters, VectorStoreQuery
 
 from textcrafter_rag.errors import InvalidInputError
 from textcrafter_rag.sealed_records import ID_FIELD, IDS_KEY, RecordSealer, canonical_record_id
@@ -34,7 +35,7 @@ class SealedNodeIds:
 
     @property
     def record_ids(self) -> str:
-        """``"keyed"`` (the store holds keyed ids) or ``"clear"`` (your ids; always so in stores that keep no text)."""
+        """``"keyed"``, ``"sealed"`` (a store that keeps no text: ids the key turns back) or ``"clear"`` (your ids)."""
         return self._records.record_ids
 
     def store_ids(self, node_ids: Sequence[Any]) -> list[Any]:
@@ -70,6 +71,23 @@ class SealedNodeIds:
         found = list(await self._store.aget_nodes([self._records.store_id(i) for i in node_ids], filters))
         missing = self._lookups(node_ids, found)
         return found + (list(await self._store.aget_nodes(missing, filters)) if missing else [])
+
+    def _mapped_query(self, query: VectorStoreQuery) -> VectorStoreQuery:
+        """``query`` with its ``node_ids`` and ``doc_ids`` (the retriever sets them) as the store holds them."""
+        if not query.node_ids and not query.doc_ids:
+            return query
+        return dataclasses.replace(
+            query, node_ids=self._held_ids(query.node_ids), doc_ids=self._held_ids(query.doc_ids)
+        )
+
+    def _held_ids(self, ids: Sequence[Any] | None) -> list[Any] | None:
+        """Every id a record of these ids may be held under: this scheme's, and (unless known) the other's."""
+        if not ids:
+            return list(ids) if ids is not None else None
+        out = [self._records.store_id(i) for i in ids]
+        if not self._knows_keyed_only():
+            out += [o for o in (self._records.other_store_id(i) for i in ids) if o not in out]
+        return out
 
     def _node_store_ids(self, node_ids: Sequence[Any] | None) -> list[Any] | None:
         """The store ids to delete for these node ids (both schemes' where the store cannot read by id)."""

@@ -107,8 +107,8 @@ class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, BasePyda
             UUIDs (HMAC under the key and context), linking no stored record to a known text; ``get_nodes``,
             ``delete``, ``delete_nodes`` and query results use your ids. ``"clear"``: your ids themselves,
             for external systems keyed by them; weaker. A store that keeps no text (``stores_text=False``:
-            FAISS, ``SimpleVectorStore``) always holds the nodes' own ids: it answers queries with ids alone,
-            which LlamaIndex's index maps to its nodes, so they cannot be keyed there.
+            FAISS, ``SimpleVectorStore``) answers queries with ids alone, which LlamaIndex's index maps to
+            its nodes: it holds sealed ids (deterministic AES-SIV under the key), turned back into yours.
 
     Raises:
         TypeError: ``sealed_metadata`` is a string.
@@ -170,9 +170,9 @@ class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, BasePyda
         self._embed_model = embed_model
         secret = SecretKey(key)
         self._store = store
-        # A store that keeps no text answers queries with ids alone, which the index maps to its nodes: keyed ids
-        # could not be mapped back there, so such a store (FAISS) keeps the nodes' own ids (see record_ids).
-        ids = record_ids if store.stores_text else "clear"
+        # A store that keeps no text answers queries with ids alone, which the index maps to its nodes: it gets
+        # sealed ids, which the key turns back into the nodes' own (keyed UUIDs cannot be turned back).
+        ids = "sealed" if record_ids == "keyed" and not store.stores_text else record_ids
         self._records = RecordSealer(secret, sealed_metadata=sealed_metadata, context=context, record_ids=ids)
         self._search = SealedSearch(secret, context=context, options=search, strict=strict) if search else None
         self._marker_id = single_stage_marker_id(secret, context=context)
@@ -257,8 +257,9 @@ class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, BasePyda
         return node
 
     def _open_result(self, result: VectorStoreQueryResult) -> VectorStoreQueryResult:
-        if result.nodes is None:
-            return result
+        if result.nodes is None:  # ids alone (a store that keeps no text): sealed ids back to yours
+            ids_back = [self._records.ids.opened_id(i) or i for i in result.ids] if result.ids is not None else None
+            return VectorStoreQueryResult(similarities=result.similarities, ids=ids_back)
         ids: Sequence[Any] = result.ids if result.ids and len(result.ids) == len(result.nodes) else []
         nodes = [self.open_node(n, store_id=ids[i] if ids else None) for i, n in enumerate(result.nodes)]
         return VectorStoreQueryResult(nodes=nodes, similarities=result.similarities, ids=[n.node_id for n in nodes])
@@ -318,6 +319,7 @@ class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, BasePyda
         similarities): from ``fetch_k`` candidates the store found, or ``open_k`` shells read by id.
         """
         self._check(query.filters, kwargs)
+        query = self._mapped_query(query)  # node_ids= / doc_ids= (the retriever's) as the store holds them
         if self._search is None:
             self._marker(write=False)
             return self._open_result(self._store.query(query, **kwargs))
@@ -341,6 +343,7 @@ class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, BasePyda
     async def aquery(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
         """Async :meth:`query`."""
         self._check(query.filters, kwargs)
+        query = self._mapped_query(query)  # node_ids= / doc_ids= (the retriever's) as the store holds them
         if self._search is None:
             await self._amarker(write=False)
             return self._open_result(await self._store.aquery(query, **kwargs))

@@ -1,0 +1,123 @@
+"""The ids a vector store holds its records under: keyed by default, so they link no record to a known text.
+
+A thief who can tell which stored record belongs to which known text (meaningful ids such as
+``"patient-1234"``) holds known (text, stored vector) pairs, and 400 of them undo a candidate store's
+rotation. So the sealed stores never hand a store the user's ids:
+
+* ``"keyed"`` (the default): HMAC-SHA256 of the canonical id under the ``"record-id"`` subkey of the key and
+  tenant, laid out as a version-4 UUID, valid in every store (Qdrant takes only UUIDs and ints). One id gives
+  one store id, so reads and deletes find it; other tenants and keys give unrelated ones. It cannot be turned
+  back: the sealed record carries the user's id inside.
+* ``"sealed"``: deterministic AES-SIV encryption of the (padded) id, so the key holder can turn a store id back
+  into the user's id without reading the record. For stores that answer queries with ids alone (LlamaIndex
+  stores that keep no text, such as FAISS: the index maps those ids to its nodes). Equal ids give equal store
+  ids, as keyed ones do; lengths are padded to 32-byte classes.
+* ``"clear"``: the user's ids themselves, for external systems keyed by them. Weaker; records written by
+  releases before ids were keyed look like this, and every scheme still finds them.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import uuid
+from typing import Any
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESSIV
+
+from .errors import InvalidInputError
+from .sealing import KeyHolder, SealError, SecretKey
+
+__all__ = ["RECORD_ID_SCHEMES", "RecordIds", "canonical_record_id"]
+
+#: ``record_ids=``: keyed store ids (the default), sealed ones (for stores that answer with ids alone), or clear.
+RECORD_ID_SCHEMES = ("keyed", "clear", "sealed")
+_SEALED_PREFIX = "tcid1."
+_PAD = 32
+_AD = [b"textcrafter-record-id"]
+
+
+def canonical_record_id(value: Any) -> str:
+    """The id as bound into the associated data: UUIDs in canonical form, everything else ``str``.
+
+    Stores echo ids in their own spelling (an int as ``"0"``, a UUID hex as the dashed lower-case
+    form); binding the canonical spelling keeps a record openable whichever spelling comes back.
+    """
+    if value is None:
+        raise SealError("a sealed record needs an id")
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    text = str(value)
+    try:
+        return str(uuid.UUID(text))
+    except ValueError:
+        return text
+
+
+class RecordIds(KeyHolder):
+    """Map the user's record ids to a store's and back, under one key and tenant (see the module).
+
+    Instances hold key material: they refuse to be pickled and copy as themselves.
+    """
+
+    __slots__ = ("_hmac_key", "_siv", "scheme")
+
+    def __init__(self, key: SecretKey, *, context: str = "", scheme: str = "keyed") -> None:
+        if scheme not in RECORD_ID_SCHEMES:
+            raise InvalidInputError(f"record_ids must be one of {RECORD_ID_SCHEMES}, got {scheme!r}")
+        self.scheme = scheme
+        self._hmac_key = key.subkey("record-id", context=context)
+        self._siv = AESSIV(
+            key.subkey("record-id-siv", context=context) + key.subkey("record-id-siv-2", context=context)
+        )
+
+    def keyed_id(self, user_id: Any) -> str:
+        """The keyed store id of a user's id: a version-4 UUID that names nothing."""
+        digest = hmac.new(self._hmac_key, canonical_record_id(user_id).encode("utf-8"), hashlib.sha256).digest()
+        return str(uuid.UUID(bytes=digest[:16], version=4))
+
+    def sealed_id(self, user_id: Any) -> str:
+        """The sealed store id of a user's id: deterministic AES-SIV, padded, that :meth:`opened_id` turns back."""
+        plain = canonical_record_id(user_id).encode("utf-8") + b"\x80"
+        plain += b"\x00" * (-len(plain) % _PAD)
+        return _SEALED_PREFIX + base64.urlsafe_b64encode(self._siv.encrypt(plain, _AD)).decode("ascii").rstrip("=")
+
+    def opened_id(self, store_id: Any) -> str | None:
+        """The user's id of a sealed store id; ``None`` for any other id (keyed, clear, a store's own)."""
+        if not isinstance(store_id, str) or not store_id.startswith(_SEALED_PREFIX):
+            return None
+        body = store_id[len(_SEALED_PREFIX) :]
+        try:
+            plain = self._siv.decrypt(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)), _AD)
+        except (InvalidTag, binascii.Error, ValueError):
+            return None
+        return plain.rstrip(b"\x00")[:-1].decode("utf-8")
+
+    def store_id(self, user_id: Any) -> Any:
+        """The id a new record of ``user_id`` is stored under in this scheme (``"clear"``: the id as given)."""
+        if self.scheme == "keyed":
+            return self.keyed_id(user_id)
+        return self.sealed_id(user_id) if self.scheme == "sealed" else user_id
+
+    def other_store_id(self, user_id: Any) -> Any:
+        """Where a record of ``user_id`` written under another scheme is found: clear, or (clear readers) keyed."""
+        return self.keyed_id(user_id) if self.scheme == "clear" else user_id
+
+    def user_id(self, store_id: Any, claimed: Any) -> str:
+        """The user's id of a record held under ``store_id`` whose sealed contents name ``claimed``.
+
+        ``claimed`` must be ``store_id`` itself (a clear id), or the user id whose keyed or sealed id it is.
+
+        Raises:
+            SealError: Neither (the sealed id belongs to another record).
+        """
+        rid, uid = canonical_record_id(store_id), canonical_record_id(claimed)
+        if uid != rid and self.keyed_id(uid) != rid and self.opened_id(rid) != uid:
+            raise SealError(f"record {rid!r} holds the sealed id of another record: moved or edited")
+        return uid
+
+    def __repr__(self) -> str:
+        return f"RecordIds(scheme={self.scheme!r}, key=<redacted>)"
