@@ -27,7 +27,7 @@ import numpy as np
 
 from .. import vectorfiles
 from ..errors import VectorFileError
-from ..sealed_records import ID_FIELD, USER_ID_FIELD
+from ..sealed_records import ID_FIELD, IDS_KEY, USER_ID_FIELD
 from ..sealed_search import MARKER_KEY, MODE_KEY
 from ..sealing import Sealer
 from ..two_stage import VECTOR_KEY
@@ -293,15 +293,16 @@ def record_id_scheme(columns: dict[str, list[Any]]) -> str | None:
     """``"keyed"``, ``"clear"`` or ``"mixed"``: how the sealed store's sampled rows are identified; ``None`` if none is.
 
     A row of a sealed store carries its store id in ``_tc_id``; a keyed one also its user's id, sealed, in
-    ``_tc_uid``. Clear ids give a thief who knows which id belongs to which text known (text, stored vector) pairs.
+    ``_tc_uid`` (LangChain), or names its scheme in ``_tc_ids`` (LlamaIndex shells, whose node is sealed whole).
+    Clear ids give a thief who knows which id belongs to which text known (text, stored vector) pairs.
     """
     keyed = clear = 0
     for name, values in columns.items():
         for value in values:
             leaves = {path.split(".")[-1]: s for path, s in _strings(value, name)}
             if ID_FIELD in leaves and MARKER_KEY not in leaves:  # the marker record is the store's own
-                sealed_uid = Sealer.is_sealed(leaves.get(USER_ID_FIELD))
-                keyed, clear = keyed + sealed_uid, clear + (not sealed_uid)
+                is_keyed = Sealer.is_sealed(leaves.get(USER_ID_FIELD)) or leaves.get(IDS_KEY) in ("keyed", "sealed")
+                keyed, clear = keyed + is_keyed, clear + (not is_keyed)
     if not keyed and not clear:
         return None
     return "mixed" if keyed and clear else ("keyed" if keyed else "clear")

@@ -152,3 +152,16 @@ def test_a_store_that_keeps_no_text_holds_sealed_ids_and_the_index_maps_them_bac
     again = load_index_from_storage(reopened, embed_model=base)
     found = {h.node.node_id for h in again.as_retriever(similarity_top_k=10).retrieve(TEXTS[1])}
     assert found == set(node_ids) - {node_ids[4], node_ids[5]}
+
+
+@pytest.mark.parametrize("record_ids", ["keyed", "clear"])
+def test_the_audit_names_the_id_scheme_of_qdrant_payloads(base, tmp_path, record_ids: str) -> None:
+    from textcrafter_rag.audit.store import load_sample
+
+    client = QdrantClient(":memory:")
+    node_ids = [str(uuid.uuid4()) for _ in range(10)]  # UUIDs: what Qdrant takes as clear ids
+    _index(base, client, generate_key(), _nodes(node_ids, node_ids), record_ids=record_ids)
+    points, _ = client.scroll("notes", limit=100, with_payload=True, with_vectors=True)
+    rows = "".join(json.dumps({"embedding": p.vector, "id": str(p.id), "payload": p.payload}) + "\n" for p in points)
+    (tmp_path / "export.jsonl").write_text(rows, encoding="utf-8")
+    assert load_sample(tmp_path / "export.jsonl", n=10, progress=False).record_ids == record_ids

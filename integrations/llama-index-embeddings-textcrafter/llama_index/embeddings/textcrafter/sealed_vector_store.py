@@ -52,7 +52,7 @@ from llama_index.core.vector_stores.types import (
 
 from textcrafter_rag.app_index import AppIndexSearch
 from textcrafter_rag.errors import InvalidInputError, InvalidTypeError
-from textcrafter_rag.sealed_records import ID_FIELD, RecordSealer, canonical_record_id
+from textcrafter_rag.sealed_records import ID_FIELD, IDS_KEY, RecordSealer, canonical_record_id
 from textcrafter_rag.sealed_search import (
     MARKER_KEY,
     MODE_KEY,
@@ -74,7 +74,7 @@ NODE_FIELD = "node"
 #: ``search=`` left out: the mode ``fetch_k`` names (single-stage by default).
 _FROM_FETCH_K: Any = object()
 #: Plain fields the sealed store adds to each shell.
-_RESERVED = (VECTOR_KEY, MODE_KEY, MARKER_KEY)
+_RESERVED = (VECTOR_KEY, MODE_KEY, MARKER_KEY, IDS_KEY)
 
 
 # NotPicklable first: LlamaIndex's own __getstate__ would silently drop the key holders and pickle the rest
@@ -236,6 +236,8 @@ class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, BasePyda
         if reserved:
             raise InvalidInputError(f"node {rid!r}: metadata field {reserved[0]!r} is reserved for the sealed store")
         metadata = {**self._records.plain_metadata(node.metadata), ID_FIELD: rid, **extra}
+        if rid != canonical_record_id(node.node_id):  # the id scheme, for the audit (the node's own id is sealed)
+            metadata[IDS_KEY] = self._records.record_ids
         return TextNode(id_=sid, text=token, metadata=metadata, relationships=relationships, embedding=embedding)
 
     def open_node(self, shell: BaseNode, *, store_id: Any = None) -> BaseNode:
