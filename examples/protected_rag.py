@@ -232,7 +232,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     # 4. what is on disk: read the FAISS file itself and compare with the raw embeddings
     on_disk = faiss.read_index(str(store_dir / "index.faiss"))
     stored = on_disk.reconstruct_n(0, on_disk.ntotal)
-    row_of = {rid: i for i, rid in enumerate(ids)}
+    row_of = {sid: i for i, sid in enumerate(loaded.store_ids(ids))}  # FAISS holds keyed ids, not ours
     rows = [row_of[loaded.store.index_to_docstore_id[i]] for i in range(on_disk.ntotal)]
     order = [texts[r] for r in rows]
     raw_in_order = raw[rows]
