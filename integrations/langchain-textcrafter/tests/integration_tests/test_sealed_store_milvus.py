@@ -157,8 +157,9 @@ def test_a_wrong_key_or_context_or_a_moved_record_raises(tmp_path: Path, embeddi
         ):
             with pytest.raises(SealError):
                 other.similarity_search(RECORDS[0].text, k=1)
-        row = inner.client.query(COLLECTION, filter=f'pk == "{ids[0]}"', output_fields=["*"])[0]
-        inner.client.upsert(COLLECTION, [{**row, "pk": ids[1]}])  # record 0's values onto record 1's key
+        pk0, pk1 = store.store_ids(ids[:2])  # Milvus holds keyed ids
+        row = inner.client.query(COLLECTION, filter=f'pk == "{pk0}"', output_fields=["*"])[0]
+        inner.client.upsert(COLLECTION, [{**row, "pk": pk1}])  # record 0's values onto record 1's key
         with pytest.raises(SealError, match="moved"):
             store.similarity_search(RECORDS[0].text, k=3)
     finally:
@@ -194,7 +195,8 @@ async def test_delete_and_async_then_no_plaintext_on_disk(tmp_path: Path, embedd
         ids = store.add_documents(documents())
         assert store.delete([ids[1]]) is True
         assert RECORDS[1].text not in [h.page_content for h in store.similarity_search(RECORDS[1].text, k=29)]
-        token = inner.client.query(COLLECTION, filter=f'pk == "{ids[0]}"', output_fields=["text"])[0]["text"]
+        pk0 = store.store_ids(ids[:1])[0]  # Milvus holds keyed ids
+        token = inner.client.query(COLLECTION, filter=f'pk == "{pk0}"', output_fields=["text"])[0]["text"]
 
         docs = documents(RECORDS[:6])
         docs[0].id = "00000000-0000-4000-8000-000000000001"  # a Document.id is the record id
