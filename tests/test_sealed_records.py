@@ -290,3 +290,18 @@ def test_sealed_ids_turn_back_with_the_key_only(key: str) -> None:
     assert (
         sealed.store_id == sid and records.open(sealed.text, sealed.metadata, store_id=sid).record_id == "patient-1234"
     )
+
+
+def test_the_id_mapping_holds_key_material_and_never_serialises(key: str) -> None:
+    import copy
+    import pickle
+
+    from textcrafter_rag.record_ids import RecordIds
+    from textcrafter_rag.sealing import NotPicklableError, SecretKey
+
+    ids = RecordSealer(key).ids
+    assert isinstance(ids, RecordIds) and key not in repr(ids) and copy.deepcopy(ids) is ids
+    with pytest.raises(NotPicklableError):
+        pickle.dumps(ids)
+    with pytest.raises(ValueError, match="record_ids"):
+        RecordIds(SecretKey(key), scheme="hashed")

@@ -63,16 +63,15 @@ class RecordIds(KeyHolder):
     Instances hold key material: they refuse to be pickled and copy as themselves.
     """
 
-    __slots__ = ("_hmac_key", "_siv", "scheme")
+    __slots__ = ("_hmac_key", "_siv", "_siv_key", "scheme")
 
     def __init__(self, key: SecretKey, *, context: str = "", scheme: str = "keyed") -> None:
         if scheme not in RECORD_ID_SCHEMES:
             raise InvalidInputError(f"record_ids must be one of {RECORD_ID_SCHEMES}, got {scheme!r}")
         self.scheme = scheme
         self._hmac_key = key.subkey("record-id", context=context)
-        self._siv = AESSIV(
-            key.subkey("record-id-siv", context=context) + key.subkey("record-id-siv-2", context=context)
-        )
+        self._siv_key = key.subkey("record-id-siv", context=context) + key.subkey("record-id-siv-2", context=context)
+        self._siv: AESSIV | None = None  # built on first use: only stores that answer with ids alone need it
 
     def keyed_id(self, user_id: Any) -> str:
         """The keyed store id of a user's id: a version-4 UUID that names nothing."""
@@ -83,7 +82,7 @@ class RecordIds(KeyHolder):
         """The sealed store id of a user's id: deterministic AES-SIV, padded, that :meth:`opened_id` turns back."""
         plain = canonical_record_id(user_id).encode("utf-8") + b"\x80"
         plain += b"\x00" * (-len(plain) % _PAD)
-        return _SEALED_PREFIX + base64.urlsafe_b64encode(self._siv.encrypt(plain, _AD)).decode("ascii").rstrip("=")
+        return _SEALED_PREFIX + base64.urlsafe_b64encode(self._cipher().encrypt(plain, _AD)).decode("ascii").rstrip("=")
 
     def opened_id(self, store_id: Any) -> str | None:
         """The user's id of a sealed store id; ``None`` for any other id (keyed, clear, a store's own)."""
@@ -91,10 +90,15 @@ class RecordIds(KeyHolder):
             return None
         body = store_id[len(_SEALED_PREFIX) :]
         try:
-            plain = self._siv.decrypt(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)), _AD)
+            plain = self._cipher().decrypt(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)), _AD)
         except (InvalidTag, binascii.Error, ValueError):
             return None
         return plain.rstrip(b"\x00")[:-1].decode("utf-8")
+
+    def _cipher(self) -> AESSIV:
+        if self._siv is None:
+            self._siv = AESSIV(self._siv_key)
+        return self._siv
 
     def store_id(self, user_id: Any) -> Any:
         """The id a new record of ``user_id`` is stored under in this scheme (``"clear"``: the id as given)."""
