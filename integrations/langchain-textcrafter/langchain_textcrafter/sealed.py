@@ -222,6 +222,11 @@ class SealedVectorStore(NotPicklable, SealedIds, SealedReading):
         """Hits skipped so far because they did not open (another tenant under this key, edited, no vector)."""
         return self._search.skipped if self._search is not None else 0
 
+    @property
+    def capped(self) -> int:
+        """Searches that reached ``fetch_k`` before their recall target (``TwoStageSearch(recall=...)``) was met."""
+        return self._search.capped if self._search is not None else 0
+
     @classmethod
     def from_texts(
         cls, texts: list[str], embedding: Embeddings, metadatas: list[dict] | None = None, **kwargs: Any
