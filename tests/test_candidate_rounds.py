@@ -12,7 +12,7 @@ import warnings
 import numpy as np
 import pytest
 
-from textcrafter_rag.candidate_rounds import RecallCapWarning, score_noise, stop_score
+from textcrafter_rag.candidate_rounds import RecallCapWarning, rule_met, score_noise
 from textcrafter_rag.errors import InvalidInputError
 from textcrafter_rag.sealed_search import MODE_KEY, SealedSearch
 from textcrafter_rag.sealing import SecretKey
@@ -143,7 +143,12 @@ def test_the_sealed_seed_rebuilds_the_score_the_store_gave() -> None:
 def test_score_model_and_options_are_checked() -> None:
     a, sigma = score_noise(doc_strength=2.0, query_strength=0.5, dim=384, t=0.6)
     assert a == pytest.approx(0.4) and 0.04 < sigma < 0.05
-    assert stop_score(0.6, recall=0.99, doc_strength=2.0, query_strength=0.5, dim=384) < 0.24 - 2.3 * 0.04
+    search = TwoStageSearch(recall=0.99)
+    top = np.full(10, 0.6)
+    assert rule_met(top, 0.24 - 2.4 * sigma, k=10, recall=0.99, search=search, dim=384)  # 2.33 deviations: 0.99
+    assert not rule_met(top, 0.24 - 2.2 * sigma, k=10, recall=0.99, search=search, dim=384)
+    assert not rule_met(top, None, k=10, recall=0.99, search=search, dim=384)  # nothing scored: never stops
+    assert not rule_met(top[:5], -1.0, k=10, recall=0.99, search=search, dim=384)  # fewer than k found
     for bad in (1.0, 0.5, 2, True, "0.9"):
         with pytest.raises(InvalidInputError):
             TwoStageSearch(recall=bad)

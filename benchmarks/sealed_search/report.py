@@ -240,7 +240,9 @@ def render_markdown(rows: Sequence[dict[str, Any]], meta: dict[str, Any], plot_n
         "",
         "Modes: **none** (clean vectors in the store, the reference); **candidates, no rotation** (the previous "
         "release: `unit(unit(x) + 2.0 u)`, queries at 0.5); **candidates** (shipped: the same under the tenant's "
-        "secret Haar rotation `Q`, fetch_k 200); **app-side index** (the store holds a keyed random vector per "
+        "secret Haar rotation `Q`; the battery's access pattern reads the store's top 200; the scale grid adds "
+        "the shipped search in rounds to an expected recall of 0.95, at most 2,000 records); **app-side index** "
+        "(the store holds a keyed random vector per "
         "record id; the app scans PQ codes of the clean vectors and opens `open_k` records by id). Everything the "
         "store receives comes from the core (`SealedSearch.store_vectors` / `store_query`) under one fixed "
         "benchmark key.",

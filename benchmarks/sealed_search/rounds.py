@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from textcrafter_rag.candidate_rounds import FIRST_ROUND, rule_met
-from textcrafter_rag.two_stage import TwoStageSearch
+from textcrafter_rag.two_stage import DEFAULT_SEARCH, TwoStageSearch
 
 __all__ = ["recall_rows", "rounds_of_query", "timed_ms"]
 
@@ -89,7 +89,7 @@ def recall_rows(
         app_ms = [time_app(i, read[i]) for i in timed]
         rows.append(
             {
-                "setting": f"recall {recall} (fetch_k {cap})",
+                "setting": f"recall {recall} (fetch_k {cap})" + (" (shipped)" if search == DEFAULT_SEARCH else ""),
                 "recall_target": recall,
                 "fetch_k": cap,
                 "opened": cap,

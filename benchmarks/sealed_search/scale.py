@@ -346,7 +346,7 @@ def scale_rows(
                         **base,
                         "mode": "candidates",
                         "mechanism": "candidates",
-                        "setting": f"fetch_k {fk}" + (" (shipped)" if fk == TwoStageSearch().fetch_k else ""),
+                        "setting": f"fetch_k {fk}",
                         "fetch_k": fk,
                         "opened": fk,
                         **_measured(ndcg, clean_ndcg, opened, a50, a95),

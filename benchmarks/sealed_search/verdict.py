@@ -113,7 +113,7 @@ def verdict_rows(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         add(
             "29",
             "NDCG@10 >= 0.99 of clean on SciFact",
-            "candidates (fetch_k 200)",
+            f"candidates ({r['setting']})",
             f"{r['ndcg_ratio']:.3f} at {small:,} records",
             yes(r["ndcg_ratio"] >= 0.99),
         )

@@ -11,8 +11,9 @@ plaintext; so retrieval works as on an unwrapped store and nothing patches the s
 **Sealed search** (:mod:`textcrafter_rag.sealed_search`; the clean vectors travel sealed in the payload and
 every search ranks the opened records by exact cosine in your process), in one of two modes:
 
-* candidates (the default, ``fetch_k=200``): the store ranks rotated, heavily noised candidate vectors with
-  a protected query and returns ``fetch_k`` records;
+* candidates (the default): the store ranks rotated, heavily noised candidate vectors with a protected
+  query and returns records in rounds until the expected recall reaches 0.95 (at most 2,000; ``fetch_k=N``
+  asks for ``N`` once);
 * app-side index (``search=AppIndexSearch(index_path=...)``): the store holds a keyed random vector per
   record and ranks nothing; your process scans its compressed index and fetches ``open_k`` records by id.
 
@@ -48,7 +49,7 @@ from textcrafter_rag.sealed_search import (
     single_stage_marker_id,
 )
 from textcrafter_rag.sealing import NotPicklable, SecretKey
-from textcrafter_rag.two_stage import DEFAULT_FETCH_K, VECTOR_KEY, TwoStageSearch
+from textcrafter_rag.two_stage import DEFAULT_SEARCH, VECTOR_KEY, TwoStageSearch
 from textcrafter_rag.validation import check_store_vectors
 
 from ._ids import SealedIds
@@ -60,6 +61,8 @@ __all__ = ["STORE_ID_FIELD", "SealedVectorStore"]
 
 #: ``search=`` left out: the mode ``fetch_k`` names (candidates by default).
 _FROM_FETCH_K: Any = object()
+#: ``fetch_k=`` left out: the default candidate search (:data:`~textcrafter_rag.two_stage.DEFAULT_SEARCH`).
+_DEFAULT: Any = object()
 #: Plain fields the sealed store adds to each record; removed before a record is opened.
 _RESERVED = (VECTOR_KEY, MODE_KEY, MARKER_KEY)
 
@@ -91,9 +94,11 @@ class SealedVectorStore(NotPicklable, SealedIds, SealedReading):
         sealed_metadata: Metadata fields to encrypt; the others stay plain and filterable.
         context: Tenant or collection name mixed into the key: documents sealed under one context
             do not open under another.
-        fetch_k: Candidate search: candidates fetched per query (an int, default 200, with the default
-            strengths), or a :class:`~textcrafter_rag.two_stage.TwoStageSearch`. ``None``: single-stage,
-            the store ranks with the vectors of ``embedding`` (protect them).
+        fetch_k: Candidate search with a hand-sized number of candidates per query (an int, with the default
+            strengths), or a :class:`~textcrafter_rag.two_stage.TwoStageSearch`. Left out: rounds to an
+            expected recall of 0.95 of the exact top ``k``, at most 2,000 records, a search that reaches the
+            cap warned and counted (:data:`~textcrafter_rag.two_stage.DEFAULT_SEARCH`, :attr:`capped`).
+            ``None``: single-stage, the store ranks with the vectors of ``embedding`` (protect them).
         search: The search mode's options, instead of ``fetch_k``: a ``TwoStageSearch`` (candidates), an
             :class:`~textcrafter_rag.app_index.AppIndexSearch` (the app-side index; needs a store with
             ``get_by_ids``), or ``None`` (single-stage).
@@ -128,7 +133,7 @@ class SealedVectorStore(NotPicklable, SealedIds, SealedReading):
         embedding: Embeddings | None = None,
         sealed_metadata: Sequence[str] = (),
         context: str = "",
-        fetch_k: int | TwoStageSearch | None = DEFAULT_FETCH_K,
+        fetch_k: int | TwoStageSearch | None = _DEFAULT,
         search: SearchOptions | None = _FROM_FETCH_K,
         strict: bool = False,
         record_ids: str = "keyed",
@@ -136,8 +141,8 @@ class SealedVectorStore(NotPicklable, SealedIds, SealedReading):
         secret = SecretKey(key)
         self._records = RecordSealer(secret, sealed_metadata=sealed_metadata, context=context, record_ids=record_ids)
         if search is _FROM_FETCH_K:
-            search = TwoStageSearch.of(fetch_k)
-        elif fetch_k != DEFAULT_FETCH_K:
+            search = DEFAULT_SEARCH if fetch_k is _DEFAULT else TwoStageSearch.of(fetch_k)
+        elif fetch_k is not _DEFAULT:
             raise InvalidInputError("give either fetch_k= or search=, not both")
         if search is not None and not isinstance(search, (TwoStageSearch, AppIndexSearch)):
             raise InvalidTypeError(

@@ -14,7 +14,7 @@ from textcrafter_rag import GaussianNoise
 from textcrafter_rag.sealed_search import ModeMismatchError, SkippedRecordsWarning
 from textcrafter_rag.sealing import Sealer, generate_key
 from textcrafter_rag.testing import KnownVectors
-from textcrafter_rag.two_stage import TwoStage, TwoStageSearch
+from textcrafter_rag.two_stage import DEFAULT_SEARCH, TwoStage, TwoStageSearch
 
 TEXTS = [f"Patient {i} was treated for condition {i % 7} at ward {i % 5}." for i in range(30)]
 IDS = [f"r{i}" for i in range(30)]
@@ -200,7 +200,8 @@ def test_copy_to_rekeys_without_the_encoder(base) -> None:
 def test_two_stage_search_is_the_default_and_a_single_stage_store_says_how_to_open_it(base) -> None:
     key = generate_key()
     default = SealedVectorStore(InMemoryVectorStore, embedding=base, key=key)
-    assert default.two_stage == TwoStageSearch()
+    assert default.two_stage == DEFAULT_SEARCH == TwoStageSearch(fetch_k=2000, recall=0.95)  # rounds to a target
+    assert SealedVectorStore(InMemoryVectorStore, embedding=base, key=key, fetch_k=200).two_stage.recall is None
     default.add_texts(TEXTS[:3], ids=IDS[:3])
     row = _row(default, "r0")
     assert Sealer.is_sealed(row["metadata"]["_tc_vec"])  # the clean vector travels sealed
