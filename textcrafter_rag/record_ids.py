@@ -31,7 +31,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESSIV
 from .errors import InvalidInputError
 from .sealing import KeyHolder, SealError, SecretKey
 
-__all__ = ["RECORD_ID_SCHEMES", "RecordIds", "canonical_record_id"]
+__all__ = ["RECORD_ID_SCHEMES", "RecordIds", "canonical_record_id", "check_writable", "keyed_only"]
 
 #: ``record_ids=``: keyed store ids (the default), sealed ones (for stores that answer with ids alone), or clear.
 RECORD_ID_SCHEMES = ("keyed", "clear", "sealed")
@@ -125,3 +125,24 @@ class RecordIds(KeyHolder):
 
     def __repr__(self) -> str:
         return f"RecordIds(scheme={self.scheme!r}, key=<redacted>)"
+
+
+def keyed_only(record_ids: str, marker_scheme: str | None) -> bool:
+    """Whether a store holds keyed ids only: this writer's scheme and the one its marker names are both keyed.
+
+    Then a lookup that misses never tries the clear id (which would hand the store the user's id).
+    """
+    return record_ids == "keyed" and marker_scheme == "keyed"
+
+
+def check_writable(record_ids: str, marker_scheme: str | None) -> None:
+    """Refuse a clear-id writer in a store whose marker says keyed only: keyed readers would not look it up.
+
+    Raises:
+        InvalidInputError: ``record_ids="clear"`` on a store written with keyed ids.
+    """
+    if record_ids == "clear" and marker_scheme == "keyed":
+        raise InvalidInputError(
+            "this store was written with keyed record ids: open it with record_ids='keyed' (the default) to "
+            "add to it; readers of a keyed store do not look up clear ids"
+        )

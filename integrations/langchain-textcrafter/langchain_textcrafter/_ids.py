@@ -19,7 +19,7 @@ from typing import Any
 from langchain_core.documents import Document
 from langchain_core.vectorstores import VectorStore
 
-from textcrafter_rag.errors import InvalidInputError
+from textcrafter_rag.record_ids import check_writable, keyed_only
 from textcrafter_rag.sealed_records import ID_FIELD, IDS_KEY, RecordSealer, canonical_record_id
 from textcrafter_rag.sealed_search import SealedSearch
 
@@ -86,15 +86,11 @@ class SealedIds:
 
     def _knows_keyed_only(self) -> bool:
         """Whether every record of the store was written with keyed ids (its marker says so): no clear lookups."""
-        return self._records.record_ids == "keyed" and self._marker_scheme() == "keyed"
+        return keyed_only(self._records.record_ids, self._marker_scheme())
 
     def _check_writable(self) -> None:
-        """Refuse clear ids in a store whose marker says keyed only: keyed readers would not look them up."""
-        if self._records.record_ids == "clear" and self._marker_scheme() == "keyed":
-            raise InvalidInputError(
-                "this store was written with keyed record ids: open it with record_ids='keyed' (the default) to "
-                "add to it; readers of a keyed store do not look up clear ids"
-            )
+        """Refuse clear ids in a store whose marker says keyed ids only (see ``check_writable``)."""
+        check_writable(self._records.record_ids, self._marker_scheme())
 
     def _delete_ids(self, ids: Sequence[Any], found: Sequence[Document] | None) -> list[Any]:
         """The store ids to delete for these user ids (``found``: their records read back, ``None`` if unreadable).

@@ -19,7 +19,7 @@ from typing import Any
 from llama_index.core.schema import BaseNode
 from llama_index.core.vector_stores.types import BasePydanticVectorStore, MetadataFilters, VectorStoreQuery
 
-from textcrafter_rag.errors import InvalidInputError
+from textcrafter_rag.record_ids import check_writable, keyed_only
 from textcrafter_rag.sealed_records import ID_FIELD, IDS_KEY, RecordSealer, canonical_record_id
 
 __all__ = ["SealedNodeIds"]
@@ -121,16 +121,12 @@ class SealedNodeIds:
         return self._ids_scheme
 
     def _knows_keyed_only(self) -> bool:
-        """Whether every shell of the store was written with keyed ids (its marker says so)."""
-        return self._records.record_ids == "keyed" and self._marker_scheme() == "keyed"
+        """Whether every shell of the store was written with keyed ids (its marker says so): no clear lookups."""
+        return keyed_only(self._records.record_ids, self._marker_scheme())
 
     def _check_writable(self) -> None:
-        """Refuse clear ids in a store whose marker says keyed only: keyed readers would not look them up."""
-        if self._records.record_ids == "clear" and self._marker_scheme() == "keyed":
-            raise InvalidInputError(
-                "this store was written with keyed record ids: open it with record_ids='keyed' (the default) to "
-                "add to it; readers of a keyed store do not look up clear ids"
-            )
+        """Refuse clear ids in a store whose marker says keyed ids only (see ``check_writable``)."""
+        check_writable(self._records.record_ids, self._marker_scheme())
 
     def _added_ids(self, returned: Sequence[Any], shells: Sequence[BaseNode], nodes: Sequence[BaseNode]) -> list[Any]:
         """What ``add`` returns: the wrapped store's ids, your node ids where they are the shells' keyed ids."""
