@@ -51,12 +51,24 @@ def synthetic_corpus(n_docs: int = 240, n_queries: int = 24, seed: int = 0) -> C
 BATTERY = BatteryConfig(
     n_members=24, n_others=60, n_queries=16, n_variants=2, pair_counts=(40, 200), insert_budgets=(20, 60)
 )
-SCALE = ScaleConfig(sizes=(240, 1200), fetch_ks=(20, 1200), index=((8, 30),), n_timed=3, n_clusters=4, train_at=256)
+SCALE = ScaleConfig(
+    sizes=(240, 1200),
+    fetch_ks=(20, 1200),
+    index=((8, 30),),
+    n_timed=3,
+    n_clusters=4,
+    train_at=256,
+    kinds=("clustered", "real"),
+    real=300,
+)
+#: Stand-ins for the real out-of-domain sentences of the ``real`` kind.
+OTHER_TEXTS = [f"market report {i} on shares of company {i % 17} and rates" for i in range(300)]
 
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[dict], dict, Path]:
     corpus = synthetic_corpus()
+    corpus.distractor_texts = OTHER_TEXTS
     rows, meta = [], {}
     for part in ("battery", "scale"):
         got, m = measure(
@@ -116,7 +128,7 @@ def test_guessing_can_succeed_and_can_be_stopped(results: tuple[list[dict], dict
 
 
 def test_scale_rows_and_ratios(results: tuple[list[dict], dict, Path]) -> None:
-    rows = [r for r in results[0] if r["part"] == "scale"]
+    rows = [r for r in results[0] if r["part"] == "scale" and r["distractors"] != "real"]
     assert {r["n_records"] for r in rows} == {240, 1200}
     for r in rows:
         assert 0.0 <= r["ndcg_ratio"] <= 1.5 and r["app_ms_p95"] >= r["app_ms_p50"] >= 0.0
@@ -158,3 +170,11 @@ def test_cluster_distractors_keep_the_clusters() -> None:
     rand = np.random.default_rng(1).standard_normal((500, DIM))
     rand /= np.linalg.norm(rand, axis=1, keepdims=True)
     assert best.mean() > (rand @ corpus.doc_vecs.T).max(axis=1).mean() + 0.1
+
+
+def test_the_real_kind_adds_the_embedded_sentences_as_one_store_size(results) -> None:
+    rows, _, out = results
+    real = [r for r in rows if r.get("part") == "scale" and r["distractors"] == "real"]
+    assert real and {r["n_records"] for r in real} == {240 + len(OTHER_TEXTS)}
+    assert {r["mode"] for r in real} >= {"none", "candidates", "index"}
+    assert "real out-of-domain sentences" in (out / "sealed_search_smoke.md").read_text()

@@ -5,12 +5,15 @@ See :mod:`benchmarks.sealed_search.scale` for why the clustered kind is the defa
 
 from __future__ import annotations
 
+import os
+
 import faiss
 import numpy as np
 
+from textcrafter_rag.data import load_classification, wikitext_sentences
 from textcrafter_rag.numerics import unit_rows
 
-__all__ = ["CHUNK", "cluster_distractors", "distractor_check", "gaussian_distractors"]
+__all__ = ["CHUNK", "REAL_SOURCES", "cluster_distractors", "real_sentences", "distractor_check", "gaussian_distractors"]
 
 _PARENTS = 6  # residuals mixed per distractor
 #: Rows generated (and, in the scale grid, searched or added) per step: bounded memory at a million records.
@@ -75,3 +78,24 @@ def distractor_check(docs: np.ndarray, distractors: np.ndarray, *, n: int = 2000
         "distractor_nn_cosine_mean": float((fake @ x.T).max(axis=1).mean()),
         "distractor_nn_cosine_p99": float(np.percentile((fake @ x.T).max(axis=1), 99)),
     }
+
+
+#: The real public sentences of the ``real`` kind: every split of the shared datasets other than SciFact.
+REAL_SOURCES = "WikiText-2 sentences, SST-2, ADE, AG News and Financial PhraseBank (all splits)"
+
+
+def real_sentences(n: int, *, data_dir: str | os.PathLike[str] | None, seed: int) -> list[str]:
+    """``n`` distinct real sentences of :data:`REAL_SOURCES` (fewer if they hold fewer), in a seeded order.
+
+    Out of SciFact's domain: what a store that mixes a project's documents with others looks like, and the
+    kind issue 29's 155,000-record row measured (the fitted distractors stay the harder, same-domain case).
+    """
+    texts: list[str] = []
+    for split in ("train", "valid", "test"):
+        texts += wikitext_sentences(split, data_dir=data_dir)
+    for name in ("sst2", "ade", "ag_news", "financial_phrasebank"):
+        for split in ("train", "test"):
+            texts += load_classification(name, split, data_dir=data_dir)[0]
+    unique = sorted({t for t in texts if t})
+    order = np.random.default_rng(seed + 23).permutation(len(unique))
+    return [unique[i] for i in order[:n]]

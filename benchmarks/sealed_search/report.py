@@ -79,9 +79,19 @@ def _scale_tables(rows: Sequence[dict[str, Any]]) -> list[str]:
     sizes = sorted({r["n_records"] for r in sc if r["distractors"] != "gaussian"})
     settings = list(dict.fromkeys((r["mode"], r["setting"]) for r in sc))
     clean = {r["n_records"]: r["clean_ndcg10"] for r in sc if r["mode"] == "none" and r["distractors"] != "gaussian"}
+    real = sorted({r["n_records"] for r in sc if r["distractors"] == "real"})
     out += [
         "Clean NDCG@10 (exact search of the grown store): " + ", ".join(f"{s:,}: {clean[s]:.2f}" for s in sizes),
         "",
+        *(
+            [
+                f"{', '.join(f'{s:,}' for s in real)} records: SciFact + real out-of-domain sentences (the `real` "
+                "kind); the other sizes: SciFact + clustered fitted distractors.",
+                "",
+            ]
+            if real
+            else []
+        ),
     ]
     table = []
     for mode, setting in settings:
@@ -99,7 +109,7 @@ def _scale_tables(rows: Sequence[dict[str, Any]]) -> list[str]:
             )
             cells.append("–" if r is None else f"{r['ndcg_ratio']:.3f}")
         table.append([f"{mode}: {setting}", *cells])
-    out += ["NDCG@10 ratio to clean per store size (SciFact + clustered distractors):", ""]
+    out += ["NDCG@10 ratio to clean per store size (SciFact + distractors):", ""]
     out.append(_table(["mode: setting", *(f"{s:,}" for s in sizes)], table))
     out.append("")
     rounds = [r for r in sc if "recall_target" in r and r["distractors"] != "gaussian"]
@@ -338,7 +348,7 @@ def make_plot(rows: Sequence[dict[str, Any]], path: Path) -> None:
     """NDCG ratio against store size per mode setting; guessing accuracy per attacker and mode."""
     plt = setup_matplotlib()
     fig, axes = plt.subplots(1, 4, figsize=(22, 4.8))
-    sc = [r for r in _scale(rows) if r["distractors"] != "gaussian"]
+    sc = [r for r in _scale(rows) if r["distractors"] in ("clustered", "none")]
     ax = axes[0]
     for mode, setting in dict.fromkeys((r["mode"], r["setting"]) for r in sc):
         pts = sorted((r["n_records"], r["ndcg_ratio"]) for r in sc if (r["mode"], r["setting"]) == (mode, setting))

@@ -6,7 +6,7 @@ import argparse
 import json
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ from textcrafter_rag.encoders import bundled_minilm
 from . import __doc__ as PACKAGE_DOC
 from . import scale as scale_module
 from .battery import battery_rows, embed_battery
+from .distractors import REAL_SOURCES, real_sentences
 from .modes import BATTERY_MODES, make_mode
 from .notes import NOTE_TEMPLATES, QUERY_TEMPLATES, make_note_set
 from .report import make_plot, render_markdown
@@ -69,17 +70,18 @@ SIZES: dict[str, dict[str, Any]] = {
         "n_docs": 0,
         "n_queries": 0,
         "battery": BatteryConfig(100, 2000, 100, 9, (400, 2000, 5000), (20, 200)),
-        "scale": ScaleConfig(sizes=(5183, 19_999, 100_000, 1_000_000), n_timed=100),
+        "scale": ScaleConfig(
+            sizes=(5183, 19_999, 100_000, 1_000_000), n_timed=100, kinds=("clustered", "real"), real=150_000
+        ),
     },
 }
 
 NOT_COVERED = [
     "The adaptive inverter (content-F1) was not rerun: see the inverter note under the battery.",
-    "The 150,000 real public sentences of issue 29's grid were not embedded this session (MiniLM on 2 shared "
-    "CPU cores: SciFact's 5,183 abstracts alone took minutes); the grid is SciFact + fitted distractors only.",
-    "Every distractor sits in SciFact's own clusters (about 190 per real abstract at 1,000,000): a denser, "
-    "same-domain store, harder for the candidate mode than a mixed-domain one (issue 29's 0.83 at 1,000,000 had "
-    "150,000 real out-of-domain sentences in it); the index mode's ratio does not depend on it here.",
+    "The real sentences (the `real` kind) are one store size, SciFact + 150,000; the 1,000,000-record store is "
+    "SciFact + fitted distractors only, every one in SciFact's own clusters (about 190 per real abstract): a "
+    "denser, same-domain store, harder for the candidate mode than a mixed-domain one (issue 29's 0.83 at "
+    "1,000,000 mixed 150,000 real sentences with fitted ones); the index mode's ratio does not depend on it here.",
     "Latency through Qdrant local (or any store engine) is not measured here; in-process only, on a shared "
     "2-core machine (load average in the header): single timings move by up to 2x between sizes. The candidate "
     "store's search is a FAISS flat scan (memory-bound, ~0.2-0.3 s per query at 1,000,000); a real store would use "
@@ -104,6 +106,8 @@ class Corpus:
     query_vecs: np.ndarray
     qrels: dict[str, set[str]]
     background_about: str = "SciFact abstracts"
+    #: Real out-of-domain sentences for the scale grid's ``real`` kind (embedded by the part that needs them).
+    distractor_texts: list[str] = field(default_factory=list)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -170,6 +174,10 @@ def measure(
             "templates": f"{len(NOTE_TEMPLATES)} note templates, {len(QUERY_TEMPLATES)} query templates",
         }
     if part == "scale":
+        real = None
+        if "real" in scale.kinds and corpus.distractor_texts:
+            progress(f"scale: embedding {len(corpus.distractor_texts):,} real sentences")
+            real = app_encode(corpus.distractor_texts)
         rows, meta = scale_rows(
             scale,
             docs=corpus.doc_vecs,
@@ -178,8 +186,11 @@ def measure(
             query_ids=corpus.query_ids,
             qrels=corpus.qrels,
             seed=seed,
+            real=real,
             progress=progress,
         )
+        if real is not None:
+            meta["real_sentences"] = f"{len(real):,} from {REAL_SOURCES}"
         meta["about"] = (scale_module.__doc__ or "").split("\n\n")[1].replace("\n", " ")
         meta["config"] = repr(scale)
         return rows, meta
@@ -242,7 +253,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         queries = embed_cached(
             encoder, rs.queries, cache=cache, desc="Embedding queries", progress=progress_bars, superset=full.queries
         )
-    corpus = Corpus(rs.doc_ids, docs, rs.query_ids, queries, rs.qrels)
+    real_texts = real_sentences(scale_cfg.real, data_dir=data_dir, seed=args.seed) if "real" in scale_cfg.kinds else []
+    corpus = Corpus(rs.doc_ids, docs, rs.query_ids, queries, rs.qrels, distractor_texts=real_texts)
     if size == "smoke":
         scale_cfg = ScaleConfig(**{**asdict(scale_cfg), "sizes": (len(docs), 600)})
 

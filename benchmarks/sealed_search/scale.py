@@ -68,7 +68,9 @@ class ScaleConfig:
         index: ``(code_bytes, open_k)`` app-side index settings (48, 100 is the shipped default).
         n_timed: Queries timed one at a time at each size.
         n_clusters: k-means clusters of the distractor fit.
-        kinds: Distractor kinds (``clustered``, optionally ``gaussian``; ``gaussian`` only at the largest size).
+        kinds: Distractor kinds (``clustered``; ``real``: SciFact + ``real`` real sentences, one size; optionally
+            ``gaussian``, only at the largest size).
+        real: How many real sentences the ``real`` kind adds.
         train_at: The index's ``train_at`` (``None``: the shipped default, 20,000).
         recalls: Candidate mode's recall targets, searched in rounds up to the largest ``fetch_ks``.
     """
@@ -81,6 +83,7 @@ class ScaleConfig:
     kinds: tuple[str, ...] = ("clustered",)
     train_at: int | None = None
     recalls: tuple[float, ...] = (0.95, 0.99)
+    real: int = 0
 
 
 def _unit32(x: np.ndarray) -> np.ndarray:
@@ -195,9 +198,13 @@ def scale_rows(
     query_ids: list[str],
     qrels: dict[str, set[str]],
     seed: int,
+    real: np.ndarray | None = None,
     progress: Callable[[str], Any] = lambda s: None,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Every (distractor kind, size, mode setting) row, and notes for ``meta`` (the distractor checks, throughput)."""
+    """Every (distractor kind, size, mode setting) row, and notes for ``meta`` (the distractor checks, throughput).
+
+    ``real``: the vectors of real out-of-domain sentences, the distractors of the ``real`` kind.
+    """
     rows: list[dict[str, Any]] = []
     meta: dict[str, Any] = {"distractor_check": {}, "throughput": {}}
     secret = SecretKey(BENCH_KEY)
@@ -232,11 +239,18 @@ def scale_rows(
     max_fetch = max(cfg.fetch_ks)
 
     for kind in cfg.kinds:
-        sizes = [s for s in cfg.sizes if s >= n_real] if kind == "clustered" else [max(cfg.sizes)]
+        if kind == "clustered":
+            sizes = [s for s in cfg.sizes if s >= n_real]
+        else:
+            sizes = [n_real + len(real)] if kind == "real" and real is not None else [max(cfg.sizes)]
         n_extra = max(sizes) - n_real
         progress(f"scale: {kind} distractors ({n_extra:,})")
         if kind == "clustered":
             extra = cluster_distractors(docs, n_extra, n_clusters=cfg.n_clusters, seed=seed)
+        elif kind == "real":
+            if real is None:
+                raise ValueError("the real kind needs the real sentences' vectors")
+            extra = _unit32(real)
         else:
             extra = gaussian_distractors(docs, n_extra, seed=seed)
         if n_extra:
