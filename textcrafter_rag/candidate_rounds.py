@@ -17,13 +17,13 @@ A fixed ``fetch_k`` is sized by hand for one store size and quietly loses qualit
   ``k`` (the expected recall, with the app's best estimate of the true top ``k``) reaches ``recall``.
 
 This is an estimate, not a bound: it is checked on held-out stores (``tests/test_candidate_rounds.py``:
-clustered synthetic vectors; ``python -m benchmarks.sealed_search``: SciFact grown by fitted distractors, where
-it met 0.95 and 0.99 on SciFact reading half the records a per-record worst-case bound needed).
+clustered synthetic vectors; ``python -m benchmarks.sealed_search``: SciFact and SciFact grown by distractors;
+on SciFact a per-record worst-case bound read twice the records at the 0.95 target for the same result).
 
 Where the rule is not met at ``fetch_k``, the search stops there and says so: :attr:`Rounds.capped` (counted by
-:class:`~textcrafter_rag.sealed_search.SealedSearch`, warned once per store), never a silent loss. The rule is
-checked on held-out stores by ``python -m benchmarks.sealed_search``. Records sealed before the noise seed was
-sealed beside the vector count as unscored: a round with none scored cannot stop early.
+:class:`~textcrafter_rag.sealed_search.SealedSearch`, warned once per store), never a silent loss. Records
+sealed before the noise seed was sealed beside the vector count as unscored: a round with none scored cannot
+stop early.
 
 The store sees what it saw before, the same noised query, once per round with a growing ``k``: the number of
 rounds tells it how hard the query was to answer, nothing more.
