@@ -35,7 +35,11 @@ def test_two_stage_smoke(tmp_path: Path, data_dir: Path) -> None:
     assert meta["benchmark"] == "two_stage" and meta["parts_missing"] == []
     assert {r["part"] for r in rows} >= {"utility", "encoding", "scale", "averaging", "privacy", "cost", "engines"}
     engines = [r for r in rows if r["part"] == "engines"]
-    assert {(r["engine"], r["mode"]) for r in engines} == {("qdrant", "single-stage"), ("qdrant", "two-stage")}
+    assert {(r["engine"], r["mode"]) for r in engines} == {
+        ("qdrant", "single-stage"),
+        ("qdrant", "two-stage"),
+        ("qdrant", "two-stage, rounds to recall 0.95 (default)"),
+    }
     assert all(r["latency_ms_p95"] >= r["latency_ms_p50"] > 0 for r in engines)
     for r in rows:
         assert set(ISSUE_KEYS) <= set(r)

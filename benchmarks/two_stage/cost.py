@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from textcrafter_rag.sealed_records import ID_FIELD, RecordSealer
+from textcrafter_rag.sealed_records import RecordSealer
 from textcrafter_rag.sealing import Sealer
 from textcrafter_rag.two_stage import VECTOR_FIELD, TwoStage, TwoStageSearch, rerank
 
@@ -49,7 +49,8 @@ def cost_rows(
     two = TwoStage(_KEY, search=TwoStageSearch(fetch_k=fetch_k))
     raw = Sealer(_KEY)  # the int8 alternative, sealed the way TwoStage seals its float16 vectors
     ids = [str(i) for i in range(corpus.n_docs)]
-    text_tokens = [sealer.seal(t, None, record_id=i).text for t, i in zip(texts, ids)]
+    records = [sealer.seal(t, None, record_id=i) for t, i in zip(texts, ids)]  # keyed ids, as shipped
+    text_tokens = [r.text for r in records]
     tokens = {
         "float16": [two.seal_vector(v, record_id=i) for v, i in zip(corpus.docs, ids)],
         "int8": [raw.seal(pack_int8(v), record_id=i, field=VECTOR_FIELD) for v, i in zip(corpus.docs, ids)],
@@ -76,7 +77,7 @@ def cost_rows(
             order = rank(enc, corpus.queries[qi], cand)
             t1 = time.perf_counter()
             for j in order:
-                sealer.open(text_tokens[cand[j]], {ID_FIELD: ids[cand[j]]})
+                sealer.open(records[cand[j]].text, records[cand[j]].metadata)
             t2 = time.perf_counter()
             lat_vectors.append(1000 * (t1 - t0))
             lat.append(1000 * (t2 - t0))

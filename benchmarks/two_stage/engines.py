@@ -125,8 +125,9 @@ def engine_latency_rows(
     tmp = Path(tempfile.mkdtemp(prefix="two-stage-engines-"))
     try:
         for engine in engines:
-            for mode, two_stage in (("single-stage", None), ("two-stage", fetch_k), (ROUNDS, DEFAULT_SEARCH)):
-                name = f"docs_{mode.split(',')[0].replace('-', '_').replace(' ', '_')}"
+            modes = (("single-stage", None), ("two-stage", fetch_k), (ROUNDS, DEFAULT_SEARCH))
+            for n_mode, (mode, two_stage) in enumerate(modes):
+                name = f"docs_{n_mode}"
                 with _engine(engine, tmp / engine / name, name, dim) as factory:
                     store = SealedVectorStore(factory, embedding=embeddings, key=key, fetch_k=two_stage)
                     for start in range(0, len(texts), 1000):
