@@ -18,7 +18,7 @@ A fixed ``fetch_k`` is sized by hand for one store size and quietly loses qualit
 
 This is an estimate, not a bound: it is checked on held-out stores (``tests/test_candidate_rounds.py``:
 clustered synthetic vectors; ``python -m benchmarks.sealed_search``: SciFact and SciFact grown by distractors;
-on SciFact a per-record worst-case bound read twice the records at the 0.95 target for the same result).
+a per-record worst-case bound, tried in development, read about twice as many records on SciFact).
 
 Where the rule is not met at ``fetch_k``, the search stops there and says so: :attr:`Rounds.capped` (counted by
 :class:`~textcrafter_rag.sealed_search.SealedSearch`, warned once per store), never a silent loss. Records
