@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 
 from textcrafter_rag.errors import InvalidTypeError, ProtectionError, TextcrafterError
+from textcrafter_rag.keyed import keyed_normals
+from textcrafter_rag.numerics import unit_rows
 from textcrafter_rag.sealing import SealError, generate_key
 from textcrafter_rag.two_stage import (
     TwoStage,
@@ -149,3 +151,19 @@ def test_key_material_is_not_picklable_nor_in_the_repr():
     with pytest.raises(TypeError):
         pickle.dumps(ts)
     assert KEY not in repr(ts)
+
+
+def test_candidates_are_bit_identical_to_the_releases_that_wrote_existing_stores() -> None:
+    """One vector, one release, across versions too: a record re-added after an upgrade gives the store the very
+    vector it already holds, so two versions' candidates cannot be averaged. The earlier releases computed
+    ``unit_rows(unit + r * unit_rows(directions))`` over the whole batch; the seeded rebuild must match it bit
+    for bit (it once normalised each direction with ``np.linalg.norm`` instead, a last-bit difference)."""
+    clean = np.random.default_rng(0).standard_normal((50, 384)).astype(np.float32)
+    x = unit_rows(clean.astype(np.float64))  # what the release keys and noises: the unit clean direction
+    two = TwoStage(bytes(range(32)), context="t", search=TwoStageSearch())
+    seeds = [two._seed(b"document", row) for row in x]  # the same keyed PRF the release uses
+    directions = np.stack([keyed_normals(seed, 384, 384) for seed in seeds])
+    earlier = unit_rows(x + 2.0 * unit_rows(directions))
+    assert np.array_equal(two.noised(x, seeds, 2.0), earlier)
+    rotated = two.rotation(384).apply(earlier.astype(np.float32), name="document vectors")
+    assert np.array_equal(two.protect_documents(clean), rotated)

@@ -287,13 +287,14 @@ class TwoStage(KeyHolder):  # refuses pickling and __getstate__ (the key); copie
         store gave a record it opened (:mod:`textcrafter_rag.candidate_rounds`).
         """
         x = np.asarray(unit, dtype=np.float64)
-        out = np.full_like(x, np.nan)
+        known = np.array([seed is not None for seed in seeds], dtype=bool)
+        directions = np.zeros_like(x)
         for i, seed in enumerate(seeds):
             if seed is not None:
-                direction = keyed_normals(seed, x.shape[1], x.shape[1])
-                out[i] = x[i] + strength * direction / np.linalg.norm(direction)
-        known = ~np.isnan(out[:, 0])
-        out[known] = unit_rows(out[known])
+                directions[i] = keyed_normals(seed, x.shape[1], x.shape[1])
+        out = np.full_like(x, np.nan)
+        if known.any():  # row by row the same arithmetic as every earlier release: the same vector, the same draw
+            out[known] = unit_rows(x[known] + strength * unit_rows(directions[known]))
         return out
 
     def _release(self, label: bytes, clean: np.ndarray, strength: float, name: str) -> np.ndarray:
