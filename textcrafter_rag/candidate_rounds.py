@@ -17,8 +17,7 @@ A fixed ``fetch_k`` is sized by hand for one store size and quietly loses qualit
   ``k`` (the expected recall, with the app's best estimate of the true top ``k``) reaches ``recall``.
 
 This is an estimate, not a bound: it is checked on held-out stores (``tests/test_candidate_rounds.py``:
-clustered synthetic vectors; ``python -m benchmarks.sealed_search``: SciFact and SciFact grown by distractors;
-a per-record worst-case bound, tried in development, read about twice as many records on SciFact).
+clustered synthetic vectors; ``python -m benchmarks.sealed_search``: SciFact and SciFact grown by distractors).
 
 Where the rule is not met at ``fetch_k``, the search stops there and says so: :attr:`Rounds.capped` (counted by
 :class:`~textcrafter_rag.sealed_search.SealedSearch`, warned once per store), never a silent loss. Records

@@ -297,17 +297,18 @@ class TwoStage(KeyHolder):  # refuses pickling and __getstate__ (the key); copie
             out[known] = unit_rows(x[known] + strength * unit_rows(directions[known]))
         return out
 
-    def _release(self, label: bytes, clean: np.ndarray, strength: float, name: str) -> np.ndarray:
+    def _units(self, label: bytes, clean: np.ndarray, strength: float) -> np.ndarray:
+        """What the store receives for these rows, before the rotation: the unit rows, noised by their seeds."""
         unit = unit_rows(np.asarray(clean, dtype=np.float64))
-        if strength > 0:
-            unit = self.noised(unit, [self._seed(label, row) for row in unit], strength)
+        return self.noised(unit, [self._seed(label, row) for row in unit], strength) if strength > 0 else unit
+
+    def _release(self, label: bytes, clean: np.ndarray, strength: float, name: str) -> np.ndarray:
+        unit = self._units(label, clean, strength)
         return self.rotation(unit.shape[1]).apply(unit.astype(np.float32), name=name)
 
     def query_unit(self, clean: np.ndarray) -> np.ndarray:
         """The unit query the store receives for ``clean`` (one row), before the rotation."""
-        unit = unit_rows(np.asarray(clean, dtype=np.float64).reshape(1, -1))
-        strength = self._search.query_strength
-        return self.noised(unit, [self._seed(b"query", unit[0])], strength)[0] if strength > 0 else unit[0]
+        return self._units(b"query", np.asarray(clean).reshape(1, -1), self._search.query_strength)[0]
 
     def protect_documents(self, clean: Any, *, name: str = "document vectors") -> np.ndarray:
         """The candidate vectors the store receives for these clean vectors (the same vector: the same release).
