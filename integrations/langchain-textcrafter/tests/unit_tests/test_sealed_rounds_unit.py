@@ -52,6 +52,9 @@ def test_the_store_is_asked_in_doubling_rounds_and_the_answer_is_the_exact_top(b
     asked = store.store.asked
     assert asked[0] == 100 and all(b == 2 * a for a, b in itertools.pairwise(asked))
     assert store.capped == 0
+    # every round sends the store the very same protected query: rounds add no draws it could average
+    assert len(store.store.searched) == len(asked) > 1
+    assert all(v == store.store.searched[0] for v in store.store.searched)
     store.store.asked.clear()
     got = asyncio.run(store.asimilarity_search(query, k=5))
     assert [d.page_content for d in got] == exact_top(base, TEXTS, query, 5)
