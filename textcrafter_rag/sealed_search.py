@@ -149,10 +149,16 @@ class SealedSearch(NotPicklable):
         """The one validation of every vector on a store path (see :func:`check_store_vectors`)."""
         return check_store_vectors(clean, name=name)
 
-    def store_vectors(self, clean: np.ndarray, record_ids: Sequence[Any]) -> np.ndarray:
-        """What the store receives for these (validated) clean vectors: candidates, or keyed random vectors."""
+    def store_vectors(
+        self, clean: np.ndarray, record_ids: Sequence[Any], *, seeds: Sequence[bytes | None] | None = None
+    ) -> np.ndarray:
+        """What the store receives for these (validated) clean vectors: candidates, or keyed random vectors.
+
+        ``seeds``: the noise seeds opened with copied records (:attr:`OpenedHits.seeds`), so a copy is the
+        same draw as its source, not a second one (see :meth:`TwoStage.protect_documents`).
+        """
         if self.mode == "candidates":
-            return self._two_stage.protect_documents(clean)
+            return self._two_stage.protect_documents(clean, seeds=seeds)
         return self.keyed_vectors([canonical_record_id(r) for r in record_ids], clean.shape[1])
 
     def keyed_vectors(self, labels: Sequence[str], dim: int) -> np.ndarray:
@@ -162,17 +168,28 @@ class SealedSearch(NotPicklable):
             out[i] = keyed_normals(hmac.new(self._vector_key, label.encode("utf-8"), hashlib.sha256).digest(), dim, dim)
         return unit_rows(out).astype(np.float32)
 
-    def seal_vector(self, clean: np.ndarray, *, record_id: Any, record_text: str | None = None) -> str:
+    def seal_vector(
+        self, clean: np.ndarray, *, record_id: Any, record_text: str | None = None, seed: bytes | None = None
+    ) -> str:
         """The clean direction, packed and sealed, bound to the record id and its sealed text (``_tc_vec``)."""
-        return self._two_stage.seal_vector(clean, record_id=record_id, record_text=record_text)
+        return self._two_stage.seal_vector(clean, record_id=record_id, record_text=record_text, seed=seed)
 
     def record_fields(
-        self, clean: np.ndarray, record_ids: Sequence[Any], record_texts: Sequence[str]
+        self,
+        clean: np.ndarray,
+        record_ids: Sequence[Any],
+        record_texts: Sequence[str],
+        *,
+        seeds: Sequence[bytes | None] | None = None,
     ) -> list[dict[str, str]]:
-        """The plain fields each record carries: its sealed vector (bound to its sealed text) and the mode."""
+        """The plain fields each record carries: its sealed vector (bound to its sealed text) and the mode.
+
+        ``seeds``: as :meth:`store_vectors` (the seed a copy was drawn with is sealed beside its vector).
+        """
+        given = list(seeds) if seeds is not None else [None] * len(record_ids)
         return [
-            {VECTOR_KEY: self.seal_vector(v, record_id=r, record_text=t), MODE_KEY: self.mode}
-            for v, r, t in zip(clean, record_ids, record_texts, strict=True)
+            {VECTOR_KEY: self.seal_vector(v, record_id=r, record_text=t, seed=s), MODE_KEY: self.mode}
+            for v, r, t, s in zip(clean, record_ids, record_texts, given, strict=True)
         ]
 
     # -- the marker record --------------------------------------------------------------------------

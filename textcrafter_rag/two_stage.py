@@ -297,44 +297,71 @@ class TwoStage(KeyHolder):  # refuses pickling and __getstate__ (the key); copie
             out[known] = unit_rows(x[known] + strength * unit_rows(directions[known]))
         return out
 
-    def _units(self, label: bytes, clean: np.ndarray, strength: float) -> np.ndarray:
-        """What the store receives for these rows, before the rotation: the unit rows, noised by their seeds."""
-        unit = unit_rows(np.asarray(clean, dtype=np.float64))
-        return self.noised(unit, [self._seed(label, row) for row in unit], strength) if strength > 0 else unit
+    def _units(
+        self, label: bytes, clean: np.ndarray, strength: float, seeds: Sequence[bytes | None] | None = None
+    ) -> np.ndarray:
+        """What the store receives for these rows, before the rotation: the unit rows, noised by their seeds.
 
-    def _release(self, label: bytes, clean: np.ndarray, strength: float, name: str) -> np.ndarray:
-        unit = self._units(label, clean, strength)
+        A row whose given seed is ``None`` (or every row, without ``seeds``) is noised by its own vector's seed.
+        """
+        unit = unit_rows(np.asarray(clean, dtype=np.float64))
+        if strength <= 0:
+            return unit
+        given = list(seeds) if seeds is not None else [None] * len(unit)
+        return self.noised(
+            unit, [s if s is not None else self._seed(label, row) for s, row in zip(given, unit, strict=True)], strength
+        )
+
+    def _release(
+        self, label: bytes, clean: np.ndarray, strength: float, name: str, seeds: Sequence[bytes | None] | None = None
+    ) -> np.ndarray:
+        unit = self._units(label, clean, strength, seeds)
         return self.rotation(unit.shape[1]).apply(unit.astype(np.float32), name=name)
 
     def query_unit(self, clean: np.ndarray) -> np.ndarray:
         """The unit query the store receives for ``clean`` (one row), before the rotation."""
         return self._units(b"query", np.asarray(clean).reshape(1, -1), self._search.query_strength)[0]
 
-    def protect_documents(self, clean: Any, *, name: str = "document vectors") -> np.ndarray:
+    def protect_documents(
+        self, clean: Any, *, name: str = "document vectors", seeds: Sequence[bytes | None] | None = None
+    ) -> np.ndarray:
         """The candidate vectors the store receives for these clean vectors (the same vector: the same release).
+
+        ``seeds`` (one per row, ``None`` for a row to use its own): the noise seeds opened with the vectors
+        (:meth:`open_vector_and_seed`). A copy of an opened record is noised by the seed its first release
+        was, not by one of its int8-rounded vector, which would be a second, independent draw of the noise.
 
         Raises:
             InvalidTypeError, InvalidInputError, ProtectionError: see :func:`check_store_vectors`.
         """
         x = check_store_vectors(clean, name=name)
-        return self._release(b"document", x, self._search.doc_strength, name)
+        if seeds is not None and len(seeds) != len(x):
+            raise InvalidInputError(f"got {len(seeds)} noise seeds for {len(x)} vectors")
+        return self._release(b"document", x, self._search.doc_strength, name, seeds)
 
     def protect_query(self, clean: Any, *, name: str = "query vector") -> np.ndarray:
         """The query vector the store receives (one row); the same vector is always sent the same way."""
         x = check_store_vectors(np.asarray(clean).reshape(1, -1) if not isinstance(clean, str) else clean, name=name)
         return self._release(b"query", x, self._search.query_strength, name)
 
-    def seal_vector(self, clean: np.ndarray, *, record_id: Any, record_text: str | None = None) -> str:
+    def seal_vector(
+        self, clean: np.ndarray, *, record_id: Any, record_text: str | None = None, seed: bytes | None = None
+    ) -> str:
         """The clean vector's direction, packed and sealed, bound to ``record_id`` (stored under :data:`VECTOR_KEY`).
 
         With ``record_text`` (the record's sealed text as the store holds it) the vector is also bound to
-        that text: a new text spliced beside an old ``_tc_vec`` (or the reverse) does not open.
+        that text: a new text spliced beside an old ``_tc_vec`` (or the reverse) does not open. ``seed``: the
+        noise seed the record's candidate was drawn with, when it was carried from an opened record
+        (:meth:`protect_documents`' ``seeds``); by default the seed of ``clean`` itself.
         """
         unit = unit_rows(np.asarray(clean, dtype=np.float64).reshape(1, -1))[0]
         field = _vector_field(record_text)
         packed = pack_vector(unit)
+        if seed is not None and (not isinstance(seed, bytes) or len(seed) != 32):
+            raise InvalidInputError("a noise seed is 32 bytes")
         if self._search.doc_strength > 0:  # the noise seed, sealed: the app can tell the store's score of the record
-            packed += _SEED_MARK + base64.urlsafe_b64encode(self._seed(b"document", unit)).decode("ascii")
+            seed = seed if seed is not None else self._seed(b"document", unit)
+            packed += _SEED_MARK + base64.urlsafe_b64encode(seed).decode("ascii")
         return self._sealer.seal(packed, record_id=canonical_record_id(record_id), field=field)
 
     def open_vector(self, token: Any, *, record_id: Any, record_text: str | None = None) -> np.ndarray:

@@ -273,9 +273,17 @@ class SealedVectorStore(NotPicklable, SealedIds, SealedReading):
     # -- writing ---------------------------------------------------------------------------------
 
     def _seal(
-        self, documents: Sequence[Document], ids: Sequence[Any] | None, clean: np.ndarray | None
+        self,
+        documents: Sequence[Document],
+        ids: Sequence[Any] | None,
+        clean: np.ndarray | None,
+        *,
+        seeds: Sequence[bytes | None] | None = None,
     ) -> tuple[list[Document], list[Any], list[Any], list[list[float]] | None]:
-        """The sealed documents, the user's ids, the store's ids, and (sealed search) the store's vectors."""
+        """The sealed documents, the user's ids, the store's ids, and (sealed search) the store's vectors.
+
+        ``seeds``: the noise seeds of copied records (:meth:`copy_to`), so a copy is not a second draw.
+        """
         given = list(ids) if ids is not None else [d.id for d in documents]
         if len(given) != len(documents):
             raise InvalidInputError(f"got {len(given)} ids for {len(documents)} documents")
@@ -292,12 +300,12 @@ class SealedVectorStore(NotPicklable, SealedIds, SealedReading):
                 Document(id=sid if isinstance(sid, str) else None, page_content=rec.text, metadata=rec.metadata)
             )
         if self._search is not None and clean is not None:
-            fields = self._search.record_fields(clean, store_ids, [d.page_content for d in sealed])
+            fields = self._search.record_fields(clean, store_ids, [d.page_content for d in sealed], seeds=seeds)
             for doc, extra in zip(sealed, fields, strict=True):
                 doc.metadata.update(extra)
         if clean is None or self._search is None:
             return sealed, record_ids, store_ids, None
-        return sealed, record_ids, store_ids, self._search.store_vectors(clean, store_ids).tolist()
+        return sealed, record_ids, store_ids, self._search.store_vectors(clean, store_ids, seeds=seeds).tolist()
 
     def add_documents(self, documents: list[Document], **kwargs: Any) -> list[str]:
         """Embed the plaintexts (one encoder call), seal texts and named metadata, add them to the wrapped store.
@@ -315,11 +323,17 @@ class SealedVectorStore(NotPicklable, SealedIds, SealedReading):
         return self._add(documents, kwargs.pop("ids", None), vectors, kwargs)
 
     def _add(
-        self, documents: Sequence[Document], ids: Sequence[Any] | None, vectors: np.ndarray, kwargs: dict
+        self,
+        documents: Sequence[Document],
+        ids: Sequence[Any] | None,
+        vectors: np.ndarray,
+        kwargs: dict,
+        *,
+        seeds: Sequence[bytes | None] | None = None,
     ) -> list[str]:
         self._marker(write=True, dim=vectors.shape[1])
         sealed, record_ids, store_ids, store_vectors = self._seal(
-            documents, ids, vectors if self._search is not None else None
+            documents, ids, vectors if self._search is not None else None, seeds=seeds
         )
         if store_vectors is None:
             store_vectors = vectors.tolist()
@@ -335,9 +349,13 @@ class SealedVectorStore(NotPicklable, SealedIds, SealedReading):
         """Open these records and add them to ``target``: rekeying, a new tenant context, another collection.
 
         Sealed search to sealed search, no text goes through an encoder: the clean vectors are opened and
-        sealed again under the target's key. **A copy leaves the source in place**: whoever holds both
-        stores holds two releases of each record (under two keys). Pass ``delete_source=True`` (a move:
-        the records are deleted here once ``target`` took them all), or delete the source collection.
+        sealed again under the target's key. Each copy's candidate is drawn with the noise seed sealed in
+        its source record (not re-derived from the opened, int8-rounded vector): under the same key it is
+        the candidate ``add_texts`` of the text gives, and under any key it is the source's draw, rotated
+        for the target, so a copy and its source give nothing to average. **A copy leaves the source in
+        place**: whoever holds both stores holds two releases of each record (under two keys). Pass
+        ``delete_source=True`` (a move: the records are deleted here once ``target`` took them all), or
+        delete the source collection.
 
         Raises:
             SealError: A record does not open under this store's key (nothing is written then).
@@ -351,10 +369,11 @@ class SealedVectorStore(NotPicklable, SealedIds, SealedReading):
         if self._search is not None and target._search is not None:
             self._search.strict, strict = True, self._search.strict
             try:
-                vectors = self._search.open_hits(self._hit_fields(raw)).vectors
+                hits = self._search.open_hits(self._hit_fields(raw))
             finally:
                 self._search.strict = strict
-            out = target._add(opened, record_ids, target._search.check_vectors(vectors), kwargs)
+            vectors = target._search.check_vectors(hits.vectors)
+            out = target._add(opened, record_ids, vectors, kwargs, seeds=hits.seeds)
         else:
             out = target.add_documents(opened, ids=record_ids, **kwargs)
         if delete_source:
