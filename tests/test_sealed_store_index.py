@@ -1,0 +1,172 @@
+"""The store-held index's write protocol, over a dict-backed port (the real-engine, real-process tests are in
+the LangChain package's integration tests): every property is forced at a chosen point, never by timing."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from textcrafter_rag.sealed import IndexRollbackError, IndexTamperedError, PortRecord, StoreIndex, StoreIndexSearch
+from textcrafter_rag.sealed.log import LOG_FIELD
+from textcrafter_rag.sealing import SecretKey
+from textcrafter_rag.testing.memory_port import CrashAt, MemoryPort
+
+KEY = SecretKey(bytes(range(32)))
+DIM = 16
+
+
+def vectors(n: int, seed: int) -> np.ndarray:
+    x = np.random.default_rng(seed).standard_normal((n, DIM)).astype(np.float32)
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def process(port: MemoryPort, **options) -> StoreIndex:
+    """What a new process builds: the key, the store, nothing else."""
+    return StoreIndex(KEY, context="t", options=StoreIndexSearch(**options), port=port, dim=DIM)
+
+
+def test_a_second_process_with_only_the_key_finds_every_record():
+    port, x = MemoryPort(), vectors(50, 0)
+    writer = process(port)
+    writer.add([f"r{i}" for i in range(50)], x)
+    reader = process(port)
+    for i in (0, 17, 49):
+        assert reader.candidates(x[i], 1) == [f"r{i}"]
+    assert len(reader) == 50
+
+
+def test_a_reader_opened_before_a_write_sees_it_at_its_next_search():
+    port, x = MemoryPort(), vectors(20, 1)
+    reader, writer = process(port), process(port)
+    assert reader.candidates(x[0], 1) == []
+    writer.add(["a", "b"], x[:2])
+    assert reader.candidates(x[1], 1) == ["b"]
+
+
+def test_concurrent_writers_lose_nothing_and_deletes_apply_everywhere():
+    port, x = MemoryPort(), vectors(30, 2)
+    writers = [process(port) for _ in range(3)]
+    for w, writer in enumerate(writers):  # interleaved: each writer appends to its own log
+        writer.add([f"w{w}-{i}" for i in range(5)], x[10 * w : 10 * w + 5])
+    for w, writer in enumerate(writers):
+        writer.add([f"w{w}-{i}" for i in range(5, 10)], x[10 * w + 5 : 10 * w + 10])
+    writers[1].remove(["w0-3"])
+    reader = process(port)
+    assert len(reader.candidates(x[0], 30)) == 29
+    assert "w0-3" not in reader.candidates(x[3], 30)
+    assert len({w.log.writer for w in writers}) == 3
+
+
+def test_a_crash_between_segment_and_head_is_found_one_past_the_head():
+    port, x = MemoryPort(), vectors(4, 3)
+    writer = process(port)
+    writer.add(["a"], x[:1])
+    port.crash_at_put = port.puts + 2  # the next add writes its segment, then dies writing its head
+    with pytest.raises(CrashAt):
+        writer.add(["b"], x[1:2])
+    assert process(port).candidates(x[1], 1) == ["b"]  # the entry is there (its record may not be: skipped)
+
+
+def test_an_empty_answer_never_removes_an_entry():
+    port, x = MemoryPort(), vectors(10, 4)
+    process(port).add([f"r{i}" for i in range(10)], x)
+    reader = process(port)
+    assert len(reader.candidates(x[0], 10)) == 10
+    port.empty_answers = 5
+    assert len(reader.candidates(x[0], 10)) == 10
+    assert len(reader.candidates(x[0], 10)) == 10
+
+
+def test_a_rolled_back_head_is_detected():
+    port, x = MemoryPort(), vectors(3, 5)
+    writer = process(port)
+    writer.add(["a"], x[:1])
+    head = writer.log.head_id(writer.log.writer)
+    old = port.records[head]
+    reader = process(port)
+    reader.refresh()
+    writer.add(["b"], x[1:2])
+    reader.refresh()
+    port.records[head] = old  # the host puts back the older head (and deletes the newer segment)
+    port.delete([writer.log.chunk_id(writer.log.writer, 2, 0)])
+    with pytest.raises(IndexRollbackError):
+        reader.refresh()
+
+
+def test_a_segment_deleted_below_a_head_is_detected_by_a_fresh_process():
+    port, x = MemoryPort(), vectors(3, 6)
+    writer = process(port)
+    writer.add(["a"], x[:1])
+    writer.add(["b"], x[1:2])
+    port.delete([writer.log.chunk_id(writer.log.writer, 1, 0)])
+    with pytest.raises(IndexRollbackError):
+        process(port).refresh()
+
+
+def test_an_edited_or_swapped_segment_is_refused():
+    port, x = MemoryPort(), vectors(3, 7)
+    writer = process(port)
+    writer.add(["a"], x[:1])
+    writer.add(["b"], x[1:2])
+    w = writer.log.writer
+    one, two = writer.log.chunk_id(w, 1, 0), writer.log.chunk_id(w, 2, 0)
+    port.records[one] = PortRecord(one, port.records[two].text, dict(port.records[two].fields), port.records[one].vector)
+    with pytest.raises(IndexTamperedError):
+        process(port).refresh()
+
+
+def test_another_tenants_log_in_the_same_collection_is_passed_over():
+    port, x = MemoryPort(), vectors(4, 8)
+    process(port).add(["a"], x[:1])
+    other = StoreIndex(KEY, context="other", options=StoreIndexSearch(), port=port, dim=DIM)
+    other.add(["z"], x[1:2])
+    assert process(port).candidates(x[1], 5) == ["a"]
+
+
+def test_big_segments_are_chunked_to_the_field_limit_and_read_back():
+    port, x = MemoryPort(), vectors(300, 9)
+    process(port, segment_chars=2048).add([f"r{i}" for i in range(300)], x)
+    log_texts = [r.text for r in port.records.values() if r.fields.get(LOG_FIELD) == "seg"]
+    assert len(log_texts) > 3 and max(len(t) for t in log_texts) <= 2048
+    assert process(port).candidates(x[123], 1) == ["r123"]
+
+
+def test_the_store_never_holds_an_id_or_a_clean_vector_of_the_index_in_clear():
+    port, x = MemoryPort(), vectors(5, 10)
+    process(port).add(["patient-jane-doe"], x[:1])
+    for rec in port.records.values():
+        assert "patient-jane-doe" not in rec.text and "patient-jane-doe" not in str(rec.fields)
+        assert abs(float(np.dot(np.asarray(rec.vector), x[0]))) < 0.9
+
+
+def test_a_first_writer_without_a_cache_extends_the_index_it_finds():
+    port, x = MemoryPort(), vectors(6, 11)
+    process(port).add(["a", "b", "c"], x[:3])
+    process(port).add(["d"], x[3:4])  # a new process whose first act is a write
+    assert sorted(process(port).candidates(x[0], 10)) == ["a", "b", "c", "d"]
+
+
+def test_rebuild_indexes_what_the_batches_name_and_never_tombstones():
+    port, x = MemoryPort(), vectors(8, 12)
+    index = process(port)
+    index.add(["a"], x[:1])
+    seen = []
+    n = index.rebuild([(["b", "c"], x[1:3]), (["d"], x[3:4])], progress=seen.append)
+    assert n == 3 and seen == [2, 1]
+    assert sorted(process(port).candidates(x[0], 10)) == ["a", "b", "c", "d"]
+
+
+def test_training_swaps_in_codes_and_keeps_every_record():
+    port, x = MemoryPort(), vectors(600, 13)
+    index = process(port, train_at=512, code_bytes=8, background_training=False)
+    index.add([f"r{i}" for i in range(600)], x)
+    assert index.index.trained and len(index) == 600
+    hits = index.candidates(x[42], 50)
+    assert "r42" in hits
+
+
+def test_options_are_validated():
+    with pytest.raises(ValueError):
+        StoreIndexSearch(open_k=0)
+    with pytest.raises(TypeError):
+        StoreIndexSearch(refresh_every="soon")

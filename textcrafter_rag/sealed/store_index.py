@@ -1,0 +1,171 @@
+"""The store-held index mode: the store ranks nothing, and the index lives, sealed, in the store itself.
+
+The store holds each record under a keyed random vector (no relation to its text) and the sealed write log
+of the index (:mod:`.log`). Any process that holds the key opens the store and searches with nothing else:
+it reads the log into a FAISS index in memory (:mod:`.vector_index`), scans it for the ``open_k`` best
+records, fetches those by id and ranks them exactly by their sealed clean vectors.
+
+Staleness: with ``refresh_every=0`` (the default) every search first reads the heads and any new segments,
+so an add acknowledged before a search starts is found by that search, in every process. A positive
+``refresh_every`` reads the log at most that often (seconds): an acknowledged add is then found at the latest
+``refresh_every`` seconds later.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import InvalidInputError, InvalidTypeError
+from ..sealing import NotPicklable, SecretKey
+from .log import DEFAULT_SEGMENT_CHARS, IndexLog
+from .port import RecordPort
+from .vector_index import VectorIndex
+
+__all__ = ["DEFAULT_OPEN_K", "StoreIndex", "StoreIndexSearch"]
+
+#: Records opened and ranked exactly per query.
+DEFAULT_OPEN_K = 100
+#: Index entries per segment written by a rebuild or a large add (a segment is one sealed message).
+_SEGMENT_ENTRIES = 2_000
+
+
+def _check_int(value: Any, name: str, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise InvalidTypeError(f"{name} must be an int, got {type(value).__name__}")
+    if not low <= int(value) <= high:
+        raise InvalidInputError(f"{name} must be between {low} and {high}, got {int(value)}")
+    return int(value)
+
+
+@dataclass(frozen=True)
+class StoreIndexSearch:
+    """The options of the store-held index, validated once here.
+
+    Args:
+        open_k: Records fetched by id, opened and ranked exactly per query (at least every search's ``k``).
+        code_bytes: Bytes of PQ code a record in memory once the codebook is trained.
+        train_at: Records held exactly in memory before a codebook is trained (in the background).
+        refresh_every: Seconds between reads of the store's log; ``0`` reads it before every search (an
+            acknowledged add is then found by the next search of every process).
+        segment_chars: Characters of sealed text per log record (Milvus VARCHAR holds 65,535).
+        background_training: Train the codebook in a background thread (``False``: in the write that
+            crosses ``train_at``).
+    """
+
+    open_k: int = DEFAULT_OPEN_K
+    code_bytes: int = 48
+    train_at: int = 20_000
+    refresh_every: float = 0.0
+    segment_chars: int = DEFAULT_SEGMENT_CHARS
+    background_training: bool = True
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "open_k", _check_int(self.open_k, "open_k", 1, 100_000))
+        object.__setattr__(self, "code_bytes", _check_int(self.code_bytes, "code_bytes", 1, 4096))
+        object.__setattr__(self, "train_at", _check_int(self.train_at, "train_at", 256, 1 << 40))
+        object.__setattr__(self, "segment_chars", _check_int(self.segment_chars, "segment_chars", 1024, 1 << 30))
+        if isinstance(self.refresh_every, bool) or not isinstance(self.refresh_every, (int, float)):
+            raise InvalidTypeError(
+                f"refresh_every must be a number of seconds, got {type(self.refresh_every).__name__}"
+            )
+        if not 0 <= self.refresh_every < float("inf"):
+            raise InvalidInputError(f"refresh_every must be finite and non-negative, got {self.refresh_every}")
+        if not isinstance(self.background_training, bool):
+            raise InvalidTypeError("background_training must be a bool")
+
+
+class StoreIndex(NotPicklable):
+    """One process's store-held index: the sealed log in the store, a FAISS cache of it in memory.
+
+    Args:
+        key: The store's key.
+        context: The tenant.
+        options: :class:`StoreIndexSearch`.
+        port: The store.
+        dim: The encoder's dimension.
+    """
+
+    def __init__(
+        self, key: SecretKey, *, context: str = "", options: StoreIndexSearch, port: RecordPort, dim: int
+    ) -> None:
+        self.options = options
+        self.log = IndexLog(key, context=context, port=port, dim=dim, segment_chars=options.segment_chars)
+        self.index = VectorIndex(
+            dim, code_bytes=options.code_bytes, train_at=options.train_at, background=options.background_training
+        )
+        self._lock = threading.RLock()
+        self._read_at: float | None = None
+
+    def _apply(self, segments: Iterable[Any]) -> None:
+        for seg in segments:
+            if seg.deletes:
+                self.index.remove(seg.deletes)
+            if seg.adds:
+                self.index.add(seg.adds, seg.vectors.astype(np.float32))
+
+    def refresh(self) -> int:
+        """Read the store's log now and apply what other processes wrote; how many segments were applied."""
+        with self._lock:
+            segments = self.log.refresh()
+            self._apply(segments)
+            self._read_at = time.monotonic()
+            return len(segments)
+
+    def _refresh_if_due(self) -> None:
+        every = self.options.refresh_every
+        if self._read_at is None or every == 0 or time.monotonic() - self._read_at >= every:
+            self.refresh()
+
+    def add(self, ids: Sequence[str], clean: np.ndarray) -> None:
+        """Log these index entries in the store (before the caller stores the records), then index them here."""
+        with self._lock:
+            if self._read_at is None:
+                self.refresh()  # a first write never starts an index that hides the records already there
+            for start in range(0, len(ids), _SEGMENT_ENTRIES):
+                part = list(ids[start : start + _SEGMENT_ENTRIES])
+                seg = self.log.append(adds=part, vectors=clean[start : start + len(part)])
+                self._apply([seg])
+
+    def remove(self, ids: Sequence[str]) -> None:
+        """Log tombstones for these ids (after the caller deleted the records), then forget them here."""
+        with self._lock:
+            if self._read_at is None:
+                self.refresh()
+            for start in range(0, len(ids), _SEGMENT_ENTRIES):
+                self._apply([self.log.append(deletes=list(ids[start : start + _SEGMENT_ENTRIES]))])
+
+    def candidates(self, query: np.ndarray, k: int) -> list[str]:
+        """The ids of the ``k`` records the index ranks best for the clean query (after reading the log if due)."""
+        self._refresh_if_due()
+        return self.index.search(query, k)
+
+    def rebuild(
+        self, batches: Iterable[tuple[Sequence[str], np.ndarray]], *, progress: Callable[[int], None] | None = None
+    ) -> int:
+        """Index every record these batches name (ids with their opened clean vectors); how many were indexed.
+
+        A rebuild only adds entries (upserts): it never tombstones an entry whose record it did not find, since
+        another writer may have logged that entry and not yet stored its record. Entries of deleted records are
+        skipped and counted at search.
+        """
+        self.refresh()
+        total = 0
+        for ids, clean in batches:
+            if len(ids):
+                self.add(list(ids), np.asarray(clean, dtype=np.float32))
+                total += len(ids)
+                if progress is not None:
+                    progress(len(ids))
+        return total
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def __repr__(self) -> str:
+        return f"StoreIndex(options={self.options!r}, key=<redacted>)"

@@ -1,0 +1,62 @@
+"""A :class:`~textcrafter_rag.sealed.port.RecordPort` over a dict, exact search: for tests of the core.
+
+It can be told to answer the next ``get`` or ``search`` with nothing (a lagging replica, a malicious host),
+or to raise on the ``n``-th ``put`` (a crash between two writes), so the write protocol's properties are
+tested at a chosen point, never by timing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+
+from ..sealed.port import PortRecord
+
+__all__ = ["CrashAt", "MemoryPort"]
+
+
+class CrashAt(RuntimeError):
+    """Raised by :class:`MemoryPort` at the ``put`` it was told to fail (the write does not happen)."""
+
+
+class MemoryPort:
+    """Records in a dict; ``search`` ranks by exact inner product."""
+
+    def __init__(self) -> None:
+        self.records: dict[str, PortRecord] = {}
+        self.empty_answers = 0
+        self.crash_at_put: int | None = None
+        self.puts = 0
+
+    def put(self, records: Sequence[PortRecord]) -> None:
+        self.puts += 1
+        if self.crash_at_put is not None and self.puts == self.crash_at_put:
+            raise CrashAt(f"put {self.puts} failed")
+        for rec in records:
+            self.records[rec.id] = rec
+
+    def get(self, ids: Sequence[str]) -> list[PortRecord]:
+        if self.empty_answers:
+            self.empty_answers -= 1
+            return []
+        return [self.records[i] for i in ids if i in self.records]
+
+    def delete(self, ids: Sequence[str]) -> None:
+        for i in ids:
+            self.records.pop(i, None)
+
+    def search(self, vector: Sequence[float], k: int) -> list[PortRecord]:
+        if self.empty_answers:
+            self.empty_answers -= 1
+            return []
+        held = [r for r in self.records.values() if r.vector is not None]
+        q = np.asarray(vector, dtype=np.float64)
+        scores = [float(np.dot(q, np.asarray(r.vector, dtype=np.float64))) for r in held]
+        order = np.argsort(-np.asarray(scores), kind="stable")[:k]
+        return [held[i] for i in order]
+
+    def enumerate(self, batch_size: int) -> Iterator[list[PortRecord]]:
+        items = list(self.records.values())
+        for start in range(0, len(items), batch_size):
+            yield items[start : start + batch_size]
