@@ -72,3 +72,28 @@ def test_reaching_fetch_k_first_is_warned_and_counted() -> None:
     with pytest.warns(RecallCapWarning):
         asked, _ = _asked(store, lambda: store.query(question))
     assert asked == [100, 150] and store.capped == 1
+
+
+def test_no_round_sends_the_store_the_query_text() -> None:
+    """The store gets the protected vector only: the clean question (``query_str``) stays in this process."""
+    store = _sealed(fetch_k=1000, recall=0.99)
+    secret = "which patient was treated at ward 3 for condition 5?"
+    question = VectorStoreQuery(query_embedding=QUERY.tolist(), query_str=secret, similarity_top_k=5)
+    inner = type(store.store)
+    original = inner.query
+    sent: list[VectorStoreQuery] = []
+
+    def query(self, q, **kwargs):  # type: ignore[no-untyped-def]
+        sent.append(q)
+        return original(self, q, **kwargs)
+
+    async def aquery(self, q, **kwargs):  # type: ignore[no-untyped-def]
+        return query(self, q, **kwargs)
+
+    with mock.patch.object(inner, "query", query), mock.patch.object(inner, "aquery", aquery):
+        result = store.query(question)
+        aresult = asyncio.run(store.aquery(question))
+    assert [n.get_content() for n in result.nodes] == [n.get_content() for n in aresult.nodes] == _exact(5)
+    assert len(sent) > 2  # several rounds, sync and async
+    assert all(q.query_str is None for q in sent)
+    assert all(secret not in repr(q) for q in sent)

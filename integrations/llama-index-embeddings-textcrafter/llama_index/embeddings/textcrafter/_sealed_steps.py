@@ -125,11 +125,20 @@ class SealedSearchSteps:
         return clean[0]
 
     def _candidate_query(self, query: VectorStoreQuery, clean: np.ndarray) -> VectorStoreQuery:
-        """What the store is asked in candidate search: a protected query (for as many shells as a round asks)."""
+        """What the store is asked in candidate search: a protected query (for as many shells as a round asks).
+
+        The query text (``query_str``, the only free-text field of a ``VectorStoreQuery``) is cleared: the
+        store ranks the protected vector and needs no text, and the clean question would undo the protection
+        of every round's vector (a store may log or index what it is asked).
+        """
         assert self._search is not None
         protected = self._search.store_query(clean)[0].tolist()
         return dataclasses.replace(
-            query, query_embedding=protected, similarity_top_k=self._search.fetch_k, mode=VectorStoreQueryMode.DEFAULT
+            query,
+            query_embedding=protected,
+            query_str=None,
+            similarity_top_k=self._search.fetch_k,
+            mode=VectorStoreQueryMode.DEFAULT,
         )
 
     @staticmethod
