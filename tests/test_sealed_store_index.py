@@ -55,6 +55,8 @@ def test_concurrent_writers_lose_nothing_and_deletes_apply_everywhere():
     assert len(reader.candidates(x[0], 30)) == 29
     assert "w0-3" not in reader.candidates(x[3], 30)
     assert len({w.log.writer for w in writers}) == 3
+    heads = [r for r in port.records.values() if r.fields.get(LOG_FIELD) == "head"]
+    assert len(heads) == 3  # one head a writer: the older ones were deleted after the newer was written
 
 
 def test_a_crash_between_segment_and_head_is_found_one_past_the_head():
@@ -81,14 +83,14 @@ def test_a_rolled_back_head_is_detected():
     port, x = MemoryPort(), vectors(3, 5)
     writer = process(port)
     writer.add(["a"], x[:1])
-    head = writer.log.head_id(writer.log.writer)
-    old = port.records[head]
+    w = writer.log.writer
+    old = port.records[writer.log.head_id(w, 1)]
     reader = process(port)
     reader.refresh()
     writer.add(["b"], x[1:2])
     reader.refresh()
-    port.records[head] = old  # the host puts back the older head (and deletes the newer segment)
-    port.delete([writer.log.chunk_id(writer.log.writer, 2, 0)])
+    port.records[old.id] = old  # the host puts back the older head, and deletes the newer head and segment
+    port.delete([writer.log.head_id(w, 2), writer.log.chunk_id(w, 2, 0)])
     with pytest.raises(IndexRollbackError):
         reader.refresh()
 
@@ -110,7 +112,8 @@ def test_an_edited_or_swapped_segment_is_refused():
     writer.add(["b"], x[1:2])
     w = writer.log.writer
     one, two = writer.log.chunk_id(w, 1, 0), writer.log.chunk_id(w, 2, 0)
-    port.records[one] = PortRecord(one, port.records[two].text, dict(port.records[two].fields), port.records[one].vector)
+    moved = port.records[two]
+    port.records[one] = PortRecord(one, moved.text, dict(moved.fields), port.records[one].vector)
     with pytest.raises(IndexTamperedError):
         process(port).refresh()
 

@@ -36,12 +36,17 @@ from .candidate_rounds import FIRST_ROUND, CapCounter, HitFields, OpenedHits, Re
 from .errors import InvalidInputError, InvalidTypeError, TextcrafterError
 from .keyed import keyed_normals
 from .numerics import unit_rows
-from .sealed_records import RecordSealer, canonical_record_id
+from .sealed.log import LOG_FIELD
+from .sealed.port import RecordPort
+from .sealed.store_index import StoreIndex, StoreIndexSearch
+from .sealed_records import ID_FIELD, RecordSealer, canonical_record_id
 from .sealing import NotPicklable, Sealer, SealError, SecretKey
 from .two_stage import VECTOR_KEY, TwoStage, TwoStageSearch, rerank
 from .validation import check_store_vectors
 
 __all__ = [
+    "DIM_KEY",
+    "INDEX_MODES",
     "MODE_KEY",
     "MARKER_KEY",
     "IndexMissingError",
@@ -57,9 +62,14 @@ __all__ = [
 MODE_KEY = "_tc_mode"
 #: The plain metadata key of the marker record (its value is the mode).
 MARKER_KEY = "_tc_marker"
+#: The marker record's plain field holding the store's vector dimension (the store sees it in every vector).
+DIM_KEY = "_tc_dim"
 T = TypeVar("T")
-#: What selects a mode: candidate search, the app-side index, or ``None`` (single-stage, the store ranks).
-SearchOptions = TwoStageSearch | AppIndexSearch
+#: What selects a mode: candidate search, the store-held index, the app-side index file, or ``None``
+#: (single-stage, the store ranks).
+SearchOptions = TwoStageSearch | StoreIndexSearch | AppIndexSearch
+#: The modes whose store ranks nothing: the application's index picks the records to fetch by id.
+INDEX_MODES = ("store-index", "index")
 _MARKER_FIELD = "marker"
 
 
@@ -76,9 +86,11 @@ class SkippedRecordsWarning(UserWarning):
 
 
 def mode_name(options: SearchOptions | None) -> str:
-    """``"candidates"``, ``"index"`` or ``"single"`` for these options."""
+    """``"candidates"``, ``"store-index"``, ``"index"`` (the app-side index file) or ``"single"``."""
     if options is None:
         return "single"
+    if isinstance(options, StoreIndexSearch):
+        return "store-index"
     return "index" if isinstance(options, AppIndexSearch) else "candidates"
 
 
@@ -97,9 +109,10 @@ class SealedSearch(NotPicklable):
     def __init__(self, key: SecretKey, *, context: str = "", options: SearchOptions, strict: bool = False) -> None:
         if not isinstance(key, SecretKey):
             raise InvalidTypeError(f"key must be a SecretKey (parsed once by the caller), got {type(key).__name__}")
-        if not isinstance(options, (TwoStageSearch, AppIndexSearch)):
+        if not isinstance(options, (TwoStageSearch, StoreIndexSearch, AppIndexSearch)):
             raise InvalidTypeError(
-                f"options must be a TwoStageSearch or an AppIndexSearch, got {type(options).__name__}"
+                "options must be a TwoStageSearch, a StoreIndexSearch or an AppIndexSearch, "
+                f"got {type(options).__name__}"
             )
         self.options = options
         self.mode = mode_name(options)
@@ -122,6 +135,9 @@ class SealedSearch(NotPicklable):
         #: Whether this store's marker record was found (the store was written before, in this mode).
         self.marker_seen = False
         self._file: IndexFile | None = None
+        self._key = key
+        self._port: RecordPort | None = None
+        self._store_index: StoreIndex | None = None
         if isinstance(options, AppIndexSearch) and options.index_path is not None:
             self._file = IndexFile(options.index_path, key=key, context=context)
 
@@ -130,14 +146,14 @@ class SealedSearch(NotPicklable):
     @property
     def fetch_k(self) -> int:
         """Records the store returns (candidates) or that are fetched by id (index) per query."""
-        return self.options.open_k if isinstance(self.options, AppIndexSearch) else self.options.fetch_k
+        return self.options.fetch_k if isinstance(self.options, TwoStageSearch) else self.options.open_k
 
     def check_k(self, k: int) -> int:
         """``k`` itself, refused if more than :attr:`fetch_k` records would be needed."""
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
             raise InvalidInputError(f"k must be a positive int, got {k!r}")
         if k > self.fetch_k:
-            name = "open_k" if self.mode == "index" else "fetch_k"
+            name = "open_k" if self.mode in INDEX_MODES else "fetch_k"
             raise InvalidInputError(
                 f"k={k} exceeds this store's {name}={self.fetch_k}: raise {name} to return more hits"
             )
@@ -362,6 +378,68 @@ class SealedSearch(NotPicklable):
 
     # -- the app-side index -------------------------------------------------------------------------
 
+    # -- the store-held index ------------------------------------------------------------------------
+
+    def attach(self, port: RecordPort) -> None:
+        """The store the store-held index keeps its log in (the adapter's :class:`RecordPort`)."""
+        if not isinstance(port, RecordPort):
+            raise InvalidTypeError(f"port must implement RecordPort, got {type(port).__name__}")
+        self._port = port
+
+    def store_index(self, dim: int | None = None) -> StoreIndex | None:
+        """The store-held index (built at first use with the vectors' dimension; ``None`` before)."""
+        if self.mode != "store-index":
+            raise InvalidInputError(f"this store searches in {self.mode!r} mode: its index is not held in the store")
+        with self._lock:
+            if self._store_index is None and dim is not None:
+                if self._port is None:
+                    raise InvalidInputError("the store-held index needs the store: attach(port) first")
+                assert isinstance(self.options, StoreIndexSearch)
+                self._store_index = StoreIndex(
+                    self._key, context=self._context, options=self.options, port=self._port, dim=dim
+                )
+            if self._store_index is not None and dim is not None and self._store_index.log.dim != dim:
+                raise InvalidInputError(
+                    f"vectors of dimension {dim} for an index of dimension {self._store_index.log.dim}"
+                )
+            return self._store_index
+
+    def rebuild_index(self, *, batch_size: int = 1_000, progress: bool = True) -> int:
+        """Index every sealed record the store holds (from its listing), under this key and tenant.
+
+        For a store written before its index was kept in the store, or one whose log was lost. Records are
+        opened (their sealed clean vectors) and logged as index entries in batches; records of another tenant
+        or edited ones are skipped and counted (:attr:`skipped`). Nothing is tombstoned.
+
+        Raises:
+            NotImplementedError: The store cannot list its records.
+        """
+        if self.mode != "store-index" or self._port is None:
+            raise InvalidInputError("rebuild_index() is for the store-held index (search=StoreIndexSearch())")
+        from tqdm.auto import tqdm
+
+        total = 0
+        with tqdm(desc="rebuilding the sealed index", unit="records", disable=not progress) as bar:
+            for batch in self._port.enumerate(batch_size):
+                data = [r for r in batch if LOG_FIELD not in r.fields]
+                for start in range(0, len(data), self.fetch_k):
+                    part = data[start : start + self.fetch_k]
+                    opened = self.open_hits(
+                        [
+                            (r.id, r.fields.get(ID_FIELD), r.fields.get(VECTOR_KEY), r.fields.get(MODE_KEY), r.text)
+                            for r in part
+                        ],
+                        require_one=False,
+                    )
+                    if opened.record_ids:
+                        held = self.store_index(opened.vectors.shape[1])
+                        assert held is not None
+                        total += held.rebuild([(opened.record_ids, opened.vectors)])
+                bar.update(len(batch))
+        return total
+
+    # -- the app-side index -------------------------------------------------------------------------
+
     def index(self, dim: int | None = None) -> AppIndex | None:
         """The app-side index (loaded from its file at first use; ``None`` before any record and file)."""
         if self.mode != "index":
@@ -379,7 +457,13 @@ class SealedSearch(NotPicklable):
             return self._index
 
     def index_add(self, record_ids: Sequence[Any], clean: np.ndarray) -> None:
-        """Add (or replace) records in the app-side index, after the store took them; saves the file."""
+        """Add (or replace) records in the index, *before* the store takes them (a record is never stored
+        unindexed: a crash after this leaves entries without records, which searches skip and count)."""
+        if self.mode == "store-index":
+            held = self.store_index(clean.shape[1])
+            assert held is not None
+            held.add([canonical_record_id(r) for r in record_ids], clean)
+            return
         index = self.index(clean.shape[1])
         assert index is not None
         with self._lock:
@@ -388,7 +472,15 @@ class SealedSearch(NotPicklable):
                 self._file.save(index)
 
     def index_remove(self, record_ids: Sequence[Any]) -> int:
-        """Forget records (deleted from the store) in the app-side index; saves the file."""
+        """Forget records in the index, *after* the store deleted them (a crash between leaves an entry
+        without a record, skipped and counted, never a stored record that no search finds)."""
+        if self.mode == "store-index":
+            held = self.store_index()
+            if held is None and self._port is not None:
+                return 0  # nothing indexed in this process yet: the tombstone is written once a dimension is known
+            assert held is not None
+            held.remove([canonical_record_id(r) for r in record_ids])
+            return len(record_ids)
         index = self.index()
         if index is None:
             return 0
@@ -399,7 +491,12 @@ class SealedSearch(NotPicklable):
         return removed
 
     def index_candidates(self, query: Any) -> list[str]:
-        """The ids of the :attr:`fetch_k` records the app-side index ranks best for the clean query."""
+        """The ids of the :attr:`fetch_k` records the index ranks best for the clean query."""
+        if self.mode == "store-index":
+            q = check_store_vectors(np.asarray(query).reshape(1, -1), name="query vector")[0]
+            held = self.store_index(len(q))
+            assert held is not None
+            return held.candidates(q, self.fetch_k)
         index = self.index()
         if index is None:
             if self.marker_seen:

@@ -8,10 +8,12 @@ listing. So no two processes ever write the same log record:
   deletes), each sealed as one AES-256-GCM message under the key's ``"store-index"`` subkey for the tenant,
   base64'd and cut into chunks of at most ``segment_chars`` characters (Milvus VARCHAR holds 65,535), each
   chunk a store record under a keyed id.
-* **Heads, found by search.** Each writer keeps one sealed head record ``head(writer)`` naming its last
-  sequence number. Heads are stored under keyed vectors close to one keyed "heads" direction, data records
-  and segments under unrelated keyed random vectors, so a search for that direction returns every head
-  first, on any store, without a listing API.
+* **Heads, found by search.** Each writer keeps one sealed head record ``head(writer, seq)`` naming its
+  last sequence number; a new head is written before the previous one is deleted (no store is asked to
+  overwrite a record, which FAISS and Milvus refuse), so a crash leaves two heads, never none. Heads are
+  stored under keyed vectors close to one keyed "heads" direction, data records and segments under
+  unrelated keyed random vectors, so a search for that direction returns every head first, on any store,
+  without a listing API.
 * **Write order.** segment, then head, then (by the caller) the data records, then acknowledge. A crash
   after the segment leaves index entries whose records were never stored: a search reads them, finds no
   record, skips and counts them. No record is ever stored without an index entry.
@@ -181,9 +183,9 @@ class IndexLog(NotPicklable):
         digest = hmac.new(self._id_key, label.encode("utf-8"), hashlib.sha256).digest()
         return str(uuid.UUID(bytes=digest[:16], version=4))
 
-    def head_id(self, writer: str) -> str:
-        """The store id of a writer's head record."""
-        return self._id(f"head|{writer}")
+    def head_id(self, writer: str, seq: int) -> str:
+        """The store id of a writer's head record at sequence ``seq``."""
+        return self._id(f"head|{writer}|{seq}")
 
     def chunk_id(self, writer: str, seq: int, chunk: int) -> str:
         """The store id of one chunk of a segment."""
@@ -244,7 +246,7 @@ class IndexLog(NotPicklable):
             self._port.put(self._segment_records(seg))
             self._seq = seq
             head = json.dumps({"writer": self._writer, "seq": seq, "ts": seg.ts}).encode("utf-8")
-            hid = self.head_id(self._writer)
+            hid = self.head_id(self._writer, seq)
             self._port.put(
                 [
                     PortRecord(
@@ -255,6 +257,8 @@ class IndexLog(NotPicklable):
                     )
                 ]
             )
+            if seq > 1:
+                self._port.delete([self.head_id(self._writer, seq - 1)])
             self._head_seen[self._writer] = seq
             if self._applied.get(self._writer, 0) == seq - 1:
                 self._applied[self._writer] = seq
@@ -291,10 +295,8 @@ class IndexLog(NotPicklable):
             if len(hits) < k or any(rec.fields.get(LOG_FIELD) != "head" for rec in hits):
                 break  # every head ranks above every other record: one non-head means all heads were returned
             k *= 4
-        missing = [w for w in self._head_seen if w not in found]
-        if missing:  # a search is approximate on some engines: heads this process knows are read by id
-            for rec in self._port.get([self.head_id(w) for w in missing]):
-                self._read_head(rec, found)
+        # A writer this process knows but whose head the search missed (approximate engines) is still read:
+        # refresh probes every known writer's next segment by id.
         for writer, seq in found.items():
             if seq < self._head_seen.get(writer, 0):
                 raise IndexRollbackError(
@@ -312,10 +314,10 @@ class IndexLog(NotPicklable):
             head = json.loads(self._open(rec.text, kind="head", ident=rec.id))
         except (InvalidTag, ValueError):
             return  # another tenant's head under the same collection (or a forged one): never ours
-        writer = str(head["writer"])
-        if self.head_id(writer) != rec.id:
+        writer, seq = str(head["writer"]), int(head["seq"])
+        if self.head_id(writer, seq) != rec.id:
             return
-        found[writer] = max(found.get(writer, 0), int(head["seq"]))
+        found[writer] = max(found.get(writer, 0), seq)
 
     def refresh(self) -> list[Segment]:
         """The segments written since this process last read, in (time, writer, seq) order, to apply.

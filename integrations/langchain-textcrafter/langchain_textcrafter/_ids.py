@@ -21,7 +21,7 @@ from langchain_core.vectorstores import VectorStore
 
 from textcrafter_rag.record_ids import check_writable, keyed_only
 from textcrafter_rag.sealed_records import ID_FIELD, IDS_KEY, RecordSealer, canonical_record_id
-from textcrafter_rag.sealed_search import SealedSearch
+from textcrafter_rag.sealed_search import INDEX_MODES, SealedSearch
 
 from ._reading import has_get_by_ids
 
@@ -142,7 +142,7 @@ class SealedIds:
 
     def _delete_stored(self, store_ids: list[Any], **kwargs: Any) -> bool | None:
         out = self._store.delete(store_ids, **kwargs)
-        if store_ids and self._search is not None and self._search.mode == "index":
+        if store_ids and self._search is not None and self._search.mode in INDEX_MODES:
             self._search.index_remove(store_ids)
         return out
 
@@ -154,6 +154,6 @@ class SealedIds:
         found = await self._afind(ids) if has_get_by_ids(self._store) else None
         store_ids = self._delete_ids(ids, found)
         out = await self._store.adelete(store_ids, **kwargs)
-        if store_ids and self._search is not None and self._search.mode == "index":
+        if store_ids and self._search is not None and self._search.mode in INDEX_MODES:
             await asyncio.to_thread(self._search.index_remove, store_ids)
         return out

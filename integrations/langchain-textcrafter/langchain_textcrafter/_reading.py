@@ -20,7 +20,7 @@ from langchain_core.vectorstores.utils import maximal_marginal_relevance
 
 from textcrafter_rag.errors import InvalidInputError
 from textcrafter_rag.sealed_records import ID_FIELD
-from textcrafter_rag.sealed_search import MODE_KEY, SealedSearch
+from textcrafter_rag.sealed_search import INDEX_MODES, MODE_KEY, SealedSearch
 from textcrafter_rag.two_stage import VECTOR_KEY
 from textcrafter_rag.validation import check_store_vectors
 
@@ -114,7 +114,7 @@ class SealedReading(VectorStore):
         core = self._core()
         core.check_k(k)
         self._marker(write=False)
-        if core.mode == "index":
+        if core.mode in INDEX_MODES:
             if kwargs:
                 raise InvalidInputError(
                     f"the app-side index ranks in this process and passes nothing to the store: {sorted(kwargs)} "
@@ -132,7 +132,7 @@ class SealedReading(VectorStore):
 
     async def _afetch(self, clean: np.ndarray, k: int, kwargs: Mapping[str, Any]) -> Found:
         core = self._core()
-        if core.mode == "index":
+        if core.mode in INDEX_MODES:
             return await asyncio.to_thread(self._fetch, clean, k, kwargs)
         core.check_k(k)
         await asyncio.to_thread(self._marker, write=False)

@@ -39,8 +39,12 @@ from langchain_core.vectorstores import VectorStore
 
 from textcrafter_rag.app_index import AppIndexSearch
 from textcrafter_rag.errors import InvalidInputError, InvalidTypeError
+from textcrafter_rag.sealed.log import LOG_FIELD
+from textcrafter_rag.sealed.store_index import StoreIndexSearch
 from textcrafter_rag.sealed_records import ID_FIELD, IDS_KEY, RecordSealer, new_record_id
 from textcrafter_rag.sealed_search import (
+    DIM_KEY,
+    INDEX_MODES,
     MARKER_KEY,
     MODE_KEY,
     SealedSearch,
@@ -53,6 +57,7 @@ from textcrafter_rag.two_stage import DEFAULT_SEARCH, VECTOR_KEY, TwoStageSearch
 from textcrafter_rag.validation import check_store_vectors
 
 from ._ids import SealedIds
+from ._port import LangChainPort
 from ._reading import STORE_ID_FIELD, SealedReading, has_get_by_ids, store_id_field
 from .clean_vectors import CleanVectors, check_embedding_key
 from .sealed_embeddings import SealedTextEmbeddings
@@ -64,7 +69,7 @@ _FROM_FETCH_K: Any = object()
 #: ``fetch_k=`` left out: the default candidate search (:data:`~textcrafter_rag.two_stage.DEFAULT_SEARCH`).
 _DEFAULT: Any = object()
 #: Plain fields the sealed store adds to each record; removed before a record is opened.
-_RESERVED = (VECTOR_KEY, MODE_KEY, MARKER_KEY)
+_RESERVED = (VECTOR_KEY, MODE_KEY, MARKER_KEY, DIM_KEY, LOG_FIELD)
 
 
 #: What builds the wrapped store: called once with the embeddings it must be built with.
@@ -144,9 +149,10 @@ class SealedVectorStore(NotPicklable, SealedIds, SealedReading):
             search = DEFAULT_SEARCH if fetch_k is _DEFAULT else TwoStageSearch.of(fetch_k)
         elif fetch_k is not _DEFAULT:
             raise InvalidInputError("give either fetch_k= or search=, not both")
-        if search is not None and not isinstance(search, (TwoStageSearch, AppIndexSearch)):
+        if search is not None and not isinstance(search, (TwoStageSearch, StoreIndexSearch, AppIndexSearch)):
             raise InvalidTypeError(
-                f"search must be a TwoStageSearch, an AppIndexSearch or None, got {type(search).__name__}"
+                "search must be a StoreIndexSearch, a TwoStageSearch, an AppIndexSearch or None, "
+                f"got {type(search).__name__}"
             )
         adopted = store.embeddings if isinstance(store, VectorStore) else None
         if isinstance(store, VectorStore):
@@ -182,14 +188,16 @@ class SealedVectorStore(NotPicklable, SealedIds, SealedReading):
                     "the store function must return a LangChain VectorStore built with the embeddings it is given "
                     "(e.g. lambda e: QdrantVectorStore(client=client, collection_name='docs', embedding=e))"
                 )
-        if isinstance(search, AppIndexSearch) and not has_get_by_ids(inner):
+        if isinstance(search, (StoreIndexSearch, AppIndexSearch)) and not has_get_by_ids(inner):
             raise InvalidInputError(
-                f"the app-side index fetches records by id, and {type(inner).__name__} has no get_by_ids: "
+                f"an index mode fetches records by id, and {type(inner).__name__} has no get_by_ids: "
                 "use candidate search (fetch_k=) with this store"
             )
         self._store = inner
         self._shim = shim
         self._id_field = store_id_field(inner)
+        if self._search is not None and self._search.mode == "store-index":
+            self._search.attach(LangChainPort(inner, shim, id_field=self._id_field))
 
     @property
     def store(self) -> VectorStore:
@@ -257,12 +265,21 @@ class SealedVectorStore(NotPicklable, SealedIds, SealedReading):
         check_marker_mode(mode, found[0].metadata if found else None)
         if found and self._search is not None:
             self._search.marker_seen = True
+            dim = (found[0].metadata or {}).get(DIM_KEY)
+            if self._search.mode == "store-index" and isinstance(dim, (int, str)) and str(dim).isdigit():
+                self._search.store_index(int(dim))  # a process that deletes before it adds or searches
         if found or self._search is None:
             self._marker_checked = True
             return
         if not write or dim is None:
             return
-        fields = {ID_FIELD: self._marker_id, MARKER_KEY: mode, MODE_KEY: mode, IDS_KEY: self._records.record_ids}
+        fields = {
+            ID_FIELD: self._marker_id,
+            MARKER_KEY: mode,
+            MODE_KEY: mode,
+            IDS_KEY: self._records.record_ids,
+            DIM_KEY: str(dim),
+        }
         marker = Document(id=self._marker_id, page_content=self._search.marker_text(), metadata=fields)
         vector = self._search.keyed_vectors(["marker"], dim)[0].tolist()
         with self._shim.registered({marker.page_content: vector}):
@@ -337,10 +354,10 @@ class SealedVectorStore(NotPicklable, SealedIds, SealedReading):
         )
         if store_vectors is None:
             store_vectors = vectors.tolist()
+        if self._search is not None and self._search.mode in INDEX_MODES:
+            self._search.index_add(store_ids, vectors)  # before the store: no record is ever stored unindexed
         with self._shim.registered(dict(zip((d.page_content for d in sealed), store_vectors, strict=True))):
             out = self._store.add_documents(sealed, ids=store_ids, **kwargs)
-        if self._search is not None and self._search.mode == "index":
-            self._search.index_add(store_ids, vectors)
         return self._user_ids(out, store_ids, record_ids)
 
     def copy_to(
@@ -393,12 +410,12 @@ class SealedVectorStore(NotPicklable, SealedIds, SealedReading):
         sealed, ids, store_ids, store_vectors = await asyncio.to_thread(
             self._seal, documents, kwargs.pop("ids", None), vectors if self._search is not None else None
         )
+        if self._search is not None and self._search.mode in INDEX_MODES:
+            await asyncio.to_thread(self._search.index_add, store_ids, vectors)
         with self._shim.registered(
             dict(zip((d.page_content for d in sealed), store_vectors or vectors.tolist(), strict=True))
         ):
             out = await self._store.aadd_documents(sealed, ids=store_ids, **kwargs)
-        if self._search is not None and self._search.mode == "index":
-            await asyncio.to_thread(self._search.index_add, store_ids, vectors)
         return self._user_ids(out, store_ids, ids)
 
     @staticmethod
@@ -431,6 +448,17 @@ class SealedVectorStore(NotPicklable, SealedIds, SealedReading):
         if self._search is None or self._search.mode != "index":
             raise InvalidInputError("this store does not use the app-side index (search=AppIndexSearch(...))")
         self._search.save_index()
+
+    def rebuild_index(self, *, batch_size: int = 1_000, progress: bool = True) -> int:
+        """Rebuild the store-held index from the sealed records the wrapped store holds; how many were indexed.
+
+        For a store whose records were written without it (an older release, the app-side index file) or
+        whose log was lost. Needs a store that can list its records (InMemory, Chroma, FAISS, Qdrant).
+        """
+        if self._search is None or self._search.mode != "store-index":
+            raise InvalidInputError("rebuild_index() is for the store-held index (search=StoreIndexSearch())")
+        self._marker(write=False)
+        return self._search.rebuild_index(batch_size=batch_size, progress=progress)
 
     # -- opening ---------------------------------------------------------------------------------
 

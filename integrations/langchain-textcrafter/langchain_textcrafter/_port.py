@@ -1,0 +1,104 @@
+"""The store-held index's port (:class:`textcrafter_rag.sealed.port.RecordPort`) over a LangChain store.
+
+It writes the log's records as Documents under the vectors the core chose (through the sealed store's
+embeddings shim), reads them back by id, and searches by vector. Listing every record, which LangChain's
+interface does not offer, is done per engine where the engine can: ``InMemoryVectorStore``, Chroma, FAISS
+(its docstore ids) and Qdrant (scroll); elsewhere :meth:`LangChainPort.enumerate` says it cannot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from langchain_core.documents import Document
+from langchain_core.vectorstores import VectorStore
+
+from textcrafter_rag.sealed.port import PortRecord
+from textcrafter_rag.sealed_records import ID_FIELD, canonical_record_id
+
+from .sealed_embeddings import SealedTextEmbeddings
+
+__all__ = ["LangChainPort"]
+
+
+class LangChainPort:
+    """:class:`~textcrafter_rag.sealed.port.RecordPort` over ``store`` (built with ``shim``)."""
+
+    def __init__(self, store: VectorStore, shim: SealedTextEmbeddings, *, id_field: str) -> None:
+        self.store, self.shim, self.id_field = store, shim, id_field
+
+    def _record(self, doc: Document) -> PortRecord:
+        meta = doc.metadata or {}
+        sid = doc.id if doc.id is not None else meta.get(self.id_field, meta.get(ID_FIELD))
+        fields = {k: v for k, v in meta.items() if isinstance(v, str)}
+        return PortRecord(canonical_record_id(sid), doc.page_content, fields)
+
+    def put(self, records: Sequence[PortRecord]) -> None:
+        docs = [Document(id=r.id, page_content=r.text, metadata={**r.fields, ID_FIELD: r.id}) for r in records]
+        vectors = {r.text: list(r.vector or ()) for r in records}
+        with self.shim.registered(vectors):
+            self.store.add_documents(docs, ids=[r.id for r in records])
+
+    def get(self, ids: Sequence[str]) -> list[PortRecord]:
+        return [self._record(d) for d in self.store.get_by_ids(list(ids))] if ids else []
+
+    def delete(self, ids: Sequence[str]) -> None:
+        if ids:
+            self.store.delete(list(ids))
+
+    def search(self, vector: Sequence[float], k: int) -> list[PortRecord]:
+        return [self._record(d) for d in self.store.similarity_search_by_vector(list(vector), k=k)]
+
+    def enumerate(self, batch_size: int) -> Iterator[list[PortRecord]]:
+        """Every record, in batches, where the engine can list them."""
+        store = self.store
+        if hasattr(store, "store") and isinstance(store.store, dict):  # InMemoryVectorStore
+            ids = list(store.store)
+        elif hasattr(store, "index_to_docstore_id"):  # FAISS
+            ids = list(store.index_to_docstore_id.values())
+        elif hasattr(store, "_collection") and hasattr(store._collection, "get"):  # Chroma
+            yield from self._chroma(batch_size)
+            return
+        elif hasattr(store, "client") and hasattr(store.client, "scroll"):  # Qdrant
+            yield from self._qdrant(batch_size)
+            return
+        else:
+            raise NotImplementedError(f"{type(store).__name__} cannot list its records")
+        for start in range(0, len(ids), batch_size):
+            yield self.get(ids[start : start + batch_size])
+
+    def _chroma(self, batch_size: int) -> Iterator[list[PortRecord]]:
+        offset = 0
+        while True:
+            got: dict[str, Any] = self.store._collection.get(
+                limit=batch_size, offset=offset, include=["documents", "metadatas"]
+            )
+            if not got["ids"]:
+                return
+            yield [
+                PortRecord(canonical_record_id(i), t or "", {k: v for k, v in (m or {}).items() if isinstance(v, str)})
+                for i, t, m in zip(got["ids"], got["documents"], got["metadatas"], strict=True)
+            ]
+            offset += len(got["ids"])
+
+    def _qdrant(self, batch_size: int) -> Iterator[list[PortRecord]]:
+        store, offset = self.store, None
+        while True:
+            points, offset = store.client.scroll(
+                store.collection_name, limit=batch_size, offset=offset, with_payload=True, with_vectors=False
+            )
+            yield [
+                PortRecord(
+                    canonical_record_id(p.id),
+                    (p.payload or {}).get(store.content_payload_key, ""),
+                    {
+                        k: v
+                        for k, v in ((p.payload or {}).get(store.metadata_payload_key) or {}).items()
+                        if isinstance(v, str)
+                    },
+                )
+                for p in points
+            ]
+            if offset is None:
+                return

@@ -1,0 +1,98 @@
+"""SealedVectorStore with the store-held index (``search=StoreIndexSearch()``): the store ranks nothing, and
+the sealed index lives in the store, so another store object (another worker) with the key finds everything."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from _langchain_textcrafter_fakes import FakeAsymmetricEmbeddings, RecordingStore, exact_top
+
+from langchain_textcrafter import SealedVectorStore
+from textcrafter_rag.sealed import StoreIndexSearch
+from textcrafter_rag.sealed.log import LOG_FIELD
+from textcrafter_rag.sealing import Sealer, generate_key
+from textcrafter_rag.testing import KnownVectors
+
+TEXTS = [f"Patient {i} was treated for condition {i % 7} at ward {i % 5}." for i in range(40)]
+IDS = [f"r{i}" for i in range(40)]
+
+
+@pytest.fixture
+def base() -> FakeAsymmetricEmbeddings:
+    return FakeAsymmetricEmbeddings(KnownVectors(dim=32))
+
+
+def _held(base, key: str, store=RecordingStore) -> SealedVectorStore:
+    return SealedVectorStore(store, embedding=base, key=key, search=StoreIndexSearch(open_k=20))
+
+
+def test_exact_results_and_the_store_is_searched_only_for_the_log_heads(base) -> None:
+    key = generate_key()
+    store = _held(base, key)
+    store.add_texts(TEXTS, ids=IDS)
+    for query in ("who was treated at ward 3?", "condition 5"):
+        assert [d.page_content for d in store.similarity_search(query, k=5)] == exact_top(base, TEXTS, query, 5)
+    heads = store._search.store_index().log.heads_direction()
+    assert store.store.searched and all(v == heads for v in store.store.searched)
+    rows = list(store.store.store.values())
+    assert all(Sealer.is_sealed(r["text"]) or r["text"].startswith("tclog1.") for r in rows)
+    assert any(r["metadata"].get(LOG_FIELD) == "head" for r in rows)
+
+
+def test_another_worker_with_only_the_key_finds_every_record_and_sees_later_writes(base) -> None:
+    key = generate_key()
+    first = _held(base, key)
+    first.add_texts(TEXTS[:20], ids=IDS[:20])
+    second = _held(base, key, store=first.store)  # a fresh process over the same records: no file, no cache
+    q = "condition 3 at ward 2"
+    assert [d.page_content for d in second.similarity_search(q, k=3)] == exact_top(base, TEXTS[:20], q, 3)
+    first.add_texts(TEXTS[20:], ids=IDS[20:])  # written after the second opened
+    top = exact_top(base, TEXTS, q, 3)
+    assert [d.page_content for d in second.similarity_search(q, k=3)] == top
+    gone = IDS[TEXTS.index(top[0])]
+    second.delete([gone])
+    assert gone not in [d.id for d in first.similarity_search(q, k=20)]
+    assert len(first.similarity_search(q, k=20)) == 20
+
+
+def test_a_worker_that_writes_first_extends_the_index(base) -> None:
+    key = generate_key()
+    first = _held(base, key)
+    first.add_texts(TEXTS[:10], ids=IDS[:10])
+    late = _held(base, key, store=first.store)
+    late.add_texts(TEXTS[10:12], ids=IDS[10:12])
+    third = _held(base, key, store=first.store)
+    assert sorted(d.id for d in third.similarity_search(TEXTS[0], k=12)) == sorted(IDS[:12])
+
+
+def test_rebuild_indexes_records_written_without_a_log(base) -> None:
+    key = generate_key()
+    store = _held(base, key)
+    store.add_texts(TEXTS, ids=IDS)
+    inner = store.store
+    for rid in [r for r, row in inner.store.items() if row["metadata"].get(LOG_FIELD)]:
+        del inner.store[rid]  # the log is lost
+    fresh = _held(base, key, store=inner)
+    assert fresh.similarity_search(TEXTS[3], k=1) == []
+    assert fresh.rebuild_index(progress=False) == len(TEXTS)
+    q = "condition 3 at ward 2"
+    assert [d.page_content for d in _held(base, key, store=inner).similarity_search(q, k=3)] == exact_top(
+        base, TEXTS, q, 3
+    )
+
+
+def test_async_paths(base) -> None:
+    store = _held(base, generate_key())
+
+    async def run() -> list[str]:
+        await store.aadd_texts(TEXTS, ids=IDS)
+        return [d.page_content for d in await store.asimilarity_search("condition 5", k=3)]
+
+    assert asyncio.run(run()) == exact_top(base, TEXTS, "condition 5", 3)
+
+
+def test_user_metadata_cannot_take_the_log_fields(base) -> None:
+    store = _held(base, generate_key())
+    with pytest.raises(ValueError, match="reserved"):
+        store.add_texts(["x"], metadatas=[{LOG_FIELD: "head"}])
