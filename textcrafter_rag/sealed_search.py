@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import threading
 import uuid
 import warnings
@@ -65,6 +66,8 @@ MARKER_KEY = "_tc_marker"
 #: The marker record's plain field holding the store's vector dimension (the store sees it in every vector).
 DIM_KEY = "_tc_dim"
 T = TypeVar("T")
+#: The library's one logger: capped searches, skipped records, dead index entries, repairs.
+logger = logging.getLogger("textcrafter_rag")
 #: What selects a mode: candidate search, the store-held index, the app-side index file, or ``None``
 #: (single-stage, the store ranks).
 SearchOptions = TwoStageSearch | StoreIndexSearch | AppIndexSearch
@@ -129,6 +132,7 @@ class SealedSearch(NotPicklable):
         )
         self._lock = threading.Lock()
         self._skipped = 0
+        self._dead = 0
         self._caps = CapCounter(self.fetch_k)
         self._warned = False
         self._index: AppIndex | None = None
@@ -489,6 +493,21 @@ class SealedSearch(NotPicklable):
             if removed and self._file is not None and self.options.autosave:
                 self._file.save(index)
         return removed
+
+    @property
+    def dead(self) -> int:
+        """Index entries whose records the store did not return (a writer killed before it stored them, or a
+        delete that reached the store but not the index): skipped at every search that reads them."""
+        return self._dead
+
+    def count_dead(self, asked: Sequence[Any], returned: int) -> None:
+        """Count the entries a fetch by id asked for and did not get back (never removed from the index: a
+        lagging or failing read must not delete; ``rebuild_index`` and later deletes settle them)."""
+        missing = len(set(map(str, asked))) - returned
+        if missing > 0:
+            with self._lock:
+                self._dead += missing
+            logger.info("%d index entries read by a search have no record in the store (skipped)", missing)
 
     def index_candidates(self, query: Any) -> list[str]:
         """The ids of the :attr:`fetch_k` records the index ranks best for the clean query."""

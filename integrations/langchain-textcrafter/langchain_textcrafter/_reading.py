@@ -122,6 +122,7 @@ class SealedReading(VectorStore):
                 )
             ids = core.index_candidates(clean)
             hits = self._store.get_by_ids(ids) if ids else []
+            core.count_dead(ids, len(hits))
             opened = core.open_hits(self._hit_fields(hits))
             return Found(hits, opened.positions, opened.vectors)
         protected = core.store_query(clean)[0].tolist()

@@ -1,0 +1,128 @@
+"""One worker process of the store-held index's real-process tests: a sealed store over a real engine.
+
+Run as ``python _store_index_worker.py ENGINE ADDRESS COLLECTION KEY``. It reads one JSON command a line on
+stdin and answers one JSON line on stdout, so the test decides the interleaving of several workers. The
+``pause`` of an add blocks the worker at a chosen point of the write (before or after the store takes the
+data records) until the test kills it with SIGKILL: never a sleep.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from typing import Any
+
+import numpy as np
+from langchain_core.documents import Document
+from langchain_core.embeddings import Embeddings
+
+from langchain_textcrafter import SealedVectorStore
+from langchain_textcrafter._port import LangChainPort
+from textcrafter_rag.sealed import StoreIndexSearch
+from textcrafter_rag.sealed.log import LOG_FIELD
+
+DIM = 64
+
+
+class HashEmbeddings(Embeddings):
+    """A fixed unit vector per text (the same in every process): each text is its own nearest record."""
+
+    def _one(self, text: str) -> list[float]:
+        seed = int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little")
+        v = np.random.default_rng(seed).standard_normal(DIM)
+        return (v / np.linalg.norm(v)).tolist()
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [self._one(t) for t in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        return self._one(text)
+
+
+def say(**message: Any) -> None:
+    print(json.dumps(message), flush=True)
+
+
+def pausing(cls: type) -> type:
+    """The engine's LangChain store, stopping where the test asked (data records only; the log passes)."""
+
+    class Pausing(cls):  # type: ignore[misc, valid-type]
+        pause: str | None = None
+
+        def add_documents(self, documents: list[Document], **kwargs: Any) -> list[str]:
+            data = not any(LOG_FIELD in (d.metadata or {}) for d in documents)
+            if data and self.pause == "before-store":
+                say(paused="before-store")
+                sys.stdin.readline()  # the test kills this process here
+            out = super().add_documents(documents, **kwargs)
+            if data and self.pause == "after-store":
+                say(paused="after-store")
+                sys.stdin.readline()
+            return out
+
+    return Pausing
+
+
+def build(engine: str, address: str, collection: str) -> Any:
+    if engine == "chroma":
+        import chromadb
+        from chromadb.config import Settings
+        from langchain_chroma import Chroma
+
+        host, port = address.rsplit(":", 1)
+        client = chromadb.HttpClient(host=host, port=int(port), settings=Settings(anonymized_telemetry=False))
+        cls = pausing(Chroma)
+        return lambda e: cls(client=client, collection_name=collection, embedding_function=e)
+    if engine == "qdrant":
+        from langchain_qdrant import QdrantVectorStore
+        from qdrant_client import QdrantClient, models
+
+        client = QdrantClient(path=address)
+        if not client.collection_exists(collection):
+            client.create_collection(
+                collection, vectors_config=models.VectorParams(size=DIM, distance=models.Distance.COSINE)
+            )
+        cls = pausing(QdrantVectorStore)
+        return lambda e: cls(client=client, collection_name=collection, embedding=e)
+    raise SystemExit(f"unknown engine {engine}")
+
+
+def main() -> None:
+    engine, address, collection, key = sys.argv[1:5]
+    store = SealedVectorStore(
+        build(engine, address, collection), embedding=HashEmbeddings(), key=key, search=StoreIndexSearch()
+    )
+    say(ready=True)
+    for line in sys.stdin:
+        cmd = json.loads(line)
+        op = cmd["op"]
+        try:
+            if op == "add":
+                store.store.pause = cmd.get("pause")
+                ids = store.add_texts(cmd["texts"], ids=cmd["ids"])
+                say(acked=ids)
+            elif op == "find":  # each text's best hit: its own record, if the index finds it
+                found = [[d.id for d in store.similarity_search(t, k=1)] for t in cmd["texts"]]
+                say(found=[f[0] if f else None for f in found], dead=store._search.dead)
+            elif op == "audit":  # every data record the store holds, and whether the index holds it
+                held = store._search.store_index()
+                held.refresh()
+                indexed = set(held.index.ids())
+                port = LangChainPort(store.store, store._shim, id_field=store._id_field)
+                stored = [
+                    r.id
+                    for batch in port.enumerate(500)
+                    for r in batch
+                    if LOG_FIELD not in r.fields and "_tc_marker" not in r.fields
+                ]
+                say(stored=len(stored), unindexed=sorted(set(stored) - indexed))
+            elif op == "exit":
+                say(bye=True)
+                return
+        except Exception as exc:  # the test reads the error's class
+            say(error=type(exc).__name__, message=str(exc))
+
+
+if __name__ == "__main__":
+    main()
