@@ -217,6 +217,42 @@ def test_the_cli_does_not_echo_a_key_given_to_key_env(tmp_path, capsys) -> None:
 
 
 @pytest.mark.parametrize(
+    "shape", ["/run/secrets/{}", "/run/secrets/{}.key", "secrets-{}", "{}_v2", "/keys/{}/current", "C:\\keys\\{}"]
+)
+def test_a_key_inside_a_path_or_name_is_never_printed(shape: str, tmp_path, capsys) -> None:
+    """A key as part of a path (``--key-file /run/secrets/<KEY>``) was printed in full, by the API and the CLI.
+
+    Only a name that decoded as a key as a whole was withheld; one that holds a key among other characters
+    (a directory, an extension, a prefix) is withheld now too.
+    """
+    from textcrafter_rag.cli import main
+
+    name = shape.format(KEY)
+    pieces = (KEY.rstrip("="), KEY[:20], KEY[-21:-1], base64.urlsafe_b64decode(KEY).hex()[:16])
+
+    def clean(message: str) -> bool:
+        return not any(piece in message for piece in pieces)
+
+    with pytest.raises(FileNotFoundError) as file_error:
+        load_key(name)
+    with pytest.raises(InvalidInputError) as env_error:
+        load_key(env=name)
+    for error in (file_error, env_error):
+        assert clean(str(error.value)) and "looks like a key or holds one" in str(error.value)
+    src = tmp_path / "in.npy"
+    np.save(src, np.ones((2, 384), dtype=np.float32))
+    out = str(tmp_path / "out.npy")
+    for argv in (
+        ["protect", "--input", str(src), "--output", out, "--key-file", name],
+        ["protect", "--input", str(src), "--output", out, "--key-env", name],
+        ["protect", "--input", name, "--output", out],  # any path an error names
+    ):
+        code = main(argv)
+        captured = capsys.readouterr()
+        assert code != 0 and clean(captured.err) and clean(captured.out)
+
+
+@pytest.mark.parametrize(
     "mechanism",
     [
         lambda: TextCrafter.load_shipped(seed=0),

@@ -16,7 +16,7 @@ from .errors import InvalidInputError, TextcrafterError
 from .extras import is_missing, missing_extra
 from .keyed import TenantKey
 from .options import ProtectionOptions, check_tenant
-from .sealing import generate_key, load_key
+from .sealing import generate_key, key_like_runs, load_key
 from .streaming import protect_file, rekey_file
 from .textcrafter import CalibrationConfig, RewardWeights, fit_textcrafter
 
@@ -39,8 +39,15 @@ _KEY_LIKE = re.compile(r"(?<![A-Za-z0-9+/_])[A-Za-z0-9+/_-]{43}=?(?![A-Za-z0-9+/
 
 
 def _redact_keys(text: str) -> str:
-    """``text`` with every key-looking run of characters replaced: nothing printed ever holds a key."""
-    return _KEY_LIKE.sub(_REDACTED, text)
+    """``text`` with every key-looking run of characters replaced: nothing printed ever holds a key.
+
+    Also a key inside a longer run or a path (``/run/secrets/<KEY>``, ``<KEY>.key``, ``secrets-<KEY>``):
+    any run of 43 or more base64 characters mixing cases (:func:`~textcrafter_rag.sealing.key_like_runs`).
+    """
+    text = _KEY_LIKE.sub(_REDACTED, text)
+    for run in sorted(set(key_like_runs(text)), key=len, reverse=True):
+        text = text.replace(run, _REDACTED)
+    return text
 
 
 def _shown_arg(token: str) -> str:

@@ -23,6 +23,7 @@ import base64
 import binascii
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -218,19 +219,36 @@ class SecretKey(KeyHolder):
         return self.__reduce__()  # a reference or a refusal, never the state
 
 
+#: A run of URL-safe (or standard, without "/") base64 characters as long as a key, or longer: a key may sit
+#: inside a longer name (``secrets-<KEY>``, ``<KEY>_v2``). ``/`` and ``\\`` end a run: they separate a path.
+_KEY_RUN = re.compile(r"[A-Za-z0-9+_-]{43,}=*")
+
+
+def key_like_runs(text: str) -> list[str]:
+    """The runs of ``text`` that may hold a key: 43 or more base64 characters mixing upper and lower case.
+
+    Why a run and not the whole text: a key passed inside a path (``--key-file /run/secrets/<KEY>``) is
+    no key as a whole, and was printed in full. Why mixed case: a random key has both (but for a chance
+    of about 1e-10), while hex digests and long ``UPPER_CASE`` or ``snake_case`` names, which messages
+    may show, do not.
+    """
+    return [run for run in _KEY_RUN.findall(text) if any(c.isupper() for c in run) and any(c.islower() for c in run)]
+
+
 def _is_key_itself(name: str | os.PathLike[str]) -> bool:
-    """Whether a file path or variable name given for a key decodes as a key: the key passed by mistake."""
+    """Whether a file path or variable name given for a key decodes as a key, or holds one: a mistake."""
     try:
-        SecretKey(os.fspath(name) if not isinstance(name, bytes) else name)
+        text = os.fspath(name) if not isinstance(name, bytes) else name
+        SecretKey(text)
     except (InvalidKeyError, TypeError):
-        return False
+        return isinstance(name, (str, os.PathLike)) and bool(key_like_runs(str(os.fspath(name))))
     return True
 
 
 def _shown(name: str | os.PathLike[str], what: str) -> str:
-    """``name`` for an error message, unless it may be the key itself (then the message says so instead)."""
+    """``name`` for an error message, unless it may be or hold the key (then the message says so instead)."""
     if _is_key_itself(name):
-        return f"(the {what} given looks like a key itself, so it is not shown: pass the {what}, not the key)"
+        return f"(the {what} given looks like a key or holds one, so it is not shown: pass the {what}, not the key)"
     return os.fspath(name) if not isinstance(name, bytes) else repr(name)
 
 

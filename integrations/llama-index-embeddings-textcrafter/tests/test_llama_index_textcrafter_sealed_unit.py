@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import traceback
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,8 @@ from llama_index.core.vector_stores import (
 from llama_index.core.vector_stores.utils import node_to_metadata_dict
 
 from llama_index.embeddings.textcrafter import SealedKVStore, SealedVectorStore
+from llama_index.embeddings.textcrafter.sealed_storage import SEALED_VALUE
+from textcrafter_rag.sealed_records import RecordSealer
 from textcrafter_rag.sealing import SealError, generate_key
 
 SOURCE = Document(text="Jane Doe's full file.", metadata={"author": "Jane Doe", "topic": "moves"}, id_="doc-1")
@@ -120,6 +123,34 @@ def test_kv_values_are_sealed_bound_and_persisted(tmp_path: Path) -> None:
     with pytest.raises(TypeError, match="key="):
         SealedKVStore.from_persist_path(str(path))
     assert key not in repr(kv)
+
+
+def test_kv_errors_never_name_the_node_or_document_id() -> None:
+    """Docstores key values by the user's node and document ids: a value that does not open names neither."""
+    key = generate_key()
+    raw = SimpleKVStore()
+    kv = SealedKVStore(raw, key=key)
+    node_id, doc_id = "jane-doe-hiv-clinic-note-7", "jane-doe-medical-record.pdf"
+    kv.put(node_id, {"text": "x"}, collection="docstore/data")
+    kv.put(doc_id, {"node_ids": [node_id]}, collection="docstore/ref_doc_info")
+    other = SealedKVStore(raw, key=generate_key())
+    raw.put("elsewhere", raw.get(node_id, collection="docstore/data"), collection="docstore/data")
+    raw.put(doc_id, {"text": "plain"}, collection="docstore/metadata")
+    raw.put(node_id, {SEALED_VALUE: RecordSealer(key).seal_value([1], record_id=node_id, field="kv:x")}, collection="x")
+    failing = [
+        lambda: other.get(node_id, collection="docstore/data"),  # another key
+        lambda: other.get(doc_id, collection="docstore/ref_doc_info"),
+        lambda: other.get_all(collection="docstore/data"),
+        lambda: asyncio.run(other.aget(doc_id, collection="docstore/ref_doc_info")),
+        lambda: kv.get("elsewhere", collection="docstore/data"),  # moved to another id
+        lambda: kv.get(doc_id, collection="docstore/metadata"),  # not sealed
+        lambda: kv.get(node_id, collection="x"),  # not a dict
+    ]
+    for call in failing:
+        with pytest.raises(SealError) as info:
+            call()
+        shown = "".join(traceback.format_exception(info.value))  # the chained errors too
+        assert node_id not in shown and doc_id not in shown and "jane" not in shown.lower()
 
 
 def test_kv_async() -> None:

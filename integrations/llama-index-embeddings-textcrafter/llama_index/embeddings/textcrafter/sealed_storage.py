@@ -80,13 +80,20 @@ class SealedKVStore(BaseInMemoryKVStore):
         return {SEALED_VALUE: self._records.seal_value(val, record_id=key, field=self._field(collection))}
 
     def _open(self, key: str, val: Any, collection: str) -> dict | None:
+        """The opened value; errors never name ``key``: docstores key values by the user's node and document ids."""
         if val is None:
             return None
         if not isinstance(val, dict) or set(val) != {SEALED_VALUE}:
-            raise SealError(f"value {key!r} in collection {collection!r} is not sealed")
-        out = self._records.open_value(val[SEALED_VALUE], record_id=key, field=self._field(collection))
+            raise SealError(f"a value in collection {collection!r} is not sealed")
+        try:
+            out = self._records.open_value(val[SEALED_VALUE], record_id=key, field=self._field(collection))
+        except SealError:  # its message names the record id, the key here: replaced, and not chained
+            raise SealError(
+                f"a value in collection {collection!r} cannot be opened: wrong key or context, edited, or moved "
+                "from another key or collection"
+            ) from None
         if not isinstance(out, dict):
-            raise SealError(f"value {key!r} in collection {collection!r} did not open to a dict")
+            raise SealError(f"a value in collection {collection!r} did not open to a dict")
         return out
 
     def put(self, key: str, val: dict, collection: str = DEFAULT_COLLECTION) -> None:
