@@ -1,4 +1,4 @@
-"""Every ```python snippet of README.md and docs/*.md runs, offline, as a user would paste it; README stays short.
+"""Every ```python snippet of README.md, docs/*.md and the integration READMEs runs, offline, as pasted.
 
 Each snippet is executed in a fresh namespace with ``TEXTCRAFTER_KEY`` set, a fake ``langchain_openai``
 module whose ``OpenAIEmbeddings`` delegates to the bundled MiniLM, and a fake
@@ -14,7 +14,8 @@ and LlamaIndex examples and the core ``Protector`` snippet (docs/usage.md) may n
 
 README is what a newcomer reads in five minutes: at most 120 lines, the two commands CI runs labelled
 command 1 and command 2, a three-row table of the sealed-search modes whose numbers all come from the
-results files it cites. No user-facing document cites an internal issue number.
+results files it cites; the integration READMEs have the same short shape. No user-facing document cites an
+internal issue number.
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ from textcrafter_rag.encoders import BUNDLED_MODEL_ID, as_encoder
 from textcrafter_rag.policies import shipped_policy_path
 
 ROOT = Path(__file__).resolve().parent.parent
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+INTEGRATION_READMES = sorted((ROOT / "integrations").glob("*/README.md"))
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *INTEGRATION_READMES]
 SKIP = re.compile(r"<!--\s*readme-test:\s*skip\s*\((?P<reason>[^)]*)\)\s*-->")
 #: Snippets that must run, by the page that holds them (README's two examples, the framework-free core).
 MUST_RUN = {
@@ -51,12 +53,7 @@ MUST_RUN = {
     "docs/usage.md": ("Protector(base=bundled_minilm())",),
 }
 #: Pages a user reads: none may cite an internal issue number ("issue 21", "issue #29", "Issue 21's aim").
-USER_FACING = [
-    ROOT / "README.md",
-    ROOT / "SECURITY.md",
-    *sorted((ROOT / "docs").glob("*.md")),
-    *sorted((ROOT / "integrations").glob("*/README.md")),
-]
+USER_FACING = [ROOT / "README.md", ROOT / "SECURITY.md", *sorted((ROOT / "docs").glob("*.md")), *INTEGRATION_READMES]
 ISSUE_NUMBER = re.compile(r"\bissues?\s+#?\d+", re.IGNORECASE)
 #: The two commands CI greps README for (.ci/run), verbatim.
 CI_COMMANDS = {
@@ -242,6 +239,18 @@ def test_readme_labels_the_commands_ci_runs() -> None:
             f"README.md does not show {command!r} as {label}"
         )
     assert "`constraints.txt` pins `torch==2.13.0` (a CPU build" in readme
+
+
+@pytest.mark.parametrize("page", INTEGRATION_READMES, ids=[p.parent.name for p in INTEGRATION_READMES])
+def test_integration_readmes_have_the_readme_s_short_shape(page: Path) -> None:
+    """What, install, one example, the modes, the limits, links; the reference lives in docs/."""
+    text = page.read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 80, f"{page.relative_to(ROOT)} is long: move the reference to docs/"
+    assert re.findall(r"^## (.+)$", text, re.M) == ["Install", "Example", "Modes", "Limits", "Links"]
+    assert len(snippets(page)) == 1 and snippets(page)[0].skip is None
+    modes = text[text.index("## Modes") : text.index("## Limits")]
+    assert all(f"**{mode}**" in modes for mode in ("single-stage", "candidates", "index"))
+    assert "(../../docs/" in text and "(../../SECURITY.md)" in text
 
 
 #: The results files README's modes table cites, and the rows it must have.
