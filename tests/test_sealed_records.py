@@ -278,6 +278,32 @@ def test_clear_ids_are_the_previous_format_and_both_schemes_read_each_other(key:
     assert keyed.record_ids == "keyed" and clear.record_ids == "clear"
 
 
+@pytest.mark.parametrize("scheme", ["keyed", "sealed"])
+@pytest.mark.parametrize("metadata", [{}, {"author": "Jane Doe", "ward": "3"}], ids=["no-sealed-field", "sealed-field"])
+def test_a_record_stripped_of_its_sealed_user_id_does_not_open(key: str, scheme: str, metadata: dict) -> None:
+    """Deleting ``_tc_uid`` made a record open under its keyed id, no error: its presence is bound to the text now."""
+    records = RecordSealer(key, sealed_metadata=("author",), record_ids=scheme)
+    sealed = records.seal(TEXT, metadata, record_id="patient-1234")
+    sid = sealed.store_id
+    assert records.open(sealed.text, sealed.metadata, store_id=sid).record_id == "patient-1234"
+    stripped = {k: v for k, v in sealed.metadata.items() if k != USER_ID_FIELD}
+    with pytest.raises(SealError):
+        records.open(sealed.text, stripped, store_id=sid)
+    with pytest.raises(SealError):  # a clear-id reader is no way around it
+        RecordSealer(key, sealed_metadata=("author",), record_ids="clear").open(sealed.text, stripped, store_id=sid)
+    # a record written before the binding (its text binds no user id) still opens with its sealed user id ...
+    meta = {k: v for k, v in sealed.metadata.items() if k != ID_FIELD}
+    older = records.sealer.seal(TEXT, record_id=sid, field=records._text_field(meta))
+    assert records.open(older, sealed.metadata, store_id=sid).record_id == "patient-1234"
+    if scheme == "sealed":  # ... and a sealed id names its user id: stripped, an old record is refused too
+        with pytest.raises(SealError, match="no sealed user id"):
+            records.open(older, stripped, store_id=sid)
+    else:  # ... and stripped, an old keyed record opens under its keyed id: the residual in SECURITY.md
+        assert records.open(older, stripped, store_id=sid).record_id == sid
+    clear = RecordSealer(key, sealed_metadata=("author",), record_ids="clear").seal(TEXT, metadata, record_id="p-1")
+    assert records.open(clear.text, clear.metadata, store_id="p-1").record_id == "p-1"  # clear ids open as before
+
+
 def test_sealed_ids_turn_back_with_the_key_only(key: str) -> None:
     """For stores that answer with ids alone (LlamaIndex FAISS): deterministic, padded, reversible under the key."""
     records = RecordSealer(key, record_ids="sealed")

@@ -19,8 +19,11 @@ sealed and how, so that rule lives here, free of any framework:
 * **record ids are keyed** (``record_ids="keyed"``, the default; :mod:`textcrafter_rag.record_ids`): the
   store's id of a record is a keyed UUID of the user's id that names nothing and links no record to a known
   text. The user's id travels sealed (:data:`USER_ID_FIELD`, bound to the store's id, which must be its keyed
-  or sealed id); records without it (``record_ids="clear"``, or written by the previous release) carry the
-  user's id in clear and open as before.
+  or sealed id), and its presence is bound into the text's associated data, so a record stripped of it does
+  not open (instead of opening under its keyed id); records without it (``record_ids="clear"``, or written
+  by the previous release) carry the user's id in clear and open as before. Keyed records written before
+  that binding still open, and stripped of the field they still open under their keyed id (nothing in them
+  tells them from a clear-id record): re-adding them, or ``copy_to``, binds them.
 
 Filters: :func:`filter_field_names` reads the field names of a store filter whatever its form (dicts,
 Qdrant ``models.Filter``, LlamaIndex ``MetadataFilters``, Weaviate-style ``target`` objects, string
@@ -196,14 +199,14 @@ class RecordSealer(KeyHolder):
         for name in self._fields:
             if name in meta:
                 meta[name] = self._sealer.seal_json(meta[name], record_id=rid, field=_METADATA_FIELD + name)
-        text_field = self._text_field(meta)
+        text_field = self._text_field(meta, user_id=rid != uid)
         meta[ID_FIELD] = rid
         if rid != uid:
             meta[USER_ID_FIELD] = self._sealer.seal_json(uid, record_id=rid, field=USER_ID_FIELD)
         sealed_text = self._sealer.seal(text, record_id=rid, field=text_field)
         return SealedRecord(text=sealed_text, metadata=meta, store_id=self.store_id(record_id))
 
-    def _text_field(self, metadata: Mapping[str, Any], *, bound: bool = True) -> str:
+    def _text_field(self, metadata: Mapping[str, Any], *, bound: bool = True, user_id: bool = False) -> str:
         """The text's field name, binding the sorted names of the sealed fields the record holds.
 
         Only names from ``sealed_metadata`` count: plain fields and reserved ``_tc_*`` keys may be
@@ -211,7 +214,12 @@ class RecordSealer(KeyHolder):
         ``bound`` also binds a digest of those fields' sealed tokens, so the text opens only beside
         the very values it was sealed with: an old sealed ``author`` spliced beside a new text (or the
         reverse) does not open. ``bound=False`` is the name of records sealed before that binding.
+        ``user_id``: the record carries its user's id sealed (:data:`USER_ID_FIELD`; keyed and sealed ids),
+        which is bound too: without it, deleting that field made the record open under its keyed id instead
+        of the user's, with no error.
         """
+        if user_id:
+            return json.dumps([USER_ID_FIELD, self._text_field(metadata, bound=bound)], ensure_ascii=True)
         present = sorted(name for name in self._fields if name in metadata)
         if not present:
             return TEXT_FIELD
@@ -236,11 +244,14 @@ class RecordSealer(KeyHolder):
         meta = dict(metadata or {})
         rid = self.resolve_record_id(store_id, meta.pop(ID_FIELD, None))
         uid = meta.pop(USER_ID_FIELD, None)
-        if uid is not None:  # a keyed id: the user's id is sealed, bound to it, and must map to it
+        has_uid = uid is not None
+        if has_uid:  # a keyed id: the user's id is sealed, bound to it, and must map to it
             uid = self.user_id(rid, self.open_value(uid, record_id=rid, field=USER_ID_FIELD))
+        elif self._ids.opened_id(rid) is not None:  # a sealed id is never written without the user's id beside it
+            raise SealError(f"record {rid!r} has a sealed id but no sealed user id ({USER_ID_FIELD!r}): edited")
         token = text if isinstance(text, str) else ""
         try:
-            opened_text = self._open_text(token, rid, meta)
+            opened_text = self._open_text(token, rid, meta, user_id=has_uid)
         except SealError:
             if not Sealer.is_sealed(token):
                 raise
@@ -253,16 +264,23 @@ class RecordSealer(KeyHolder):
                 meta[name] = self._sealer.open_json(meta[name], record_id=rid, field=_METADATA_FIELD + name)
         return OpenedRecord(record_id=uid if uid is not None else rid, text=opened_text, metadata=meta, store_id=rid)
 
-    def _open_text(self, token: str, rid: str, meta: Mapping[str, Any]) -> str:
-        """The text, bound to its sealed fields' tokens; records sealed before that binding still open."""
-        bound = self._text_field(meta)
-        legacy = self._text_field(meta, bound=False)
-        try:
-            return self._sealer.open(token, record_id=rid, field=bound)
-        except SealError:
-            if legacy == bound:
-                raise
-        return self._sealer.open(token, record_id=rid, field=legacy)
+    def _open_text(self, token: str, rid: str, meta: Mapping[str, Any], *, user_id: bool = False) -> str:
+        """The text, bound to its sealed fields' tokens (and the presence of a sealed user id); older records open.
+
+        A record without :data:`USER_ID_FIELD` opens only under names that bind no user id, so a new keyed
+        record stripped of it does not open. With the field, the names of records sealed before it was bound
+        are tried too (the sealed user id itself is checked against the record id either way).
+        """
+        names = [self._text_field(meta), self._text_field(meta, bound=False)]
+        if user_id:
+            names.insert(0, self._text_field(meta, user_id=True))
+        names = list(dict.fromkeys(names))
+        for name in names[:-1]:
+            try:
+                return self._sealer.open(token, record_id=rid, field=name)
+            except SealError:
+                pass
+        return self._sealer.open(token, record_id=rid, field=names[-1])
 
     def seal_value(self, value: Any, *, record_id: Any, field: str) -> str:
         """Seal any JSON value (a whole serialised node, a key-value entry) bound to a record and field."""

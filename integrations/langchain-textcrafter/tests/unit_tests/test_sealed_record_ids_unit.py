@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import warnings
 from typing import Any
 
 import pytest
@@ -13,7 +14,8 @@ from langchain_core.documents import Document
 from langchain_textcrafter import SealedVectorStore
 from textcrafter_rag.app_index import AppIndexSearch
 from textcrafter_rag.sealed_records import IDS_KEY, USER_ID_FIELD
-from textcrafter_rag.sealing import Sealer, generate_key
+from textcrafter_rag.sealed_search import SkippedRecordsWarning
+from textcrafter_rag.sealing import Sealer, SealError, generate_key
 from textcrafter_rag.testing import KnownVectors
 from textcrafter_rag.two_stage import TwoStageSearch
 
@@ -159,3 +161,23 @@ def test_async_paths_map_ids(base) -> None:
 
     asyncio.run(run())
     assert "patient-" not in _held(store)
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_a_record_stripped_of_its_sealed_user_id_is_refused_not_renamed(base, mode: str) -> None:
+    """The host deleted ``_tc_uid``: the record opened as its keyed id, no error; now it does not open."""
+    store = _store(base, mode)
+    store.add_texts(TEXTS, ids=IDS)
+    keyed = store.store_ids([IDS[3]])[0]
+    del store.store.store[keyed]["metadata"][USER_ID_FIELD]
+    with pytest.raises(SealError):
+        store.get_by_ids([IDS[3]])
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SkippedRecordsWarning)
+            hits = store.similarity_search_by_vector(base.doc(TEXTS[3]), k=3)
+    except SealError:
+        hits = []  # single-stage: the hit that does not open is an error
+    assert hits == [] or store.skipped == 1
+    assert all(d.id in IDS and d.id != IDS[3] for d in hits)  # never a keyed id in place of the user's
+    assert [d.id for d in store.get_by_ids([IDS[4]])] == [IDS[4]]
