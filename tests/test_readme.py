@@ -53,7 +53,13 @@ MUST_RUN = {
     "docs/usage.md": ("Protector(base=bundled_minilm())",),
 }
 #: Pages a user reads: none may cite an internal issue number ("issue 21", "issue #29", "Issue 21's aim").
-USER_FACING = [ROOT / "README.md", ROOT / "SECURITY.md", *sorted((ROOT / "docs").glob("*.md")), *INTEGRATION_READMES]
+USER_FACING = [
+    ROOT / "README.md",
+    ROOT / "SECURITY.md",
+    ROOT / "benchmarks" / "README.md",
+    *sorted((ROOT / "docs").glob("*.md")),
+    *INTEGRATION_READMES,
+]
 ISSUE_NUMBER = re.compile(r"\bissues?\s+#?\d+", re.IGNORECASE)
 #: The two commands CI greps README for (.ci/run), verbatim.
 CI_COMMANDS = {
