@@ -57,6 +57,8 @@ __all__ = [
     "SealedSearch",
     "SearchOptions",
     "SkippedRecordsWarning",
+    "StoreRanksWarning",
+    "UnindexedRecordsWarning",
 ]
 
 #: The plain metadata key naming the mode a record was written in.
@@ -82,6 +84,14 @@ class ModeMismatchError(TextcrafterError, ValueError):
 
 class IndexMissingError(TextcrafterError, ValueError):
     """A store written with the app-side index is searched by a process that holds no index for it."""
+
+
+class StoreRanksWarning(UserWarning):
+    """The default store-held index is not possible on this store (it cannot read by id): the store ranks."""
+
+
+class UnindexedRecordsWarning(UserWarning):
+    """The store holds records but no index log under this key and tenant: the index cannot find them."""
 
 
 class SkippedRecordsWarning(UserWarning):
@@ -133,6 +143,7 @@ class SealedSearch(NotPicklable):
         self._lock = threading.Lock()
         self._skipped = 0
         self._dead = 0
+        self._warned_unindexed = False
         self._caps = CapCounter(self.fetch_k)
         self._warned = False
         self._index: AppIndex | None = None
@@ -515,7 +526,24 @@ class SealedSearch(NotPicklable):
             q = check_store_vectors(np.asarray(query).reshape(1, -1), name="query vector")[0]
             held = self.store_index(len(q))
             assert held is not None
-            return held.candidates(q, self.fetch_k)
+            held.log.ignored.add(self.marker_id())
+            found = held.candidates(q, self.fetch_k)
+            if not found and held.log.others_seen and not self.marker_seen:
+                raise SealError(
+                    "this store holds records, and neither an index log nor a marker under this key and tenant: "
+                    "wrong key or context, or records written in another mode (single-stage writes no marker) or by "
+                    "an older release; nothing is returned"
+                )
+            if not found and held.log.others_seen and not self._warned_unindexed:
+                self._warned_unindexed = True
+                warnings.warn(
+                    "this store holds records and this key and tenant's marker, but no index log, so the search "
+                    "finds none of them (the log was lost, or the records are another tenant's): index the sealed "
+                    "records with rebuild_index()",
+                    UnindexedRecordsWarning,
+                    stacklevel=4,
+                )
+            return found
         index = self.index()
         if index is None:
             if self.marker_seen:

@@ -147,6 +147,8 @@ class IndexLog(NotPicklable):
         "_vector_key",
         "_writer",
         "dim",
+        "ignored",
+        "others_seen",
         "segment_chars",
     )
 
@@ -176,6 +178,10 @@ class IndexLog(NotPicklable):
         #: Highest head seen per writer (a lower one later is a rollback).
         self._head_seen: dict[str, int] = {}
         self._lock = threading.RLock()
+        #: Whether the last head search returned records that are neither log records nor ``ignored``.
+        self.others_seen = False
+        #: Store ids of records that are not data (the store's marker record).
+        self.ignored: set[str] = set()
 
     # -- ids, vectors and sealing ------------------------------------------------------------------
 
@@ -290,6 +296,7 @@ class IndexLog(NotPicklable):
         k = max(_FIRST_HEAD_SEARCH, 2 * len(self._head_seen) + 2)
         while True:
             hits = self._port.search(self.heads_direction(), k)
+            self.others_seen = any(r.fields.get(LOG_FIELD) is None and r.id not in self.ignored for r in hits)
             for rec in hits:
                 self._read_head(rec, found)
             if len(hits) < k or any(rec.fields.get(LOG_FIELD) != "head" for rec in hits):

@@ -4,10 +4,11 @@ By default (``record_ids="keyed"``) the wrapped store holds every record under i
 (:meth:`textcrafter_rag.sealed_records.RecordSealer.keyed_id`: a UUID that names nothing), and the user's
 id only sealed inside the record; reads return the user's ids. These steps map the ids a caller gives
 (``get_by_ids``, ``delete``, ``copy_to``) to the store's. A store may also hold records under the other
-scheme's ids (written by the previous release, whose ids were clear, or with ``record_ids="clear"``): an id
-not found under this scheme's store id is looked up under the other's, so such stores keep reading and
-deleting as before. In keyed mode that second lookup sends the clear ids of the records not found to the store,
-unless the store's marker record (sealed search) says it was written with keyed ids only.
+scheme's ids (written by the previous release, whose ids were clear, or with ``record_ids="clear"``). In keyed
+mode an id not found under its keyed id is looked up under the user's clear id only when the caller says the
+store may hold such records (``legacy_clear_ids=True``): that lookup hands the store the user's id, so nothing
+the store holds (a marker it can delete or edit) turns it on, and without it no clear id is ever sent, on a
+miss, a delete or a store that cannot read by id. A clear reader looks up keyed ids, which name nothing.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 from langchain_core.documents import Document
 from langchain_core.vectorstores import VectorStore
 
-from textcrafter_rag.record_ids import check_writable, keyed_only
+from textcrafter_rag.record_ids import check_writable
 from textcrafter_rag.sealed_records import ID_FIELD, IDS_KEY, RecordSealer, canonical_record_id
 from textcrafter_rag.sealed_search import INDEX_MODES, SealedSearch
 
@@ -85,8 +86,11 @@ class SealedIds:
         return self._ids_scheme
 
     def _knows_keyed_only(self) -> bool:
-        """Whether every record of the store was written with keyed ids (its marker says so): no clear lookups."""
-        return keyed_only(self._records.record_ids, self._marker_scheme())
+        """Whether a missed id is never looked up under the other scheme's id (a clear one): by the caller's option.
+
+        Not by the marker: its plain ``_tc_ids`` is whatever the host says, and single-stage stores write none.
+        """
+        return not self._records.ids.looks_up_other
 
     def _check_writable(self) -> None:
         """Refuse clear ids in a store whose marker says keyed ids only (see ``check_writable``)."""
@@ -97,11 +101,11 @@ class SealedIds:
 
         Records found are deleted under the ids they are stored under; an id found under neither scheme is
         passed under this scheme's store id, so the wrapped store answers for it as it did before (FAISS raises).
-        A store that cannot read by id is given both schemes' ids.
+        A store that cannot read by id is given both schemes' ids where the other's may be sent (see the module).
         """
         tried = [self._records.store_id(i) for i in ids]
         if found is None:
-            return tried + [self._records.other_store_id(i) for i in ids]
+            return tried + ([] if self._knows_keyed_only() else [self._records.other_store_id(i) for i in ids])
         got = self._stored_ids(found)
         out = []
         for uid, sid in zip(ids, tried, strict=True):

@@ -111,14 +111,15 @@ class SealedReading(VectorStore):
 
     def _fetch(self, clean: np.ndarray, k: int, kwargs: Mapping[str, Any]) -> Found:
         """The records to rank: the app-side index's by id, or the store's candidates in rounds; opened."""
+        self._marker(write=False)  # first: a store written in another mode is searched in its own
         core = self._core()
         core.check_k(k)
-        self._marker(write=False)
         if core.mode in INDEX_MODES:
             if kwargs:
                 raise InvalidInputError(
-                    f"the app-side index ranks in this process and passes nothing to the store: {sorted(kwargs)} "
-                    "cannot be applied (filter the opened documents, or use candidate search to filter in the store)"
+                    f"an index mode ranks in this process and passes nothing to the store: {sorted(kwargs)} cannot "
+                    "be applied. Filter the opened documents, or search with candidates (search=TwoStageSearch()), "
+                    "which filters in the store and leaves it noised vectors to compare (SECURITY.md)"
                 )
             ids = core.index_candidates(clean)
             hits = self._store.get_by_ids(ids) if ids else []
@@ -132,11 +133,11 @@ class SealedReading(VectorStore):
         return Found(rounds.hits, rounds.positions, rounds.vectors)
 
     async def _afetch(self, clean: np.ndarray, k: int, kwargs: Mapping[str, Any]) -> Found:
+        await asyncio.to_thread(self._marker, write=False)
         core = self._core()
         if core.mode in INDEX_MODES:
             return await asyncio.to_thread(self._fetch, clean, k, kwargs)
         core.check_k(k)
-        await asyncio.to_thread(self._marker, write=False)
         protected = core.store_query(clean)[0].tolist()
         rounds = core.rounds(clean, k, self._hit_fields)
         while rounds.size is not None:

@@ -29,6 +29,7 @@ Filters on sealed fields and lexical/hybrid search over sealed texts cannot work
 from __future__ import annotations
 
 import asyncio
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -49,6 +50,7 @@ from textcrafter_rag.sealed_search import (
     MODE_KEY,
     SealedSearch,
     SearchOptions,
+    StoreRanksWarning,
     check_marker_mode,
     single_stage_marker_id,
 )
@@ -112,6 +114,10 @@ class SealedVectorStore(NotPicklable, SealedIds, SealedReading):
             (HMAC under the key and context), which links no stored record to a known text; reads and
             ``get_by_ids``/``delete`` use your ids. ``"clear"``: your ids themselves, for external systems
             keyed by them; weaker (meaningful ids give a thief known (text, stored vector) pairs).
+        legacy_clear_ids: The store may hold records under your clear ids (written by a release before ids
+            were keyed, or with ``record_ids="clear"``): an id not found under its keyed id is looked up under
+            the clear one, which the store then receives. Off by default: then no clear id is ever sent, and
+            nothing the store holds turns it on.
 
     Raises:
         TypeError: ``store`` is neither a factory nor a sealed store's store, the factory's store does
@@ -142,11 +148,21 @@ class SealedVectorStore(NotPicklable, SealedIds, SealedReading):
         search: SearchOptions | None = _FROM_FETCH_K,
         strict: bool = False,
         record_ids: str = "keyed",
+        legacy_clear_ids: bool = False,
     ) -> None:
         secret = SecretKey(key)
-        self._records = RecordSealer(secret, sealed_metadata=sealed_metadata, context=context, record_ids=record_ids)
-        if search is _FROM_FETCH_K:
-            search = DEFAULT_SEARCH if fetch_k is _DEFAULT else TwoStageSearch.of(fetch_k)
+        self._records = RecordSealer(
+            secret,
+            sealed_metadata=sealed_metadata,
+            context=context,
+            record_ids=record_ids,
+            legacy_clear_ids=legacy_clear_ids,
+        )
+        self._default_mode = search is _FROM_FETCH_K and fetch_k is _DEFAULT
+        if self._default_mode:
+            search = StoreIndexSearch()  # or candidates, for a store that cannot read by id (below)
+        elif search is _FROM_FETCH_K:
+            search = TwoStageSearch.of(fetch_k)
         elif fetch_k is not _DEFAULT:
             raise InvalidInputError("give either fetch_k= or search=, not both")
         if search is not None and not isinstance(search, (TwoStageSearch, StoreIndexSearch, AppIndexSearch)):
@@ -174,13 +190,14 @@ class SealedVectorStore(NotPicklable, SealedIds, SealedReading):
         if search is not None:
             check_embedding_key(embedding, secret)
         self._clean = CleanVectors(embedding)
-        self._search = SealedSearch(secret, context=context, options=search, strict=strict) if search else None
+        self._secret, self._context, self._strict = secret, context, strict
+        self._search: SealedSearch | None = None
         self._marker_id = single_stage_marker_id(secret, context=context)
         self._marker_checked = False
         if isinstance(adopted, SealedTextEmbeddings):
             shim, inner = adopted, store
         else:
-            query = self._store_query if self._search is not None else None
+            query = self._store_query if search is not None else None
             shim = SealedTextEmbeddings(embedding, query=query, aquery=self._astore_query if query else None)
             inner = store(shim)
             if not isinstance(inner, VectorStore) or inner.embeddings is not shim:
@@ -188,7 +205,16 @@ class SealedVectorStore(NotPicklable, SealedIds, SealedReading):
                     "the store function must return a LangChain VectorStore built with the embeddings it is given "
                     "(e.g. lambda e: QdrantVectorStore(client=client, collection_name='docs', embedding=e))"
                 )
-        if isinstance(search, (StoreIndexSearch, AppIndexSearch)) and not has_get_by_ids(inner):
+        if self._default_mode and not has_get_by_ids(inner):
+            warnings.warn(
+                f"{type(inner).__name__} cannot read records by id, so sealed search falls back to candidates: the "
+                "store ranks heavily noised vectors, which an attacker who can have its own texts stored can compare "
+                "with (see SECURITY.md); pass search= to choose a mode and silence this",
+                StoreRanksWarning,
+                stacklevel=2,
+            )
+            search = DEFAULT_SEARCH
+        elif isinstance(search, (StoreIndexSearch, AppIndexSearch)) and not has_get_by_ids(inner):
             raise InvalidInputError(
                 f"an index mode fetches records by id, and {type(inner).__name__} has no get_by_ids: "
                 "use candidate search (fetch_k=) with this store"
@@ -196,8 +222,15 @@ class SealedVectorStore(NotPicklable, SealedIds, SealedReading):
         self._store = inner
         self._shim = shim
         self._id_field = store_id_field(inner)
+        self._use(search)
+
+    def _use(self, search: SearchOptions | None) -> None:
+        """Search in the mode of these options (at construction, or the mode an existing store was written in)."""
+        self._search = (
+            SealedSearch(self._secret, context=self._context, options=search, strict=self._strict) if search else None
+        )
         if self._search is not None and self._search.mode == "store-index":
-            self._search.attach(LangChainPort(inner, shim, id_field=self._id_field))
+            self._search.attach(LangChainPort(self._store, self._shim, id_field=self._id_field))
 
     @property
     def store(self) -> VectorStore:
@@ -261,13 +294,17 @@ class SealedVectorStore(NotPicklable, SealedIds, SealedReading):
         if self._marker_checked or not has_get_by_ids(self._store):
             return
         found = self._store.get_by_ids([self._marker_id])
+        written = (found[0].metadata or {}).get(MARKER_KEY) if found else None
+        if self._default_mode and written == "candidates" and self._search is not None:
+            self._use(DEFAULT_SEARCH)  # a store written before the store-held index was the default: its own mode
+        self._default_mode = False
         mode = self._search.mode if self._search is not None else "single"
         check_marker_mode(mode, found[0].metadata if found else None)
         if found and self._search is not None:
             self._search.marker_seen = True
-            dim = (found[0].metadata or {}).get(DIM_KEY)
-            if self._search.mode == "store-index" and isinstance(dim, (int, str)) and str(dim).isdigit():
-                self._search.store_index(int(dim))  # a process that deletes before it adds or searches
+            held = str((found[0].metadata or {}).get(DIM_KEY, ""))
+            if self._search.mode == "store-index" and held.isdigit():
+                self._search.store_index(int(held))  # a process that deletes before it adds or searches
         if found or self._search is None:
             self._marker_checked = True
             return

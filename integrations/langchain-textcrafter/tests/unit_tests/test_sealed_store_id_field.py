@@ -11,6 +11,7 @@ from langchain_core.vectorstores import InMemoryVectorStore
 
 from langchain_textcrafter import SealedVectorStore, SealError
 from textcrafter_rag.sealing import generate_key
+from textcrafter_rag.two_stage import DEFAULT_SEARCH
 
 TEXTS = ["Jane Doe moved to Leeds.", "Bob Smith paid by card 4111."]
 
@@ -40,6 +41,7 @@ def test_hits_open_with_the_primary_key_field_and_moved_records_raise(primary_fi
         embedding=FakeAsymmetricEmbeddings(),
         key=key,
         sealed_metadata=("author",),
+        search=DEFAULT_SEARCH,  # candidates: the hits come from the store's own search, ids in its field
     )
     inner = store.store
     store.add_texts(TEXTS, [{"author": "Jane Doe"}, {"author": "Bob Smith"}], ids=["a", "b"])

@@ -11,6 +11,7 @@ from _langchain_textcrafter_fakes import FakeAsymmetricEmbeddings, RecordingStor
 from langchain_textcrafter import SealedVectorStore
 from textcrafter_rag.sealed import StoreIndexSearch
 from textcrafter_rag.sealed.log import LOG_FIELD
+from textcrafter_rag.sealed_search import UnindexedRecordsWarning
 from textcrafter_rag.sealing import Sealer, generate_key
 from textcrafter_rag.testing import KnownVectors
 
@@ -74,7 +75,8 @@ def test_rebuild_indexes_records_written_without_a_log(base) -> None:
     for rid in [r for r, row in inner.store.items() if row["metadata"].get(LOG_FIELD)]:
         del inner.store[rid]  # the log is lost
     fresh = _held(base, key, store=inner)
-    assert fresh.similarity_search(TEXTS[3], k=1) == []
+    with pytest.warns(UnindexedRecordsWarning, match="rebuild_index"):
+        assert fresh.similarity_search(TEXTS[3], k=1) == []
     assert fresh.rebuild_index(progress=False) == len(TEXTS)
     q = "condition 3 at ward 2"
     assert [d.page_content for d in _held(base, key, store=inner).similarity_search(q, k=3)] == exact_top(

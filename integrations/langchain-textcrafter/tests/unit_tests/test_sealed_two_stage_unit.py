@@ -7,11 +7,16 @@ import asyncio
 import numpy as np
 import pytest
 from _langchain_textcrafter_fakes import FakeAsymmetricEmbeddings, RecordingStore, cosine, exact_top
-from langchain_core.vectorstores import InMemoryVectorStore
+from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
 
 from langchain_textcrafter import ProtectedEmbeddings, SealedVectorStore, SealError
 from textcrafter_rag import GaussianNoise
-from textcrafter_rag.sealed_search import ModeMismatchError, SkippedRecordsWarning
+from textcrafter_rag.sealed import StoreIndexSearch
+from textcrafter_rag.sealed_search import (
+    ModeMismatchError,
+    SkippedRecordsWarning,
+    StoreRanksWarning,
+)
 from textcrafter_rag.sealing import Sealer, generate_key
 from textcrafter_rag.testing import KnownVectors
 from textcrafter_rag.two_stage import DEFAULT_SEARCH, TwoStage, TwoStageSearch
@@ -197,18 +202,31 @@ def test_copy_to_rekeys_without_the_encoder(base) -> None:
     assert old.get_by_ids(IDS[:3]) == [] and len(moved.get_by_ids(IDS[:3])) == 3
 
 
-def test_two_stage_search_is_the_default_and_a_single_stage_store_says_how_to_open_it(base) -> None:
+class NoReadByIdStore(InMemoryVectorStore):
+    """A store without ``get_by_ids`` (as langchain-milvus): no index mode can fetch its records."""
+
+    get_by_ids = VectorStore.get_by_ids
+
+
+def test_the_store_held_index_is_the_default_and_older_stores_open_in_their_own_mode(base) -> None:
     key = generate_key()
     default = SealedVectorStore(InMemoryVectorStore, embedding=base, key=key)
-    assert default.two_stage == DEFAULT_SEARCH == TwoStageSearch(fetch_k=2000, recall=0.95)  # rounds to a target
+    assert default.search_options == StoreIndexSearch() and default.two_stage is None
+    with pytest.warns(StoreRanksWarning, match="falls back to candidates"):
+        fallback = SealedVectorStore(NoReadByIdStore, embedding=base, key=key)
+    assert fallback.two_stage == DEFAULT_SEARCH == TwoStageSearch(fetch_k=2000, recall=0.95)  # rounds to a target
+    candidates = SealedVectorStore(InMemoryVectorStore, embedding=base, key=key, search=DEFAULT_SEARCH)
     assert SealedVectorStore(InMemoryVectorStore, embedding=base, key=key, fetch_k=200).two_stage.recall is None
-    default.add_texts(TEXTS[:3], ids=IDS[:3])
-    row = _row(default, "r0")
+    candidates.add_texts(TEXTS[:3], ids=IDS[:3])
+    row = _row(candidates, "r0")
     assert Sealer.is_sealed(row["metadata"]["_tc_vec"])  # the clean vector travels sealed
     assert not np.allclose(row["vector"], base.doc(TEXTS[0]))  # the store holds a candidate, not the vector
+    reopened = SealedVectorStore(candidates.store, key=key)  # written in candidates: opened in candidates
+    assert [d.page_content for d in reopened.similarity_search(TEXTS[1], k=1)] == [TEXTS[1]]
+    assert reopened.two_stage == DEFAULT_SEARCH
     single = SealedVectorStore(InMemoryVectorStore, embedding=base, key=key, fetch_k=None)
     single.add_texts(TEXTS[:3], ids=IDS[:3])
-    with pytest.raises(ModeMismatchError, match="fetch_k=None"):
+    with pytest.raises(SealError, match="single-stage writes no marker"):
         SealedVectorStore(single.store, key=key).similarity_search("q", k=1)
     assert [d.page_content for d in SealedVectorStore(single.store, key=key, fetch_k=None).get_by_ids(["r1"])] == [
         TEXTS[1]
