@@ -22,7 +22,8 @@ QdrantVectorStore = pytest.importorskip("llama_index.vector_stores.qdrant").Qdra
 from qdrant_client import QdrantClient
 
 TEXTS = [f"Patient {i} was treated for condition {i % 7} at ward {i % 5}." for i in range(10)]
-MODES: dict[str, Any] = {"single": {}, "candidates": {"fetch_k": 11}}
+#: ``search=None``: single-stage, named since the default is now the store-held index (tested here too).
+MODES: dict[str, Any] = {"single": {"search": None}, "candidates": {"fetch_k": 11}, "store-index": {}}
 
 
 @pytest.fixture

@@ -1,7 +1,8 @@
 """The sealed-search steps of the LlamaIndex :class:`~.sealed_vector_store.SealedVectorStore`, split by role.
 
-The mode marker, the clean query's checks, what the store is asked (a protected query for candidates, or
-ids from the app-side index), and the exact re-rank of the opened shells. The store class holds the
+The mode marker (and, for a store opened with the default mode, the mode it was written in), the clean
+query's checks, what the store is asked (a protected query for candidates, or ids from the store-held or
+app-side index), and the exact re-rank of the opened shells. The store class holds the
 LlamaIndex protocol (add, query, delete) and the sealing of nodes; these steps translate shells for the
 framework-free core, :class:`textcrafter_rag.sealed_search.SealedSearch`.
 """
@@ -9,7 +10,7 @@ framework-free core, :class:`textcrafter_rag.sealed_search.SealedSearch`.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -17,23 +18,48 @@ from llama_index.core.indices.query.embedding_utils import get_top_k_mmr_embeddi
 from llama_index.core.schema import BaseNode, TextNode
 from llama_index.core.vector_stores.types import (
     BasePydanticVectorStore,
+    MetadataFilter,
+    MetadataFilters,
     VectorStoreQuery,
     VectorStoreQueryMode,
     VectorStoreQueryResult,
 )
 
+from textcrafter_rag.app_index import AppIndexSearch
 from textcrafter_rag.candidate_rounds import Rounds
 from textcrafter_rag.errors import InvalidInputError
+from textcrafter_rag.sealed.log import LOG_FIELD
+from textcrafter_rag.sealed.store_index import StoreIndexSearch
 from textcrafter_rag.sealed_records import ID_FIELD, IDS_KEY, RecordSealer, canonical_record_id
-from textcrafter_rag.sealed_search import MARKER_KEY, MODE_KEY, SealedSearch, check_marker_mode
-from textcrafter_rag.two_stage import VECTOR_KEY
+from textcrafter_rag.sealed_search import (
+    DIM_KEY,
+    MARKER_KEY,
+    MODE_KEY,
+    SealedSearch,
+    SearchOptions,
+    check_marker_mode,
+    logger,
+)
+from textcrafter_rag.sealing import SealError
+from textcrafter_rag.two_stage import DEFAULT_SEARCH, VECTOR_KEY
 
+from ._port import LlamaIndexPort
 from .instrumentation import warn_unless_silent
 
 __all__ = ["Found", "SealedSearchSteps"]
 
 #: One shell the store returned, with the id it returned it under (``None`` if it gave none).
 Hit = tuple[BaseNode, Any]
+#: The options a store written in a mode is opened with when the caller named none (the marker names the
+#: mode, not its options: the defaults read every store of that mode; an app-side index still needs its file).
+_OPENED_WITH: dict[str, SearchOptions | None] = {
+    "store-index": StoreIndexSearch(),
+    "candidates": DEFAULT_SEARCH,
+    "index": AppIndexSearch(),
+    "single": None,
+}
+#: Records a store opened with the default mode is probed with, when it has no marker.
+_PROBE_K = 10
 
 
 class Found(NamedTuple):
@@ -58,16 +84,62 @@ class SealedSearchSteps:
     _records: RecordSealer
     _marker_id: str
     _marker_checked: bool
+    _port: LlamaIndexPort
+    _new_search: Callable[[SearchOptions | None], SealedSearch | None]
+    _adopt: bool
 
     # ``open_node`` (a shell opened into its node) is the sealed vector store's own method.
+
+    def _open_mode(self, dim: int | None) -> None:
+        """A store opened with the default mode takes the mode it was written in, before anything is sent.
+
+        Its marker record names the mode (sealed modes write one). A store without a marker is probed
+        (``dim`` known): a few records the store returns for a keyed random vector; if one of them is a shell
+        of this key and tenant, the store was written before, in the mode that shell names (single-stage
+        writes no marker), else it is new and keeps the default. Without ``dim`` and a marker it is decided
+        later; a caller's explicit mode is never replaced (a mismatch raises at the marker check).
+        """
+        if not self._adopt:
+            return
+        marker = self._port.get([self._marker_id])
+        if marker:
+            mode = marker[0].fields.get(MARKER_KEY)
+        elif dim is None:
+            return
+        else:
+            mode = self._probed_mode(dim)
+        self._adopt = False
+        current = self._search.mode if self._search is not None else "single"
+        if mode in _OPENED_WITH and mode != current:
+            logger.info("opening a store written in %r mode in that mode (no search= given)", mode)
+            self._search = self._new_search(_OPENED_WITH[mode])
+            self._marker_checked = False
+
+    def _probed_mode(self, dim: int) -> str | None:
+        """The mode the first shell of this key and tenant among a few the store returns was written in."""
+        assert self._search is not None
+        probe = self._search.keyed_vectors(["probe"], dim)[0].tolist()
+        for node, store_id in self._port.search_nodes(probe, _PROBE_K):
+            meta = node.metadata or {}
+            if LOG_FIELD in meta or MARKER_KEY in meta:
+                continue
+            try:
+                self.open_node(node, store_id=store_id)
+            except (SealError, ValueError, KeyError, TypeError):
+                continue  # another tenant's record, or not a shell
+            return str(meta.get(MODE_KEY, "single"))
+        return None
 
     def _marker_node(self, dim: int) -> TextNode:
         assert self._search is not None
         mode = self._search.mode
+        metadata = {ID_FIELD: self._marker_id, MARKER_KEY: mode, MODE_KEY: mode, IDS_KEY: self._records.record_ids}
+        if mode == "store-index":
+            metadata[DIM_KEY] = str(dim)  # a process that deletes before it adds or searches knows the index's
         return TextNode(
             id_=self._marker_id,
             text=self._search.marker_text(),
-            metadata={ID_FIELD: self._marker_id, MARKER_KEY: mode, MODE_KEY: mode, IDS_KEY: self._records.record_ids},
+            metadata=metadata,
             embedding=self._search.keyed_vectors(["marker"], dim)[0].tolist(),
         )
 
@@ -79,6 +151,9 @@ class SealedSearchSteps:
         check_marker_mode(mode, found[0].metadata if found else None)
         if found and self._search is not None:
             self._search.marker_seen = True
+            dim = (found[0].metadata or {}).get(DIM_KEY)
+            if self._search.mode == "store-index" and isinstance(dim, (int, str)) and str(dim).isdigit():
+                self._search.store_index(int(dim))
         if found or self._search is None:
             self._marker_checked = True
             return False
@@ -163,29 +238,68 @@ class SealedSearchSteps:
         ]
 
     def _opened(self, shells: Sequence[BaseNode]) -> Found:
-        """Shells read by id (the app-side index), opened."""
+        """Shells read by id (an index mode), opened."""
         assert self._search is not None
         hits: list[Hit] = [(s, None) for s in shells]
         opened = self._search.open_hits(self._hit_fields(hits))
         return Found(hits, opened.positions, opened.record_ids, opened.vectors)
 
-    def _index_ids(self, query: VectorStoreQuery, clean: np.ndarray, kwargs: Mapping[str, Any]) -> list[str]:
-        """The ids the app-side index ranks best (the store receives nothing but these ids)."""
+    def _index_ids(
+        self, query: VectorStoreQuery, clean: np.ndarray, kwargs: Mapping[str, Any]
+    ) -> tuple[list[str], bool]:
+        """The ids to read (the store receives nothing but these), and whether the index picked them.
+
+        ``node_ids`` (the retriever's, mapped to the store's ids) are read themselves, all of them, and ranked
+        exactly: a search among named nodes is complete, not limited to the index's best ``open_k``.
+        ``doc_ids`` are applied to the index's candidates (:meth:`_restricted`).
+        """
         assert self._search is not None
         if query.filters is not None or kwargs:
             raise InvalidInputError(
-                "the app-side index ranks in this process and passes nothing to the store: filters and store "
+                "the index ranks in this process and passes nothing to the store: filters and store "
                 "arguments cannot be applied (use candidate search, fetch_k=, to filter in the store)"
             )
-        return self._search.index_candidates(clean)
+        if query.node_ids:
+            return [str(i) for i in query.node_ids], False
+        return self._search.index_candidates(clean), True
 
-    def _healed(self, ids: list[str], shells: Sequence[BaseNode]) -> None:
-        """Forget index entries whose records the store no longer has (deleted by source document or elsewhere)."""
+    def _restricted(self, query: VectorStoreQuery, shells: Sequence[BaseNode]) -> list[BaseNode]:
+        """The shells of the query's source documents (``doc_ids``), if it names any; never more than ``open_k``.
+
+        In an index mode ``doc_ids`` restrict the ``open_k`` candidates the index picked (or the named
+        ``node_ids``): fewer than ``similarity_top_k`` may come back when the documents' nodes rank below
+        the index's best ``open_k``; raise ``open_k`` then.
+        """
         assert self._search is not None
-        returned = {canonical_record_id(s.node_id) for s in shells}
-        gone = [i for i in ids if i not in returned]
-        if gone:
-            self._search.index_remove(gone)
+        out = list(shells)
+        if query.doc_ids:
+            docs = {canonical_record_id(d) for d in query.doc_ids}
+            out = [s for s in out if s.ref_doc_id is not None and canonical_record_id(s.ref_doc_id) in docs]
+        if len(out) > self._search.fetch_k:
+            raise InvalidInputError(
+                f"the query names {len(out)} nodes, more than this store's open_k={self._search.fetch_k} that a "
+                "search opens and ranks: raise open_k, or name fewer node_ids"
+            )
+        return out
+
+    def _ref_doc_nodes(self, ref_doc_id: Any) -> list[str]:
+        """The store ids of a source document's shells (held under ``ref_doc_id``), for the index to forget.
+
+        Read with a filter on ``ref_doc_id`` (the field LlamaIndex stores beside every node); a store that
+        cannot filter so answers nothing here, and the entries stay, skipped and counted at search.
+        """
+        flt = MetadataFilters(filters=[MetadataFilter(key="ref_doc_id", value=str(ref_doc_id))])
+        try:
+            nodes = self._store.get_nodes(filters=flt)
+        except Exception:  # no filtered listing: the entries are skipped and counted at search instead
+            logger.info("the store cannot list a source document's nodes: their index entries stay (skipped)")
+            return []
+        want = canonical_record_id(ref_doc_id)
+        return [
+            n.node_id
+            for n in nodes
+            if n.ref_doc_id is not None and canonical_record_id(n.ref_doc_id) == want and LOG_FIELD not in n.metadata
+        ]
 
     def _ranked(self, query: VectorStoreQuery, clean: np.ndarray, opened: Found) -> VectorStoreQueryResult:
         """Rank the opened shells exactly (or by MMR), open the winners only.

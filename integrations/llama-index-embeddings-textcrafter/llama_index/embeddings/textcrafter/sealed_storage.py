@@ -33,7 +33,8 @@ from llama_index.core.storage.kvstore.types import (
 from llama_index.core.vector_stores.types import BasePydanticVectorStore
 
 from textcrafter_rag.app_index import AppIndexSearch
-from textcrafter_rag.errors import InvalidTypeError
+from textcrafter_rag.errors import InvalidInputError, InvalidTypeError
+from textcrafter_rag.sealed.store_index import StoreIndexSearch
 from textcrafter_rag.sealed_records import RecordSealer
 from textcrafter_rag.sealing import SealError, SecretKey
 from textcrafter_rag.two_stage import TwoStageSearch
@@ -42,6 +43,8 @@ from .sealed_vector_store import SealedVectorStore
 
 __all__ = ["SEALED_VALUE", "SealedKVStore", "sealed_storage_context"]
 
+#: ``search=`` left out: the vector store's default mode (see :class:`SealedVectorStore`).
+_DEFAULT: Any = object()
 #: The only key of a stored value: the sealed JSON of the real value.
 SEALED_VALUE = "_tc_sealed"
 DOCSTORE_FILE = "docstore.json"
@@ -175,7 +178,7 @@ def sealed_storage_context(
     context: str = "",
     persist_dir: str | os.PathLike[str] | None = None,
     fetch_k: int | TwoStageSearch | None = None,
-    search: TwoStageSearch | AppIndexSearch | None = None,
+    search: StoreIndexSearch | TwoStageSearch | AppIndexSearch | None = _DEFAULT,
     embed_model: Any = None,
     record_ids: str = "keyed",
 ) -> StorageContext:
@@ -193,8 +196,11 @@ def sealed_storage_context(
             encoder wrapped in :class:`~.base.SealedEmbedding` (``embed_model=SealedEmbedding(base=encoder)``):
             the same clean vectors, but none of them handed to LlamaIndex's event, callback or span
             handlers, as a plain LlamaIndex model hands every one of them, beside its text.
-        search: The sealed search mode's options instead of ``fetch_k`` (e.g. ``AppIndexSearch(index_path=...)``:
-            the app-side index; embed with ``SealedEmbedding`` likewise).
+        search: The sealed search mode's options instead of ``fetch_k`` (``StoreIndexSearch()``: the index
+            held sealed in the vector store; ``AppIndexSearch(index_path=...)``: the app-side index file; embed
+            with ``SealedEmbedding`` likewise), or ``None``: single-stage, the store ranks the nodes'
+            embeddings. Neither given: the store-held index where the vector store keeps payloads and reads
+            by id, else single-stage with a ``StoreRanksWarning``; a store written before opens in its mode.
         embed_model: Sealed search: the ``SealedEmbedding`` the index embeds with, also given to the store so
             it embeds queries itself (the retriever then never holds the clean query vector).
         record_ids: ``"keyed"`` (default) or ``"clear"``: the ids the vector store holds (see
@@ -211,7 +217,9 @@ def sealed_storage_context(
     docstore = SimpleDocumentStore(simple_kvstore=SealedKVStore(doc_kv, key=key, context=context))  # type: ignore[arg-type]
     index_store = SimpleIndexStore(simple_kvstore=SealedKVStore(index_kv, key=key, context=context))  # type: ignore[arg-type]
     if not isinstance(vector_store, SealedVectorStore):
-        mode = {"search": search} if search is not None else {"fetch_k": fetch_k}
+        if search is not _DEFAULT and fetch_k is not None:
+            raise InvalidInputError("give either fetch_k= or search=, not both")
+        mode = {"search": search} if search is not _DEFAULT else {"fetch_k": fetch_k}
         vector_store = SealedVectorStore(
             vector_store,
             key=key,

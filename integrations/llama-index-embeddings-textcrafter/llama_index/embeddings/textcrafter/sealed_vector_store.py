@@ -21,22 +21,30 @@ text, sparse and hybrid query modes over sealed texts.
 **Sealed search** (:mod:`textcrafter_rag.sealed_search`): give the index the clean encoder wrapped in
 :class:`~llama_index.embeddings.textcrafter.SealedEmbedding` (no vector reaches LlamaIndex's handlers); the
 clean embedding travels sealed in the shell's metadata (``_tc_vec``), and every query ranks the opened
-shells by exact cosine with the clean query in this process. Two modes:
+shells by exact cosine with the clean query in this process. Three modes:
 
+* store-held index (``search=StoreIndexSearch()``, the default for a new store that can read by id): each
+  shell carries a keyed random vector (the store ranks nothing), and the sealed index lives in the store
+  itself (its write log, :mod:`textcrafter_rag.sealed`), so any process with the key searches at once; it
+  reads ``open_k`` shells by id (``get_nodes``);
 * candidates (``fetch_k=``): each shell carries a rotated, heavily noised candidate vector; a protected
   query brings ``fetch_k`` shells back;
-* app-side index (``search=AppIndexSearch(...)``): each shell carries a keyed random vector (the store
-  ranks nothing); this process scans its compressed index and reads ``open_k`` shells by id
-  (``get_nodes``).
+* app-side index (``search=AppIndexSearch(...)``): as the store-held index, but the index is a file of
+  this process.
 
-Both need a store that keeps payloads.
+All need a store that keeps payloads. A store that cannot read by id (or keeps no text) keeps the previous
+default, single-stage (the store ranks the nodes' embeddings), with a :class:`StoreRanksWarning` once. A
+store written before opens in the mode it was written in (its marker record names it; a store written
+single-stage, which has none, is recognised by its records).
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Mapping, Sequence
+import threading
+import warnings
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -52,29 +60,64 @@ from llama_index.core.vector_stores.types import (
 
 from textcrafter_rag.app_index import AppIndexSearch
 from textcrafter_rag.errors import InvalidInputError, InvalidTypeError
+from textcrafter_rag.sealed.log import CHUNKS_FIELD, LOG_FIELD
+from textcrafter_rag.sealed.store_index import StoreIndexSearch
 from textcrafter_rag.sealed_records import ID_FIELD, IDS_KEY, RecordSealer, canonical_record_id
 from textcrafter_rag.sealed_search import (
+    DIM_KEY,
+    INDEX_MODES,
     MARKER_KEY,
     MODE_KEY,
     SealedSearch,
     SearchOptions,
+    StoreRanksWarning,
     single_stage_marker_id,
 )
 from textcrafter_rag.sealing import NotPicklable, SealError, SecretKey
 from textcrafter_rag.two_stage import VECTOR_KEY, TwoStageSearch
 
+from ._port import LlamaIndexPort, reads_by_id
 from ._sealed_ids import SealedNodeIds
 from ._sealed_steps import Found, SealedSearchSteps
 from .instrumentation import warn_unless_silent
 
-__all__ = ["NODE_FIELD", "SealedVectorStore"]
+__all__ = ["NODE_FIELD", "SealedVectorStore", "StoreRanksWarning"]
 
 #: Field name the whole node is sealed under.
 NODE_FIELD = "node"
 #: ``search=`` left out: the mode ``fetch_k`` names (single-stage by default).
 _FROM_FETCH_K: Any = object()
-#: Plain fields the sealed store adds to each shell.
-_RESERVED = (VECTOR_KEY, MODE_KEY, MARKER_KEY, IDS_KEY)
+#: Plain fields the sealed store adds to each shell or to its own records (the marker, the index log).
+_RESERVED = (VECTOR_KEY, MODE_KEY, MARKER_KEY, IDS_KEY, DIM_KEY, LOG_FIELD, CHUNKS_FIELD)
+#: Store classes already warned about in this process (:class:`StoreRanksWarning` is said once per class).
+_WARNED: set[str] = set()
+_WARNED_LOCK = threading.Lock()
+
+
+def default_search(store: BasePydanticVectorStore) -> StoreIndexSearch | None:
+    """The mode a new store gets when neither ``search=`` nor ``fetch_k=`` is given.
+
+    The store-held index (:class:`~textcrafter_rag.sealed.StoreIndexSearch`) where the store keeps payloads
+    and reads by id: the store then ranks nothing and learns no vector of any text, and every process with
+    the key searches it. Elsewhere single-stage (``None``: the store ranks the nodes' embeddings, which a
+    ``ProtectedEmbedding`` protects), said once per store class with a :class:`StoreRanksWarning`.
+    """
+    if reads_by_id(store):
+        return StoreIndexSearch()
+    name = type(store).__name__
+    with _WARNED_LOCK:
+        first = name not in _WARNED
+        _WARNED.add(name)
+    if first:
+        warnings.warn(
+            f"{name} cannot read nodes by id (get_nodes(node_ids=...)) or keeps no payloads, so the default "
+            "store-held index (search=StoreIndexSearch()) is not possible: this store ranks the nodes' "
+            "embeddings itself (protected vectors, with ProtectedEmbedding). Pass search=None to choose "
+            "this explicitly",
+            StoreRanksWarning,
+            stacklevel=4,
+        )
+    return None
 
 
 # NotPicklable first: LlamaIndex's own __getstate__ would silently drop the key holders and pickle the rest
@@ -96,9 +139,14 @@ class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, BasePyda
         context: Tenant or collection name mixed into the key.
         fetch_k: Candidate search: candidates fetched per query (an int, with the default strengths, or a
             :class:`~textcrafter_rag.two_stage.TwoStageSearch`); the index must then embed with the clean
-            encoder (``SealedEmbedding``). ``None`` (default): the store ranks with the nodes' embeddings.
-        search: The sealed search mode's options instead of ``fetch_k``: a ``TwoStageSearch`` or an
-            :class:`~textcrafter_rag.app_index.AppIndexSearch` (the app-side index; the store needs ``get_nodes``).
+            encoder (``SealedEmbedding``).
+        search: The sealed search mode's options instead of ``fetch_k``: a
+            :class:`~textcrafter_rag.sealed.StoreIndexSearch` (the store-held index), a ``TwoStageSearch``,
+            an :class:`~textcrafter_rag.app_index.AppIndexSearch` (the app-side index file; both index modes
+            need ``get_nodes``), or ``None``: single-stage, the store ranks with the nodes' embeddings.
+            Neither given: ``StoreIndexSearch()`` for a store that keeps payloads and reads by id, else
+            single-stage with a :class:`StoreRanksWarning`; a store written before opens in the mode its
+            marker names (or single-stage, recognised by its records), since nothing else can read it.
         strict: Raise on a shell that does not open instead of skipping and counting it (:attr:`skipped`).
         embed_model: Sealed search: the store embeds each query itself with this model (the index's
             ``SealedEmbedding``), so LlamaIndex's retriever never puts the clean query vector on the query
@@ -134,6 +182,11 @@ class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, BasePyda
     _marker_checked: bool = PrivateAttr(default=False)
     _embed_model: Any = PrivateAttr(default=None)
     _ids_scheme: str | None = PrivateAttr(default=None)
+    _port: LlamaIndexPort = PrivateAttr()
+    #: Builds the core for a mode's options (the mode a store written before names replaces the default).
+    _new_search: Callable[[SearchOptions | None], SealedSearch | None] = PrivateAttr()
+    #: The mode was not chosen by the caller: the store's marker (or records) may still name another.
+    _adopt: bool = PrivateAttr(default=False)
 
     def __init__(
         self,
@@ -150,13 +203,22 @@ class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, BasePyda
     ) -> None:
         if not isinstance(store, BasePydanticVectorStore):
             raise InvalidTypeError(f"store must be a LlamaIndex BasePydanticVectorStore, got {type(store).__name__}")
-        if search is _FROM_FETCH_K:
+        defaulted = search is _FROM_FETCH_K and fetch_k is None
+        if defaulted:
+            search = default_search(store)
+        elif search is _FROM_FETCH_K:
             search = TwoStageSearch.of(fetch_k)
         elif fetch_k is not None:
             raise InvalidInputError("give either fetch_k= or search=, not both")
-        if search is not None and not isinstance(search, (TwoStageSearch, AppIndexSearch)):
+        if search is not None and not isinstance(search, (StoreIndexSearch, TwoStageSearch, AppIndexSearch)):
             raise InvalidTypeError(
-                f"search must be a TwoStageSearch, an AppIndexSearch or None, got {type(search).__name__}"
+                "search must be a StoreIndexSearch, a TwoStageSearch, an AppIndexSearch or None, "
+                f"got {type(search).__name__}"
+            )
+        if isinstance(search, StoreIndexSearch) and not reads_by_id(store):
+            raise InvalidInputError(
+                f"the store-held index reads records by id, and {type(store).__name__} cannot (get_nodes with "
+                "node_ids, through a sync client): use candidate search (fetch_k=) or search=None with this store"
             )
         if search is not None and not store.stores_text:
             raise InvalidInputError(
@@ -174,7 +236,20 @@ class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, BasePyda
         # sealed ids, which the key turns back into the nodes' own (keyed UUIDs cannot be turned back).
         ids = "sealed" if record_ids == "keyed" and not store.stores_text else record_ids
         self._records = RecordSealer(secret, sealed_metadata=sealed_metadata, context=context, record_ids=ids)
-        self._search = SealedSearch(secret, context=context, options=search, strict=strict) if search else None
+        self._port = LlamaIndexPort(store)
+        port = self._port
+
+        def new_search(options: SearchOptions | None) -> SealedSearch | None:
+            if options is None:
+                return None
+            core = SealedSearch(secret, context=context, options=options, strict=strict)
+            if core.mode == "store-index":
+                core.attach(port)
+            return core
+
+        self._new_search = new_search
+        self._search = new_search(search)
+        self._adopt = defaulted and search is not None
         self._marker_id = single_stage_marker_id(secret, context=context)
 
     @classmethod
@@ -292,26 +367,39 @@ class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, BasePyda
 
     # -- the vector store protocol ---------------------------------------------------------------
 
+    def _indexes(self) -> bool:
+        """Whether this store's own index picks the records (an index mode): adds and deletes update it."""
+        return self._search is not None and self._search.mode in INDEX_MODES
+
     def add(self, nodes: Sequence[BaseNode], **add_kwargs: Any) -> list[str]:
-        """Add the shells of ``nodes`` (the nodes themselves are not modified)."""
+        """Add the shells of ``nodes`` (the nodes themselves are not modified).
+
+        In an index mode the index entries are written first (for the store-held index, its log in the
+        store): a crash before the store took the shells leaves entries without records, which searches
+        skip and count, never a stored record that no search finds.
+        """
+        self._open_mode(_dim_of(nodes))
         shells, clean = self._shells(nodes)
         self._marker(write=False)
         self._check_writable()
+        if clean is not None and self._indexes():
+            assert self._search is not None
+            self._search.index_add([s.node_id for s in shells], clean)
         out = self._store.add(shells, **add_kwargs)
         self._marker(write=True, dim=clean.shape[1] if clean is not None else None)
-        if clean is not None and self._search is not None and self._search.mode == "index":
-            self._search.index_add([s.node_id for s in shells], clean)
         return self._added_ids(out, shells, nodes)
 
     async def async_add(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[str]:
         """Async :meth:`add`."""
+        await asyncio.to_thread(self._open_mode, _dim_of(nodes))
         shells, clean = self._shells(nodes)
         await self._amarker(write=False)
         await asyncio.to_thread(self._check_writable)
+        if clean is not None and self._indexes():
+            assert self._search is not None
+            await asyncio.to_thread(self._search.index_add, [s.node_id for s in shells], clean)
         out = await self._store.async_add(shells, **kwargs)
         await self._amarker(write=True, dim=clean.shape[1] if clean is not None else None)
-        if clean is not None and self._search is not None and self._search.mode == "index":
-            await asyncio.to_thread(self._search.index_add, [s.node_id for s in shells], clean)
         return self._added_ids(out, shells, nodes)
 
     def query(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
@@ -322,6 +410,7 @@ class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, BasePyda
         """
         self._check(query.filters, kwargs)
         query = self._mapped_query(query)  # node_ids= / doc_ids= (the retriever's) as the store holds them
+        self._open_mode(_dim_of_query(query))
         if self._search is None:
             self._marker(write=False)
             return self._open_result(self._store.query(query, **kwargs))
@@ -329,11 +418,12 @@ class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, BasePyda
             query = dataclasses.replace(query, query_embedding=self._embed_model.get_query_embedding(query.query_str))
         clean = self._clean_query(query)
         self._marker(write=False)
-        if self._search.mode == "index":
-            ids = self._index_ids(query, clean, kwargs)
+        if self._indexes():
+            ids, asked = self._index_ids(query, clean, kwargs)
             shells = self._store.get_nodes(node_ids=ids) if ids else []
-            self._healed(ids, shells)
-            return self._ranked(query, clean, self._opened(shells))
+            if asked:
+                self._search.count_dead(ids, len(shells))  # never removed: a short read must not delete
+            return self._ranked(query, clean, self._opened(self._restricted(query, shells)))
         rounds = self._search.rounds(clean, query.similarity_top_k, self._hit_fields)
         asked = self._candidate_query(query, clean)
         while rounds.size is not None:
@@ -346,6 +436,7 @@ class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, BasePyda
         """Async :meth:`query`."""
         self._check(query.filters, kwargs)
         query = self._mapped_query(query)  # node_ids= / doc_ids= (the retriever's) as the store holds them
+        await asyncio.to_thread(self._open_mode, _dim_of_query(query))
         if self._search is None:
             await self._amarker(write=False)
             return self._open_result(await self._store.aquery(query, **kwargs))
@@ -354,11 +445,12 @@ class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, BasePyda
             query = dataclasses.replace(query, query_embedding=embedding)
         clean = self._clean_query(query)
         await self._amarker(write=False)
-        if self._search.mode == "index":
-            ids = self._index_ids(query, clean, kwargs)
+        if self._indexes():
+            ids, asked = await asyncio.to_thread(self._index_ids, query, clean, kwargs)
             shells = await self._store.aget_nodes(node_ids=ids) if ids else []
-            self._healed(ids, shells)
-            return self._ranked(query, clean, self._opened(shells))
+            if asked:
+                self._search.count_dead(ids, len(shells))  # never removed: a short read must not delete
+            return self._ranked(query, clean, self._opened(self._restricted(query, shells)))
         rounds = self._search.rounds(clean, query.similarity_top_k, self._hit_fields)
         asked = self._candidate_query(query, clean)
         while rounds.size is not None:
@@ -370,7 +462,7 @@ class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, BasePyda
         """The wrapped store's nodes (your ids, mapped to the store's), opened."""
         self._check(filters)
         if node_ids is None:
-            return [self.open_node(n) for n in self._store.get_nodes(None, filters)]
+            return [self.open_node(n) for n in self._store.get_nodes(None, filters) if not _own_record(n)]
         return [self.open_node(n) for n in self._find_shells(node_ids, filters)]
 
     async def aget_nodes(
@@ -379,51 +471,124 @@ class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, BasePyda
         """Async :meth:`get_nodes`."""
         self._check(filters)
         if node_ids is None:
-            return [self.open_node(n) for n in await self._store.aget_nodes(None, filters)]
+            return [self.open_node(n) for n in await self._store.aget_nodes(None, filters) if not _own_record(n)]
         return [self.open_node(n) for n in await self._afind_shells(node_ids, filters)]
 
     def delete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
-        """Delete the nodes of a source document (stored under its keyed id, and under its clear one if written so)."""
+        """Delete the nodes of a source document (stored under its keyed id, and under its clear one if written so).
+
+        In an index mode the index forgets them after the store deleted them, where the store can list a
+        source document's nodes (a filter on ``ref_doc_id``); elsewhere their entries stay, skipped and
+        counted at search (:attr:`dead`).
+        """
         self._check(None, delete_kwargs)
+        self._open_mode(None)
         for sid in self._ref_doc_ids(ref_doc_id):
+            gone = self._ref_doc_nodes(sid) if self._indexes() else []
             self._store.delete(sid, **delete_kwargs)
+            self._forget(gone)
 
     async def adelete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
         """Async :meth:`delete`."""
         self._check(None, delete_kwargs)
+        await asyncio.to_thread(self._open_mode, None)
         for sid in await asyncio.to_thread(self._ref_doc_ids, ref_doc_id):
+            gone = await asyncio.to_thread(self._ref_doc_nodes, sid) if self._indexes() else []
             await self._store.adelete(sid, **delete_kwargs)
+            await asyncio.to_thread(self._forget, gone)
 
     def delete_nodes(
         self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None, **delete_kwargs: Any
     ) -> None:
         """Delete nodes by id (yours, mapped to the store's) or by a filter on plain fields."""
         self._check(filters, delete_kwargs)
+        self._open_mode(None)
         store_ids = self._node_store_ids(node_ids)
         self._store.delete_nodes(store_ids, filters, **delete_kwargs)
-        if store_ids and self._search is not None and self._search.mode == "index":
-            self._search.index_remove(store_ids)
+        self._forget(store_ids or [])
 
     async def adelete_nodes(
         self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None, **delete_kwargs: Any
     ) -> None:
         """Async :meth:`delete_nodes`."""
         self._check(filters, delete_kwargs)
+        await asyncio.to_thread(self._open_mode, None)
         store_ids = await asyncio.to_thread(self._node_store_ids, node_ids)
         await self._store.adelete_nodes(store_ids, filters, **delete_kwargs)
-        if store_ids and self._search is not None and self._search.mode == "index":
-            await asyncio.to_thread(self._search.index_remove, store_ids)
+        await asyncio.to_thread(self._forget, store_ids or [])
+
+    def _forget(self, store_ids: Sequence[Any]) -> None:
+        """Tombstone these store ids in the index, *after* the store deleted them (index modes only)."""
+        if store_ids and self._indexes():
+            assert self._search is not None
+            self._marker(write=False)  # a process that deletes before it adds or searches: the index's dimension
+            self._search.index_remove(list(store_ids))
+
+    def _indexed_ids(self) -> list[str]:
+        """Every id this store's index holds now (before a clear): the store-held one read up to date."""
+        if self._search is None or self._search.mode not in INDEX_MODES:
+            return []
+        if self._search.mode == "index":
+            index = self._search.index()
+            return index.ids() if index is not None else []
+        self._marker(write=False)  # the marker names the index's dimension
+        held = self._search.store_index()
+        if held is None:
+            return []
+        held.refresh()  # other processes' entries too
+        return held.index.ids()
+
+    def _cleared(self, ids: list[str]) -> None:
+        """After the wrapped store was cleared: the index forgets every id it held, the marker is gone.
+
+        The store-held index's log went with the store, so a new writer (a fresh core) tombstones the ids:
+        other processes that hold them in memory drop them at their next read, and a new process reads a log
+        that starts over.
+        """
+        self._marker_checked = False
+        self._ids_scheme = None
+        if self._search is None or not ids:
+            return
+        if self._search.mode == "store-index":
+            old = self._search.store_index()
+            self._search = self._new_search(self._search.options)
+            assert self._search is not None and old is not None
+            self._search.store_index(old.log.dim)
+        self._search.index_remove(ids)
 
     def clear(self) -> None:
-        """Clear the wrapped store (and the app-side index)."""
+        """Clear the wrapped store, and the index (app-side or store-held) of every id it held."""
+        ids = self._indexed_ids()
         self._store.clear()
-        index = self._search.index() if self._search is not None and self._search.mode == "index" else None
-        if index is not None:
-            self._search.index_remove(index.ids())
+        self._cleared(ids)
 
     async def aclear(self) -> None:
         """Async :meth:`clear`."""
+        ids = await asyncio.to_thread(self._indexed_ids)
         await self._store.aclear()
+        await asyncio.to_thread(self._cleared, ids)
+
+    def rebuild_index(self, *, batch_size: int = 1_000, progress: bool = True) -> int:
+        """Rebuild the store-held index from the sealed shells the wrapped store holds; how many were indexed.
+
+        For a store whose log was lost, or whose shells were written without it. It only adds entries (never
+        tombstones one), so it is safe while other processes write. Needs a store that can list its records
+        (Qdrant, or a store whose ``get_nodes()`` returns every node).
+
+        Raises:
+            InvalidInputError: This store does not use the store-held index.
+            NotImplementedError: The wrapped store cannot list its records.
+        """
+        self._open_mode(None)
+        if self._search is None or self._search.mode != "store-index":
+            raise InvalidInputError("rebuild_index() is for the store-held index (search=StoreIndexSearch())")
+        self._marker(write=False)
+        return self._search.rebuild_index(batch_size=batch_size, progress=progress)
+
+    @property
+    def dead(self) -> int:
+        """Index entries a search read whose shells the store did not return (counted, never removed)."""
+        return self._search.dead if self._search is not None else 0
 
     def persist(self, persist_path: str, fs: Any = None) -> None:
         """Persist the wrapped store (it only ever held shells)."""
@@ -435,3 +600,19 @@ class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, BasePyda
             f"SealedVectorStore(store={type(self._store).__name__}, sealed_metadata={self.sealed_metadata!r}"
             f"{two_stage}, key=<redacted>)"
         )
+
+
+def _dim_of(nodes: Sequence[BaseNode]) -> int | None:
+    """The dimension of the nodes' embeddings (``None`` if the first has none)."""
+    return len(nodes[0].embedding) if nodes and nodes[0].embedding is not None else None
+
+
+def _dim_of_query(query: VectorStoreQuery) -> int | None:
+    """The dimension of the query's embedding (``None`` if it has none yet)."""
+    return len(query.query_embedding) if query.query_embedding is not None else None
+
+
+def _own_record(node: BaseNode) -> bool:
+    """Whether a node the store listed is the sealed store's own (the marker, the store-held index's log)."""
+    meta = node.metadata or {}
+    return MARKER_KEY in meta or LOG_FIELD in meta
