@@ -41,6 +41,7 @@ INFRASTRUCTURE = {
     "textcrafter_rag.app_index",
     "textcrafter_rag.candidate_rounds",
     "textcrafter_rag.sealed_search",
+    "textcrafter_rag.sealed",
     "textcrafter_rag.keyed",
     "textcrafter_rag.batches",
     "textcrafter_rag.vectorfiles",

@@ -23,22 +23,22 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import logging
 import threading
-import uuid
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import numpy as np
 
-from .app_index import AppIndex, AppIndexSearch, IndexFile
+from .app_index import AppIndex, AppIndexSearch
 from .candidate_rounds import FIRST_ROUND, CapCounter, HitFields, OpenedHits, RecallCapWarning, Rounds
-from .errors import InvalidInputError, InvalidTypeError, TextcrafterError
+from .errors import InvalidInputError, InvalidTypeError
 from .keyed import keyed_normals
 from .numerics import unit_rows
-from .sealed.log import LOG_FIELD
-from .sealed.port import RecordPort
+from .sealed.index_modes import IndexMissingError, IndexModes, UnindexedRecordsWarning, logger
+from .sealed.layout import DIM_KEY, INDEX_MODES, MARKER_KEY, MODE_KEY
+from .sealed.marker import ModeMismatchError, check_marker_mode, marker_id_for, single_stage_marker_id
+from .sealed.port import PortRecord, RecordPort
 from .sealed.store_index import StoreIndex, StoreIndexSearch
 from .sealed_records import ID_FIELD, RecordSealer, canonical_record_id
 from .sealing import NotPicklable, Sealer, SealError, SecretKey
@@ -59,39 +59,20 @@ __all__ = [
     "SkippedRecordsWarning",
     "StoreRanksWarning",
     "UnindexedRecordsWarning",
+    "check_marker_mode",
+    "logger",
+    "single_stage_marker_id",
 ]
 
-#: The plain metadata key naming the mode a record was written in.
-MODE_KEY = "_tc_mode"
-#: The plain metadata key of the marker record (its value is the mode).
-MARKER_KEY = "_tc_marker"
-#: The marker record's plain field holding the store's vector dimension (the store sees it in every vector).
-DIM_KEY = "_tc_dim"
 T = TypeVar("T")
-#: The library's one logger: capped searches, skipped records, dead index entries, repairs.
-logger = logging.getLogger("textcrafter_rag")
 #: What selects a mode: candidate search, the store-held index, the app-side index file, or ``None``
 #: (single-stage, the store ranks).
 SearchOptions = TwoStageSearch | StoreIndexSearch | AppIndexSearch
-#: The modes whose store ranks nothing: the application's index picks the records to fetch by id.
-INDEX_MODES = ("store-index", "index")
 _MARKER_FIELD = "marker"
-
-
-class ModeMismatchError(TextcrafterError, ValueError):
-    """The store was written in another search mode than the one it is opened with."""
-
-
-class IndexMissingError(TextcrafterError, ValueError):
-    """A store written with the app-side index is searched by a process that holds no index for it."""
 
 
 class StoreRanksWarning(UserWarning):
     """The default store-held index is not possible on this store (it cannot read by id): the store ranks."""
-
-
-class UnindexedRecordsWarning(UserWarning):
-    """The store holds records but no index log under this key and tenant: the index cannot find them."""
 
 
 class SkippedRecordsWarning(UserWarning):
@@ -140,21 +121,18 @@ class SealedSearch(NotPicklable):
             context=context,
             search=options if isinstance(options, TwoStageSearch) else TwoStageSearch(doc_strength=0.0),
         )
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._skipped = 0
-        self._dead = 0
-        self._warned_unindexed = False
         self._caps = CapCounter(self.fetch_k)
         self._warned = False
-        self._index: AppIndex | None = None
         #: Whether this store's marker record was found (the store was written before, in this mode).
         self.marker_seen = False
-        self._file: IndexFile | None = None
-        self._key = key
-        self._port: RecordPort | None = None
-        self._store_index: StoreIndex | None = None
-        if isinstance(options, AppIndexSearch) and options.index_path is not None:
-            self._file = IndexFile(options.index_path, key=key, context=context)
+        #: The index side, in the modes where the application picks the records (``None`` in candidates).
+        self.indexes = (
+            IndexModes(key, context=context, options=options, lock=self._lock)
+            if isinstance(options, (StoreIndexSearch, AppIndexSearch))
+            else None
+        )
 
     # -- limits -------------------------------------------------------------------------------------
 
@@ -391,207 +369,64 @@ class SealedSearch(NotPicklable):
         order, scores = rerank(np.asarray(query, dtype=np.float32).reshape(-1), vectors, k)
         return [(int(i), float(s)) for i, s in zip(order, scores, strict=True)]
 
-    # -- the app-side index -------------------------------------------------------------------------
+    # -- the index modes (the application picks the records: :mod:`textcrafter_rag.sealed.index_modes`) --
 
-    # -- the store-held index ------------------------------------------------------------------------
+    def _indexes(self) -> IndexModes:
+        if self.indexes is None:
+            raise InvalidInputError(f"this store searches in {self.mode!r} mode: it keeps no index")
+        return self.indexes
 
     def attach(self, port: RecordPort) -> None:
         """The store the store-held index keeps its log in (the adapter's :class:`RecordPort`)."""
-        if not isinstance(port, RecordPort):
-            raise InvalidTypeError(f"port must implement RecordPort, got {type(port).__name__}")
-        self._port = port
+        self._indexes().attach(port)
 
     def store_index(self, dim: int | None = None) -> StoreIndex | None:
-        """The store-held index (built at first use with the vectors' dimension; ``None`` before)."""
-        if self.mode != "store-index":
-            raise InvalidInputError(f"this store searches in {self.mode!r} mode: its index is not held in the store")
-        with self._lock:
-            if self._store_index is None and dim is not None:
-                if self._port is None:
-                    raise InvalidInputError("the store-held index needs the store: attach(port) first")
-                assert isinstance(self.options, StoreIndexSearch)
-                self._store_index = StoreIndex(
-                    self._key, context=self._context, options=self.options, port=self._port, dim=dim
-                )
-            if self._store_index is not None and dim is not None and self._store_index.log.dim != dim:
-                raise InvalidInputError(
-                    f"vectors of dimension {dim} for an index of dimension {self._store_index.log.dim}"
-                )
-            return self._store_index
-
-    def rebuild_index(self, *, batch_size: int = 1_000, progress: bool = True) -> int:
-        """Index every sealed record the store holds (from its listing), under this key and tenant.
-
-        For a store written before its index was kept in the store, or one whose log was lost. Records are
-        opened (their sealed clean vectors) and logged as index entries in batches; records of another tenant
-        or edited ones are skipped and counted (:attr:`skipped`). Nothing is tombstoned.
-
-        Raises:
-            NotImplementedError: The store cannot list its records.
-        """
-        if self.mode != "store-index" or self._port is None:
-            raise InvalidInputError("rebuild_index() is for the store-held index (search=StoreIndexSearch())")
-        from tqdm.auto import tqdm
-
-        total = 0
-        with tqdm(desc="rebuilding the sealed index", unit="records", disable=not progress) as bar:
-            for batch in self._port.enumerate(batch_size):
-                data = [r for r in batch if LOG_FIELD not in r.fields]
-                for start in range(0, len(data), self.fetch_k):
-                    part = data[start : start + self.fetch_k]
-                    opened = self.open_hits(
-                        [
-                            (r.id, r.fields.get(ID_FIELD), r.fields.get(VECTOR_KEY), r.fields.get(MODE_KEY), r.text)
-                            for r in part
-                        ],
-                        require_one=False,
-                    )
-                    if opened.record_ids:
-                        held = self.store_index(opened.vectors.shape[1])
-                        assert held is not None
-                        total += held.rebuild([(opened.record_ids, opened.vectors)])
-                bar.update(len(batch))
-        return total
-
-    # -- the app-side index -------------------------------------------------------------------------
+        """The store-held index (``None`` before its dimension is known)."""
+        return self._indexes().store_index(dim)
 
     def index(self, dim: int | None = None) -> AppIndex | None:
-        """The app-side index (loaded from its file at first use; ``None`` before any record and file)."""
-        if self.mode != "index":
-            raise InvalidInputError("this store searches with candidates: it keeps no app-side index")
-        with self._lock:
-            if self._index is None:
-                assert isinstance(self.options, AppIndexSearch)
-                loaded = self._file.load(search=self.options) if self._file is not None else None
-                if loaded is not None:
-                    self._index = loaded
-                elif dim is not None:
-                    self._index = AppIndex(dim, search=self.options)
-            if self._index is not None and dim is not None and self._index.dim != dim:
-                raise InvalidInputError(f"vectors of dimension {dim} for an index of dimension {self._index.dim}")
-            return self._index
+        """The app-side index of the file mode (``None`` before any record and file)."""
+        return self._indexes().index(dim)
 
     def index_add(self, record_ids: Sequence[Any], clean: np.ndarray) -> None:
-        """Add (or replace) records in the index, *before* the store takes them (a record is never stored
-        unindexed: a crash after this leaves entries without records, which searches skip and count)."""
-        if self.mode == "store-index":
-            held = self.store_index(clean.shape[1])
-            assert held is not None
-            held.add([canonical_record_id(r) for r in record_ids], clean)
-            return
-        index = self.index(clean.shape[1])
-        assert index is not None
-        with self._lock:
-            index.add([canonical_record_id(r) for r in record_ids], clean)
-            if self._file is not None and self.options.autosave:
-                self._file.save(index)
+        """Index records *before* the store takes them (see :meth:`IndexModes.add`)."""
+        self._indexes().add(record_ids, clean)
 
     def index_remove(self, record_ids: Sequence[Any]) -> int:
-        """Forget records in the index, *after* the store deleted them (a crash between leaves an entry
-        without a record, skipped and counted, never a stored record that no search finds)."""
-        if self.mode == "store-index":
-            held = self.store_index()
-            if held is None and self._port is not None:
-                return 0  # nothing indexed in this process yet: the tombstone is written once a dimension is known
-            assert held is not None
-            held.remove([canonical_record_id(r) for r in record_ids])
-            return len(record_ids)
-        index = self.index()
-        if index is None:
-            return 0
-        with self._lock:
-            removed = index.remove([canonical_record_id(r) for r in record_ids])
-            if removed and self._file is not None and self.options.autosave:
-                self._file.save(index)
-        return removed
-
-    @property
-    def dead(self) -> int:
-        """Index entries whose records the store did not return (a writer killed before it stored them, or a
-        delete that reached the store but not the index): skipped at every search that reads them."""
-        return self._dead
-
-    def count_dead(self, asked: Sequence[Any], returned: int) -> None:
-        """Count the entries a fetch by id asked for and did not get back (never removed from the index: a
-        lagging or failing read must not delete; ``rebuild_index`` and later deletes settle them)."""
-        missing = len(set(map(str, asked))) - returned
-        if missing > 0:
-            with self._lock:
-                self._dead += missing
-            logger.info("%d index entries read by a search have no record in the store (skipped)", missing)
+        """Forget records *after* the store deleted them (see :meth:`IndexModes.remove`)."""
+        return self._indexes().remove(record_ids)
 
     def index_candidates(self, query: Any) -> list[str]:
         """The ids of the :attr:`fetch_k` records the index ranks best for the clean query."""
-        if self.mode == "store-index":
-            q = check_store_vectors(np.asarray(query).reshape(1, -1), name="query vector")[0]
-            held = self.store_index(len(q))
-            assert held is not None
-            held.log.ignored.add(self.marker_id())
-            found = held.candidates(q, self.fetch_k)
-            if not found and held.log.others_seen and not self.marker_seen:
-                raise SealError(
-                    "this store holds records, and neither an index log nor a marker under this key and tenant: "
-                    "wrong key or context, or records written in another mode (single-stage writes no marker) or by "
-                    "an older release; nothing is returned"
-                )
-            if not found and held.log.others_seen and not self._warned_unindexed:
-                self._warned_unindexed = True
-                warnings.warn(
-                    "this store holds records and this key and tenant's marker, but no index log, so the search "
-                    "finds none of them (the log was lost, or the records are another tenant's): index the sealed "
-                    "records with rebuild_index()",
-                    UnindexedRecordsWarning,
-                    stacklevel=4,
-                )
-            return found
-        index = self.index()
-        if index is None:
-            if self.marker_seen:
-                raise IndexMissingError(
-                    "this store was written with the app-side index, and this process holds none: open it with "
-                    "the index_path it was saved to (AppIndexSearch(index_path=...)); the records are all in the "
-                    "store, but without the index nothing can rank them"
-                )
-            return []
-        q = check_store_vectors(np.asarray(query).reshape(1, -1), name="query vector")[0]
-        return index.search(q, self.fetch_k)
+        return self._indexes().candidates(query, self.fetch_k, marker_id=self.marker_id(), marker_seen=self.marker_seen)
+
+    @property
+    def dead(self) -> int:
+        """Index entries whose records the store did not return (skipped, counted, never removed)."""
+        return self.indexes.dead if self.indexes is not None else 0
+
+    def count_dead(self, asked: Sequence[Any], returned: int) -> None:
+        """Count the entries a fetch by id asked for and did not get back."""
+        self._indexes().count_dead(asked, returned)
 
     def save_index(self) -> None:
         """Write the app-side index to its file now (it is also written after every add and delete)."""
-        if self._file is None:
-            raise InvalidInputError("this store has no index_path: its index lives in this process only")
-        index = self.index()
-        if index is not None:
-            with self._lock:
-                self._file.save(index)
+        self._indexes().save()
+
+    def rebuild_index(self, *, batch_size: int = 1_000, progress: bool = True) -> int:
+        """Index every sealed record the store lists under this key and tenant (store-held index); how many.
+
+        Records of another tenant or edited ones are skipped and counted (:attr:`skipped`); nothing is tombstoned.
+        """
+
+        def open_records(part: list[PortRecord]) -> tuple[list[str], np.ndarray]:
+            fields = [
+                (r.id, r.fields.get(ID_FIELD), r.fields.get(VECTOR_KEY), r.fields.get(MODE_KEY), r.text) for r in part
+            ]
+            opened = self.open_hits(fields, require_one=False)
+            return opened.record_ids, opened.vectors
+
+        return self._indexes().rebuild(open_records, batch_size=batch_size, group=self.fetch_k, progress=progress)
 
     def __repr__(self) -> str:
         return f"SealedSearch(options={self.options!r}, key=<redacted>)"
-
-
-def marker_id_for(marker_key: bytes) -> str:
-    """The marker record id of a ``"store-marker"`` subkey, as a version-4 UUID."""
-    digest = hmac.new(marker_key, b"marker-record", hashlib.sha256).digest()
-    return str(uuid.UUID(bytes=digest[:16], version=4))
-
-
-def check_marker_mode(mode: str, fields: dict[str, Any] | None) -> None:
-    """Refuse a marker (plain fields of the marker record, or ``None``) that names another mode than ``mode``.
-
-    Raises:
-        ModeMismatchError: The store was written in another mode.
-    """
-    if fields is None:
-        return
-    written = fields.get(MARKER_KEY)
-    if written is not None and written != mode:
-        hint = "fetch_k=None" if written == "single" else f"the {written!r} options it was written with"
-        raise ModeMismatchError(
-            f"this store was written in {written!r} mode and is opened in {mode!r} mode: open it with {hint} "
-            "(nothing was sent to the store)"
-        )
-
-
-def single_stage_marker_id(key: SecretKey, *, context: str = "") -> str:
-    """The marker id a single-stage store looks up before its first search (the same id as the modes')."""
-    return marker_id_for(key.subkey("store-marker", context=context))

@@ -50,6 +50,7 @@ from ..errors import InvalidInputError, TextcrafterError
 from ..keyed import keyed_normals
 from ..numerics import unit_rows
 from ..sealing import NotPicklable, SecretKey
+from .layout import CHUNKS_FIELD, LOG_FIELD
 from .port import PortRecord, RecordPort
 
 __all__ = [
@@ -63,10 +64,6 @@ __all__ = [
     "Segment",
 ]
 
-#: Plain field of every log record: ``"head"`` or ``"seg"`` (data records never carry it).
-LOG_FIELD = "_tc_log"
-#: Plain field of a segment's first chunk: how many chunks the segment has.
-CHUNKS_FIELD = "_tc_chunks"
 #: Characters of sealed text per log record (Milvus VARCHAR holds 65,535).
 DEFAULT_SEGMENT_CHARS = 60_000
 _PREFIX = "tclog1."
@@ -120,7 +117,7 @@ class Segment:
         adds = [str(i) for i in h["adds"]]
         vectors = np.frombuffer(data, dtype="<f2", offset=8 + n).reshape(len(adds), int(h["dim"]))
         if 8 + n + vectors.nbytes != len(data):
-            raise ValueError("trailing bytes")
+            raise InvalidInputError("an index segment has trailing bytes")
         return cls(str(h["writer"]), int(h["seq"]), int(h["ts"]), adds, vectors, [str(i) for i in h["deletes"]])
 
 

@@ -3,8 +3,8 @@
 Each adapter (LangChain, LlamaIndex, or an application's own store) implements :class:`RecordPort`
 over the store it wraps. The core never imports a framework: it reads and writes :class:`PortRecord`
 values (an id, the vector the store ranks, the sealed text, the plain fields) and leaves to the adapter
-how the framework spells them. A store that cannot list its records leaves :meth:`RecordPort.enumerate`
-unimplemented (``NotImplementedError``); everything else is required.
+how the framework spells them. A store that cannot list its records raises
+:class:`~textcrafter_rag.errors.NotSupportedError` from :meth:`RecordPort.enumerate`; everything else is required.
 """
 
 from __future__ import annotations
@@ -56,4 +56,4 @@ class RecordPort(Protocol):
         """Up to ``k`` records whose vectors the store ranks best for ``vector``."""
 
     def enumerate(self, batch_size: int) -> Iterator[list[PortRecord]]:
-        """Every record the store holds, in batches (``NotImplementedError`` where the store cannot list)."""
+        """Every record the store holds, in batches (``NotSupportedError`` where the store cannot list)."""

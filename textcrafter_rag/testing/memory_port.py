@@ -11,12 +11,13 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
+from ..errors import TextcrafterError
 from ..sealed.port import PortRecord
 
 __all__ = ["CrashAt", "MemoryPort"]
 
 
-class CrashAt(RuntimeError):
+class CrashAt(TextcrafterError, RuntimeError):
     """Raised by :class:`MemoryPort` at the ``put`` it was told to fail (the write does not happen)."""
 
 

@@ -14,6 +14,7 @@ from typing import Any
 from langchain_core.documents import Document
 from langchain_core.vectorstores import VectorStore
 
+from textcrafter_rag.errors import NotSupportedError
 from textcrafter_rag.sealed.port import PortRecord
 from textcrafter_rag.sealed_records import ID_FIELD, canonical_record_id
 
@@ -64,7 +65,7 @@ class LangChainPort:
             yield from self._qdrant(batch_size)
             return
         else:
-            raise NotImplementedError(f"{type(store).__name__} cannot list its records")
+            raise NotSupportedError(f"{type(store).__name__} cannot list its records: rebuild_index() needs a listing")
         for start in range(0, len(ids), batch_size):
             yield self.get(ids[start : start + batch_size])
 

@@ -1,0 +1,239 @@
+"""The two modes in which the application picks the records (the store ranks nothing), as one part of the core.
+
+* ``"store-index"`` (:class:`~.store_index.StoreIndexSearch`): the index's sealed log lives in the store
+  (:mod:`.log`), and every process rebuilds its FAISS cache from it;
+* ``"index"`` (:class:`~textcrafter_rag.app_index.AppIndexSearch`): the index lives in one process's sealed file.
+
+Writes go index first, store second (add), and store first, index second (delete), so a crash never leaves a
+stored record that no search finds: at worst an entry whose record is missing, which a search skips and counts
+(:attr:`IndexModes.dead`) and never removes, since a lagging or failing read must not delete.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import warnings
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from ..app_index import AppIndex, AppIndexSearch, IndexFile
+from ..errors import InvalidInputError, InvalidTypeError, TextcrafterError
+from ..record_ids import canonical_record_id
+from ..sealing import SealError, SecretKey
+from ..validation import check_store_vectors
+from .layout import LOG_FIELD
+from .port import PortRecord, RecordPort
+from .store_index import StoreIndex, StoreIndexSearch
+
+__all__ = ["IndexMissingError", "IndexModes", "UnindexedRecordsWarning"]
+
+#: The library's one logger: capped searches, skipped records, dead index entries, repairs.
+logger = logging.getLogger("textcrafter_rag")
+
+
+class IndexMissingError(TextcrafterError, ValueError):
+    """A store written with the app-side index is searched by a process that holds no index for it."""
+
+
+class UnindexedRecordsWarning(UserWarning):
+    """The store holds records but no index log under this key and tenant: the index cannot find them."""
+
+
+class IndexModes:
+    """The index side of a :class:`~textcrafter_rag.sealed_search.SealedSearch` in an index mode.
+
+    Args:
+        key: The store's key.
+        context: The tenant.
+        options: :class:`StoreIndexSearch` or :class:`AppIndexSearch`.
+        lock: The owner's lock (one lock for one store object).
+    """
+
+    def __init__(
+        self, key: SecretKey, *, context: str, options: StoreIndexSearch | AppIndexSearch, lock: threading.RLock
+    ) -> None:
+        self.options = options
+        self.held = isinstance(options, StoreIndexSearch)
+        self._key, self._context, self._lock = key, context, lock
+        self._port: RecordPort | None = None
+        self._store_index: StoreIndex | None = None
+        self._index: AppIndex | None = None
+        self._file: IndexFile | None = None
+        if isinstance(options, AppIndexSearch) and options.index_path is not None:
+            self._file = IndexFile(options.index_path, key=key, context=context)
+        self._dead = 0
+        self._warned = False
+
+    # -- the store-held index ----------------------------------------------------------------------
+
+    def attach(self, port: RecordPort) -> None:
+        """The store the store-held index keeps its log in (the adapter's :class:`RecordPort`)."""
+        if not isinstance(port, RecordPort):
+            raise InvalidTypeError(f"port must implement RecordPort, got {type(port).__name__}")
+        self._port = port
+
+    def store_index(self, dim: int | None = None) -> StoreIndex | None:
+        """The store-held index (built at first use with the vectors' dimension; ``None`` before)."""
+        if not self.held:
+            raise InvalidInputError("this store keeps its index in a local file, not in the store")
+        with self._lock:
+            if self._store_index is None and dim is not None:
+                if self._port is None:
+                    raise InvalidInputError("the store-held index needs the store: attach(port) first")
+                assert isinstance(self.options, StoreIndexSearch)
+                self._store_index = StoreIndex(
+                    self._key, context=self._context, options=self.options, port=self._port, dim=dim
+                )
+            if self._store_index is not None and dim is not None and self._store_index.log.dim != dim:
+                raise InvalidInputError(
+                    f"vectors of dimension {dim} for an index of dimension {self._store_index.log.dim}"
+                )
+            return self._store_index
+
+    def rebuild(
+        self,
+        open_records: Callable[[list[PortRecord]], tuple[list[str], np.ndarray]],
+        *,
+        batch_size: int,
+        group: int,
+        progress: bool,
+    ) -> int:
+        """Index every data record the store lists, opened ``group`` at a time by ``open_records``."""
+        if not self.held or self._port is None:
+            raise InvalidInputError("rebuild_index() is for the store-held index (search=StoreIndexSearch())")
+        total = 0
+        with tqdm(desc="rebuilding the sealed index", unit="records", disable=not progress) as bar:
+            for batch in self._port.enumerate(batch_size):
+                data = [r for r in batch if LOG_FIELD not in r.fields]
+                for start in range(0, len(data), group):
+                    ids, vectors = open_records(data[start : start + group])
+                    if ids:
+                        held = self.store_index(vectors.shape[1])
+                        assert held is not None
+                        total += held.rebuild([(ids, vectors)])
+                bar.update(len(batch))
+        logger.info("rebuilt the sealed index: %d records indexed", total)
+        return total
+
+    # -- the app-side index file -------------------------------------------------------------------
+
+    def index(self, dim: int | None = None) -> AppIndex | None:
+        """The app-side index (loaded from its file at first use; ``None`` before any record and file)."""
+        if self.held:
+            raise InvalidInputError("this store keeps its index in the store: see store_index()")
+        with self._lock:
+            if self._index is None:
+                assert isinstance(self.options, AppIndexSearch)
+                loaded = self._file.load(search=self.options) if self._file is not None else None
+                if loaded is not None:
+                    self._index = loaded
+                elif dim is not None:
+                    self._index = AppIndex(dim, search=self.options)
+            if self._index is not None and dim is not None and self._index.dim != dim:
+                raise InvalidInputError(f"vectors of dimension {dim} for an index of dimension {self._index.dim}")
+            return self._index
+
+    def save(self) -> None:
+        """Write the app-side index to its file now (it is also written after every add and delete)."""
+        if self._file is None:
+            raise InvalidInputError("this store has no index_path: its index lives in this process only")
+        index = self.index()
+        if index is not None:
+            with self._lock:
+                self._file.save(index)
+
+    # -- both --------------------------------------------------------------------------------------
+
+    def add(self, record_ids: Sequence[Any], clean: np.ndarray) -> None:
+        """Add (or replace) records, *before* the store takes them (a record is never stored unindexed)."""
+        ids = [canonical_record_id(r) for r in record_ids]
+        if self.held:
+            held = self.store_index(clean.shape[1])
+            assert held is not None
+            held.add(ids, clean)
+            return
+        index = self.index(clean.shape[1])
+        assert index is not None and isinstance(self.options, AppIndexSearch)
+        with self._lock:
+            index.add(ids, clean)
+            if self._file is not None and self.options.autosave:
+                self._file.save(index)
+
+    def remove(self, record_ids: Sequence[Any]) -> int:
+        """Forget records, *after* the store deleted them; how many (the store-held index: how many logged)."""
+        ids = [canonical_record_id(r) for r in record_ids]
+        if self.held:
+            held = self.store_index()
+            if held is None:
+                return 0  # nothing indexed, searched or marked in this process: no dimension for a log record yet
+            held.remove(ids)
+            return len(ids)
+        index = self.index()
+        if index is None:
+            return 0
+        assert isinstance(self.options, AppIndexSearch)
+        with self._lock:
+            removed = index.remove(ids)
+            if removed and self._file is not None and self.options.autosave:
+                self._file.save(index)
+        return removed
+
+    @property
+    def dead(self) -> int:
+        """Index entries whose records the store did not return (a writer killed before it stored them, or a
+        delete that reached the store but not the index): skipped at every search that reads them."""
+        return self._dead
+
+    def count_dead(self, asked: Iterable[Any], returned: int) -> None:
+        """Count the entries a fetch by id asked for and did not get back (never removed from the index: a
+        lagging or failing read must not delete; ``rebuild_index`` and later deletes settle them)."""
+        missing = len(set(map(str, asked))) - returned
+        if missing > 0:
+            with self._lock:
+                self._dead += missing
+            logger.info("%d index entries read by a search have no record in the store (skipped)", missing)
+
+    def candidates(self, query: Any, k: int, *, marker_id: str, marker_seen: bool) -> list[str]:
+        """The ids of the ``k`` records the index ranks best for the clean query.
+
+        Raises:
+            SealError: The store holds records but neither this key and tenant's log nor its marker.
+            IndexMissingError: An app-side index store opened by a process without its file.
+        """
+        q = check_store_vectors(np.asarray(query).reshape(1, -1), name="query vector")[0]
+        if not self.held:
+            index = self.index()
+            if index is None:
+                if marker_seen:
+                    raise IndexMissingError(
+                        "this store was written with the app-side index, and this process holds none: open it with "
+                        "the index_path it was saved to (AppIndexSearch(index_path=...)); the records are all in "
+                        "the store, but without the index nothing can rank them"
+                    )
+                return []
+            return index.search(q, k)
+        held = self.store_index(len(q))
+        assert held is not None
+        held.log.ignored.add(marker_id)
+        found = held.candidates(q, k)
+        if not found and held.log.others_seen and not marker_seen:
+            raise SealError(
+                "this store holds records, and neither an index log nor a marker under this key and tenant: "
+                "wrong key or context, or records written in another mode (single-stage writes no marker) or by "
+                "an older release; nothing is returned"
+            )
+        if not found and held.log.others_seen and not self._warned:
+            self._warned = True
+            logger.warning("a store holds records and its marker but no index log: rebuild_index() indexes them")
+            warnings.warn(
+                "this store holds records and this key and tenant's marker, but no index log, so the search "
+                "finds none of them (the log was lost, or the records are another tenant's): index the sealed "
+                "records with rebuild_index()",
+                UnindexedRecordsWarning,
+                stacklevel=5,
+            )
+        return found
