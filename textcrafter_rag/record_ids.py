@@ -13,7 +13,13 @@ rotation. So the sealed stores never hand a store the user's ids:
   stores that keep no text, such as FAISS: the index maps those ids to its nodes). Equal ids give equal store
   ids, as keyed ones do; lengths are padded to 32-byte classes.
 * ``"clear"``: the user's ids themselves, for external systems keyed by them. Weaker; records written by
-  releases before ids were keyed look like this, and every scheme still finds them.
+  releases before ids were keyed look like this.
+
+A lookup by id that misses under a keyed or sealed id is never retried under the user's clear id (that
+would hand the store the id the scheme keeps from it) unless the caller says the store holds clear ids:
+``legacy_clear_ids=True``, for stores written before ids were keyed or with ``record_ids="clear"``. Nothing
+the store holds decides it: a host can delete or edit any plain marker. A clear reader looks up keyed ids
+on a miss (they name nothing), so it finds records of every scheme.
 """
 
 from __future__ import annotations
@@ -63,12 +69,18 @@ class RecordIds(KeyHolder):
     Instances hold key material: they refuse to be pickled and copy as themselves.
     """
 
-    __slots__ = ("_hmac_key", "_siv", "_siv_key", "scheme")
+    __slots__ = ("_hmac_key", "_siv", "_siv_key", "legacy_clear_ids", "scheme")
 
-    def __init__(self, key: SecretKey, *, context: str = "", scheme: str = "keyed") -> None:
+    def __init__(
+        self, key: SecretKey, *, context: str = "", scheme: str = "keyed", legacy_clear_ids: bool = False
+    ) -> None:
         if scheme not in RECORD_ID_SCHEMES:
             raise InvalidInputError(f"record_ids must be one of {RECORD_ID_SCHEMES}, got {scheme!r}")
+        if not isinstance(legacy_clear_ids, bool):
+            raise InvalidInputError(f"legacy_clear_ids must be True or False, got {type(legacy_clear_ids).__name__}")
         self.scheme = scheme
+        #: Whether the caller said the store may hold clear ids (see :attr:`looks_up_other`).
+        self.legacy_clear_ids = legacy_clear_ids
         self._hmac_key = key.subkey("record-id", context=context)
         self._siv_key = key.subkey("record-id-siv", context=context) + key.subkey("record-id-siv-2", context=context)
         self._siv: AESSIV | None = None  # built on first use: only stores that answer with ids alone need it
@@ -110,6 +122,16 @@ class RecordIds(KeyHolder):
         """Where a record of ``user_id`` written under another scheme is found: clear, or (clear readers) keyed."""
         return self.keyed_id(user_id) if self.scheme == "clear" else user_id
 
+    @property
+    def looks_up_other(self) -> bool:
+        """Whether an id missed under this scheme may be sent to the store under :meth:`other_store_id`.
+
+        A clear reader's other ids are keyed ones, which name nothing: always. A keyed or sealed reader's are
+        the user's clear ids: only with ``legacy_clear_ids=True``. A marker in the store cannot decide it: the
+        host can delete or edit it, and then answer "not found" to get the user's ids.
+        """
+        return self.scheme == "clear" or self.legacy_clear_ids
+
     def user_id(self, store_id: Any, claimed: Any) -> str:
         """The user's id of a record held under ``store_id`` whose sealed contents name ``claimed``.
 
@@ -130,7 +152,8 @@ class RecordIds(KeyHolder):
 def keyed_only(record_ids: str, marker_scheme: str | None) -> bool:
     """Whether a store holds keyed ids only: this writer's scheme and the one its marker names are both keyed.
 
-    Then a lookup that misses never tries the clear id (which would hand the store the user's id).
+    Informative only (the audit, messages): whether a clear id may be sent is :attr:`RecordIds.looks_up_other`,
+    which no plain marker can change.
     """
     return record_ids == "keyed" and marker_scheme == "keyed"
 

@@ -113,6 +113,9 @@ class RecordSealer(KeyHolder):
             (:meth:`keyed_id`), the user's id sealed inside. ``"sealed"``: under an id only the key turns
             back (for stores that answer with ids alone). ``"clear"``: under the user's id itself, for
             external systems keyed by it; weaker, as meaningful ids link stored records to known texts.
+        legacy_clear_ids: The store may hold records under the users' clear ids (written before ids were
+            keyed, or with ``record_ids="clear"``): a keyed or sealed lookup that misses is retried under the
+            clear id, which the store then receives. Off by default: nothing the store holds turns it on.
 
     Raises:
         TypeError: ``sealed_metadata`` is a single string (it would be read letter by letter).
@@ -130,6 +133,7 @@ class RecordSealer(KeyHolder):
         sealed_metadata: Sequence[str] = (),
         context: str = "",
         record_ids: str = "keyed",
+        legacy_clear_ids: bool = False,
     ) -> None:
         if isinstance(sealed_metadata, (str, bytes)):
             raise InvalidTypeError("sealed_metadata must be a sequence of field names, e.g. ('author',), not a string")
@@ -139,7 +143,7 @@ class RecordSealer(KeyHolder):
         if ID_FIELD in fields or USER_ID_FIELD in fields:
             raise InvalidInputError(f"{ID_FIELD!r} and {USER_ID_FIELD!r} are reserved for the record id")
         secret = SecretKey(key)
-        self._ids = RecordIds(secret, context=context, scheme=record_ids)
+        self._ids = RecordIds(secret, context=context, scheme=record_ids, legacy_clear_ids=legacy_clear_ids)
         self._sealer = Sealer(secret, context=context)
         self._fields = fields
 

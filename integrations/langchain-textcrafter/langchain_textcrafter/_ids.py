@@ -22,7 +22,16 @@ from langchain_core.vectorstores import VectorStore
 
 from textcrafter_rag.record_ids import check_writable
 from textcrafter_rag.sealed_records import ID_FIELD, IDS_KEY, RecordSealer, canonical_record_id
-from textcrafter_rag.sealed_search import INDEX_MODES, SealedSearch
+from textcrafter_rag.sealed_search import (
+    DIM_KEY,
+    INDEX_MODES,
+    MARKER_KEY,
+    MODE_KEY,
+    SealedSearch,
+    SearchOptions,
+    check_marker_mode,
+)
+from textcrafter_rag.two_stage import DEFAULT_SEARCH
 
 from ._reading import has_get_by_ids
 
@@ -42,6 +51,11 @@ class SealedIds:
     _opened: Callable[[Iterable[Document]], list[Document]]
     #: The sealed store's own: the id the wrapped store returned with a record.
     _store_id: Callable[[Document], Any]
+    #: The sealed store's own: switch to the mode an existing store was written in.
+    _use: Callable[[SearchOptions | None], None]
+    _shim: Any
+    _default_mode: bool
+    _marker_checked: bool
 
     def _stored_ids(self, docs: Sequence[Document]) -> set[str]:
         """The canonical store ids of records read back."""
@@ -161,3 +175,42 @@ class SealedIds:
         if store_ids and self._search is not None and self._search.mode in INDEX_MODES:
             await asyncio.to_thread(self._search.index_remove, store_ids)
         return out
+
+    # -- the mode marker -------------------------------------------------------------------------
+
+    def _marker(self, *, write: bool, dim: int | None = None) -> None:
+        """Refuse a store written in another mode (before anything is sent); mark a new sealed-search store."""
+        if write:
+            self._check_writable()
+        if self._marker_checked or not has_get_by_ids(self._store):
+            return
+        found = self._store.get_by_ids([self._marker_id])
+        written = (found[0].metadata or {}).get(MARKER_KEY) if found else None
+        if self._default_mode and written == "candidates" and self._search is not None:
+            self._use(DEFAULT_SEARCH)  # a store written before the store-held index was the default: its own mode
+        self._default_mode = False
+        mode = self._search.mode if self._search is not None else "single"
+        check_marker_mode(mode, found[0].metadata if found else None)
+        if found and self._search is not None:
+            self._search.marker_seen = True
+            held = str((found[0].metadata or {}).get(DIM_KEY, ""))
+            if self._search.mode == "store-index" and held.isdigit():
+                self._search.store_index(int(held))  # a process that deletes before it adds or searches
+        if found or self._search is None:
+            self._marker_checked = True
+            return
+        if not write or dim is None:
+            return
+        fields = {
+            ID_FIELD: self._marker_id,
+            MARKER_KEY: mode,
+            MODE_KEY: mode,
+            IDS_KEY: self._records.record_ids,
+            DIM_KEY: str(dim),
+        }
+        marker = Document(id=self._marker_id, page_content=self._search.marker_text(), metadata=fields)
+        vector = self._search.keyed_vectors(["marker"], dim)[0].tolist()
+        with self._shim.registered({marker.page_content: vector}):
+            self._store.add_documents([marker], ids=[self._marker_id])
+        self._marker_checked = True
+        self._ids_scheme = self._records.record_ids

@@ -1,29 +1,22 @@
 """``SealedVectorStore``: any LangChain vector store, holding only ciphertext for texts and chosen metadata.
 
-A protected vector stored beside its plaintext protects nothing: whoever reads the store reads the
-text. This wrapper encrypts each document's text, and the metadata fields you name, with AES-256-GCM
-(a fresh nonce per value, the document id bound as associated data; see
-:mod:`textcrafter_rag.sealed_records`) before the wrapped store sees them, and decrypts every hit on
-the way out. The sealed store builds the wrapped store itself, from a function you give it, handing
-it embeddings (:mod:`.sealed_embeddings`) that answer for each sealed text with the vector of its
-plaintext; so retrieval works as on an unwrapped store and nothing patches the store you built.
+Each text, and each metadata field you name, is sealed with AES-256-GCM (the record id bound as associated
+data; :mod:`textcrafter_rag.sealed_records`) before the wrapped store sees it, and opened on the way out. The
+sealed store builds the wrapped store itself, with embeddings (:mod:`.sealed_embeddings`) that answer for each
+sealed text with the vector the sealed store chose, so nothing patches the store you built.
 
-**Sealed search** (:mod:`textcrafter_rag.sealed_search`; the clean vectors travel sealed in the payload and
-every search ranks the opened records by exact cosine in your process), in one of two modes:
+Sealed search (:mod:`textcrafter_rag.sealed_search`): every record carries its clean vector sealed, and your
+process ranks the opened records by exact cosine. Modes, chosen by ``search=``:
 
-* candidates (the default): the store ranks rotated, heavily noised candidate vectors with a protected
-  query and returns records in rounds until the expected recall reaches 0.95 (at most 2,000; ``fetch_k=N``
-  asks for ``N`` once);
-* app-side index (``search=AppIndexSearch(index_path=...)``): the store holds a keyed random vector per
-  record and ranks nothing; your process scans its compressed index and fetches ``open_k`` records by id.
+* the store-held index (:class:`~textcrafter_rag.sealed.StoreIndexSearch`, the default where the store reads
+  by id): the store holds a keyed random vector per record and ranks nothing; the sealed index lives in the
+  store (:mod:`textcrafter_rag.sealed.log`), so every process with the key searches it;
+* candidates (:class:`~textcrafter_rag.two_stage.TwoStageSearch`, the default where it cannot): the store
+  ranks heavily noised vectors and returns records in rounds to an expected recall;
+* the app-side index file (:class:`~textcrafter_rag.app_index.AppIndexSearch`), and single-stage
+  (``search=None``: the store ranks the vectors of ``embedding``; protect them).
 
-``fetch_k=None`` (or ``search=None``) is single-stage: the store ranks the vectors of ``embedding``.
-
-Plain by design: the vectors the store receives (protect them with :class:`ProtectedEmbeddings` or
-two-stage search), the metadata fields not in ``sealed_metadata`` (filterable) and the reserved
-``_tc_*`` fields. Record ids are keyed (:mod:`._ids`): the store holds a UUID per record that names
-nothing, and every read returns the user's id; ``record_ids="clear"`` stores the user's ids themselves.
-Filters on sealed fields and lexical/hybrid search over sealed texts cannot work.
+Record ids are keyed (:mod:`._ids`): the store holds a UUID per record that names nothing.
 """
 
 from __future__ import annotations
@@ -40,38 +33,34 @@ from langchain_core.vectorstores import VectorStore
 
 from textcrafter_rag.app_index import AppIndexSearch
 from textcrafter_rag.errors import InvalidInputError, InvalidTypeError
-from textcrafter_rag.sealed.log import LOG_FIELD
+from textcrafter_rag.sealed.layout import RESERVED_FIELDS
 from textcrafter_rag.sealed.store_index import StoreIndexSearch
-from textcrafter_rag.sealed_records import ID_FIELD, IDS_KEY, RecordSealer, new_record_id
+from textcrafter_rag.sealed_records import RecordSealer, new_record_id
 from textcrafter_rag.sealed_search import (
-    DIM_KEY,
     INDEX_MODES,
-    MARKER_KEY,
-    MODE_KEY,
     SealedSearch,
     SearchOptions,
     StoreRanksWarning,
-    check_marker_mode,
     single_stage_marker_id,
 )
 from textcrafter_rag.sealing import NotPicklable, SecretKey
 from textcrafter_rag.two_stage import DEFAULT_SEARCH, VECTOR_KEY, TwoStageSearch
 from textcrafter_rag.validation import check_store_vectors
 
+from ._copy import copy_records
 from ._ids import SealedIds
 from ._port import LangChainPort
 from ._reading import STORE_ID_FIELD, SealedReading, has_get_by_ids, store_id_field
 from .clean_vectors import CleanVectors, check_embedding_key
-from .sealed_embeddings import SealedTextEmbeddings
+from .sealed_embeddings import adopted_embeddings, build_wrapped
 
 __all__ = ["STORE_ID_FIELD", "SealedVectorStore"]
 
-#: ``search=`` left out: the mode ``fetch_k`` names (candidates by default).
+#: ``search=`` and ``fetch_k=`` left out: the store-held index (candidates where the store cannot read by id).
 _FROM_FETCH_K: Any = object()
-#: ``fetch_k=`` left out: the default candidate search (:data:`~textcrafter_rag.two_stage.DEFAULT_SEARCH`).
 _DEFAULT: Any = object()
 #: Plain fields the sealed store adds to each record; removed before a record is opened.
-_RESERVED = (VECTOR_KEY, MODE_KEY, MARKER_KEY, DIM_KEY, LOG_FIELD)
+_RESERVED = (VECTOR_KEY, *RESERVED_FIELDS)
 
 
 #: What builds the wrapped store: called once with the embeddings it must be built with.
@@ -83,11 +72,8 @@ class SealedVectorStore(NotPicklable, SealedIds, SealedReading):
 
     Example:
         >>> store = SealedVectorStore(InMemoryVectorStore, embedding=OpenAIEmbeddings(), key=KEY,
-        ...                           sealed_metadata=("author",))                # candidate search
+        ...                           sealed_metadata=("author",))    # the store-held index: the store ranks nothing
         >>> store.as_retriever().invoke("who moved to Leeds?")      # decrypted documents
-        >>> SealedVectorStore(lambda e: QdrantVectorStore(client=client, collection_name="docs", embedding=e),
-        ...                   embedding=OpenAIEmbeddings(), key=KEY,
-        ...                   search=AppIndexSearch(index_path="docs.tcidx"))    # the store ranks nothing
 
     Args:
         store: A function that builds the store to hold the records from the embeddings it is given
@@ -101,14 +87,13 @@ class SealedVectorStore(NotPicklable, SealedIds, SealedReading):
         sealed_metadata: Metadata fields to encrypt; the others stay plain and filterable.
         context: Tenant or collection name mixed into the key: documents sealed under one context
             do not open under another.
-        fetch_k: Candidate search with a hand-sized number of candidates per query (an int, with the default
-            strengths), or a :class:`~textcrafter_rag.two_stage.TwoStageSearch`. Left out: rounds to an
-            expected recall of 0.95 of the exact top ``k``, at most 2,000 records, a search that reaches the
-            cap warned and counted (:data:`~textcrafter_rag.two_stage.DEFAULT_SEARCH`, :attr:`capped`).
-            ``None``: single-stage, the store ranks with the vectors of ``embedding`` (protect them).
-        search: The search mode's options, instead of ``fetch_k``: a ``TwoStageSearch`` (candidates), an
-            :class:`~textcrafter_rag.app_index.AppIndexSearch` (the app-side index; needs a store with
-            ``get_by_ids``), or ``None`` (single-stage).
+        fetch_k: Candidate search with a hand-sized number of candidates per query (an int), or ``None``
+            (single-stage); prefer ``search=``.
+        search: The mode's options. Left out: :class:`~textcrafter_rag.sealed.StoreIndexSearch` (the store-held
+            index) where the store reads by id, else the candidate rounds
+            (:data:`~textcrafter_rag.two_stage.DEFAULT_SEARCH`, warned); a store written in candidates opens in
+            them. A ``TwoStageSearch`` (candidates), an ``AppIndexSearch`` (the index in a local file), or
+            ``None`` (single-stage, the store ranks the vectors of ``embedding``: protect them).
         strict: Raise on a hit that does not open instead of skipping and counting it (:attr:`skipped`).
         record_ids: ``"keyed"`` (default): the wrapped store holds each record under a keyed UUID of its id
             (HMAC under the key and context), which links no stored record to a known text; reads and
@@ -170,22 +155,7 @@ class SealedVectorStore(NotPicklable, SealedIds, SealedReading):
                 "search must be a StoreIndexSearch, a TwoStageSearch, an AppIndexSearch or None, "
                 f"got {type(search).__name__}"
             )
-        adopted = store.embeddings if isinstance(store, VectorStore) else None
-        if isinstance(store, VectorStore):
-            if not isinstance(adopted, SealedTextEmbeddings):
-                raise InvalidTypeError(
-                    f"pass a function that builds the store from the embeddings it is given, e.g. "
-                    f"SealedVectorStore(lambda e: {type(store).__name__}(..., embedding=e), embedding=..., key=KEY), "
-                    "or the .store of another SealedVectorStore: a store built with other embeddings would embed "
-                    "the ciphertext"
-                )
-            if embedding is not None and embedding is not adopted.inner:
-                raise InvalidTypeError("embedding must be the one the wrapped store's sealed store was built with")
-            embedding = adopted.inner
-        elif not callable(store):
-            raise InvalidTypeError(f"store must be a function building a VectorStore, got {type(store).__name__}")
-        if not isinstance(embedding, Embeddings):
-            raise InvalidTypeError(f"embedding must be LangChain Embeddings, got {type(embedding).__name__}")
+        embedding = adopted_embeddings(store, embedding)
         self._embedding: Embeddings = embedding
         if search is not None:
             check_embedding_key(embedding, secret)
@@ -194,17 +164,8 @@ class SealedVectorStore(NotPicklable, SealedIds, SealedReading):
         self._search: SealedSearch | None = None
         self._marker_id = single_stage_marker_id(secret, context=context)
         self._marker_checked = False
-        if isinstance(adopted, SealedTextEmbeddings):
-            shim, inner = adopted, store
-        else:
-            query = self._store_query if search is not None else None
-            shim = SealedTextEmbeddings(embedding, query=query, aquery=self._astore_query if query else None)
-            inner = store(shim)
-            if not isinstance(inner, VectorStore) or inner.embeddings is not shim:
-                raise InvalidTypeError(
-                    "the store function must return a LangChain VectorStore built with the embeddings it is given "
-                    "(e.g. lambda e: QdrantVectorStore(client=client, collection_name='docs', embedding=e))"
-                )
+        query = self._store_query if search is not None else None
+        inner, shim = build_wrapped(store, embedding, query=query, aquery=self._astore_query if query else None)
         if self._default_mode and not has_get_by_ids(inner):
             warnings.warn(
                 f"{type(inner).__name__} cannot read records by id, so sealed search falls back to candidates: the "
@@ -285,45 +246,6 @@ class SealedVectorStore(NotPicklable, SealedIds, SealedReading):
         sealed.add_texts(texts, metadatas, ids=ids)
         return sealed
 
-    # -- the mode marker -------------------------------------------------------------------------
-
-    def _marker(self, *, write: bool, dim: int | None = None) -> None:
-        """Refuse a store written in another mode (before anything is sent); mark a new sealed-search store."""
-        if write:
-            self._check_writable()
-        if self._marker_checked or not has_get_by_ids(self._store):
-            return
-        found = self._store.get_by_ids([self._marker_id])
-        written = (found[0].metadata or {}).get(MARKER_KEY) if found else None
-        if self._default_mode and written == "candidates" and self._search is not None:
-            self._use(DEFAULT_SEARCH)  # a store written before the store-held index was the default: its own mode
-        self._default_mode = False
-        mode = self._search.mode if self._search is not None else "single"
-        check_marker_mode(mode, found[0].metadata if found else None)
-        if found and self._search is not None:
-            self._search.marker_seen = True
-            held = str((found[0].metadata or {}).get(DIM_KEY, ""))
-            if self._search.mode == "store-index" and held.isdigit():
-                self._search.store_index(int(held))  # a process that deletes before it adds or searches
-        if found or self._search is None:
-            self._marker_checked = True
-            return
-        if not write or dim is None:
-            return
-        fields = {
-            ID_FIELD: self._marker_id,
-            MARKER_KEY: mode,
-            MODE_KEY: mode,
-            IDS_KEY: self._records.record_ids,
-            DIM_KEY: str(dim),
-        }
-        marker = Document(id=self._marker_id, page_content=self._search.marker_text(), metadata=fields)
-        vector = self._search.keyed_vectors(["marker"], dim)[0].tolist()
-        with self._shim.registered({marker.page_content: vector}):
-            self._store.add_documents([marker], ids=[self._marker_id])
-        self._marker_checked = True
-        self._ids_scheme = self._records.record_ids
-
     # -- writing ---------------------------------------------------------------------------------
 
     def _seal(
@@ -398,7 +320,14 @@ class SealedVectorStore(NotPicklable, SealedIds, SealedReading):
         return self._user_ids(out, store_ids, record_ids)
 
     def copy_to(
-        self, target: SealedVectorStore, ids: Sequence[Any], *, delete_source: bool = False, **kwargs: Any
+        self,
+        target: SealedVectorStore,
+        ids: Sequence[Any],
+        *,
+        delete_source: bool = False,
+        batch_size: int = 100,
+        progress: bool = False,
+        **kwargs: Any,
     ) -> list[str]:
         """Open these records and add them to ``target``: rekeying, a new tenant context, another collection.
 
@@ -409,30 +338,16 @@ class SealedVectorStore(NotPicklable, SealedIds, SealedReading):
         for the target, so a copy and its source give nothing to average. **A copy leaves the source in
         place**: whoever holds both stores holds two releases of each record (under two keys). Pass
         ``delete_source=True`` (a move: the records are deleted here once ``target`` took them all), or
-        delete the source collection.
+        delete the source collection. Any number of ids: copied ``batch_size`` at a time (at most the records a
+        search opens), with a progress bar if ``progress``; a failed batch leaves the earlier ones copied.
 
         Raises:
             SealError: A record does not open under this store's key (nothing is written then).
             ValueError: Some ids are not in this store.
         """
-        raw = self._find(ids)
-        if len(raw) != len(ids):
-            raise InvalidInputError(f"{len(ids) - len(raw)} of the {len(ids)} ids are not in this store")
-        opened = [self._open(d) for d in raw]
-        record_ids = [d.id for d in opened]
-        if self._search is not None and target._search is not None:
-            self._search.strict, strict = True, self._search.strict
-            try:
-                hits = self._search.open_hits(self._hit_fields(raw))
-            finally:
-                self._search.strict = strict
-            vectors = target._search.check_vectors(hits.vectors)
-            out = target._add(opened, record_ids, vectors, kwargs, seeds=hits.seeds)
-        else:
-            out = target.add_documents(opened, ids=record_ids, **kwargs)
-        if delete_source:
-            self._delete_stored(self._delete_ids(record_ids, raw))
-        return out
+        return copy_records(
+            self, target, ids, delete_source=delete_source, batch_size=batch_size, progress=progress, kwargs=kwargs
+        )
 
     async def aadd_documents(self, documents: list[Document], **kwargs: Any) -> list[str]:
         """Async :meth:`add_documents` (the embeddings' native async path, then the store's)."""

@@ -21,10 +21,12 @@ from contextlib import contextmanager
 from typing import Any
 
 from langchain_core.embeddings import Embeddings
+from langchain_core.vectorstores import VectorStore
 
+from textcrafter_rag.errors import InvalidTypeError
 from textcrafter_rag.sealing import Sealer, SealError
 
-__all__ = ["SealedTextEmbeddings"]
+__all__ = ["SealedTextEmbeddings", "adopted_embeddings", "build_wrapped"]
 
 
 class SealedTextEmbeddings(Embeddings):
@@ -104,3 +106,49 @@ class SealedTextEmbeddings(Embeddings):
 
     def __repr__(self) -> str:
         return f"SealedTextEmbeddings(inner={self.inner!r})"
+
+
+def adopted_embeddings(store: Any, embedding: Embeddings | None) -> Embeddings:
+    """The user's embeddings: ``embedding``, or those of the sealed store whose ``.store`` is ``store``.
+
+    Raises:
+        TypeError: ``store`` is a store built with other embeddings (it would embed the ciphertext), is no
+            function, or ``embedding`` is not LangChain embeddings.
+    """
+    if isinstance(store, VectorStore):
+        adopted = store.embeddings
+        if not isinstance(adopted, SealedTextEmbeddings):
+            raise InvalidTypeError(
+                f"pass a function that builds the store from the embeddings it is given, e.g. "
+                f"SealedVectorStore(lambda e: {type(store).__name__}(..., embedding=e), embedding=..., key=KEY), "
+                "or the .store of another SealedVectorStore: a store built with other embeddings would embed "
+                "the ciphertext"
+            )
+        if embedding is not None and embedding is not adopted.inner:
+            raise InvalidTypeError("embedding must be the one the wrapped store's sealed store was built with")
+        embedding = adopted.inner
+    elif not callable(store):
+        raise InvalidTypeError(f"store must be a function building a VectorStore, got {type(store).__name__}")
+    if not isinstance(embedding, Embeddings):
+        raise InvalidTypeError(f"embedding must be LangChain Embeddings, got {type(embedding).__name__}")
+    return embedding
+
+
+def build_wrapped(
+    store: Any,
+    embedding: Embeddings,
+    *,
+    query: Callable[[str], list[float]] | None,
+    aquery: Callable[[str], Awaitable[list[float]]] | None,
+) -> tuple[Any, SealedTextEmbeddings]:
+    """The wrapped store and its shim: ``store(shim)`` with a new shim, or an adopted store with its own."""
+    if isinstance(store, VectorStore):
+        return store, store.embeddings
+    shim = SealedTextEmbeddings(embedding, query=query, aquery=aquery)
+    inner = store(shim)
+    if not isinstance(inner, VectorStore) or inner.embeddings is not shim:
+        raise InvalidTypeError(
+            "the store function must return a LangChain VectorStore built with the embeddings it is given "
+            "(e.g. lambda e: QdrantVectorStore(client=client, collection_name='docs', embedding=e))"
+        )
+    return inner, shim

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import uuid
 from typing import Any
+from unittest import mock
 
 import pytest
 from llama_index.core import VectorStoreIndex
@@ -112,7 +114,9 @@ def test_a_store_written_with_clear_ids_still_searches_reads_and_deletes(base, m
     for p in points:
         if IDS_KEY in p.payload:
             client.delete_payload("notes", keys=[IDS_KEY], points=[p.id])
-    index = _index(base, client, key, [], **MODES[mode])  # this release, keyed by default
+    unsaid = _index(base, client, key, [], **MODES[mode]).vector_store  # keyed, and told nothing of clear ids
+    assert unsaid.get_nodes([node_ids[2]]) == []  # no clear id is looked up (or sent) unless the caller says so
+    index = _index(base, client, key, [], **MODES[mode], legacy_clear_ids=True)  # this release, keyed by default
     store = index.vector_store
     assert _top(store, base, 6).node_id == node_ids[6]
     assert [n.get_content() for n in store.get_nodes([node_ids[2]])] == [TEXTS[2]]
@@ -166,3 +170,62 @@ def test_the_audit_names_the_id_scheme_of_qdrant_payloads(base, tmp_path, record
     rows = "".join(json.dumps({"embedding": p.vector, "id": str(p.id), "payload": p.payload}) + "\n" for p in points)
     (tmp_path / "export.jsonl").write_text(rows, encoding="utf-8")
     assert load_sample(tmp_path / "export.jsonl", n=10, progress=False).record_ids == record_ids
+
+
+def _recording(cls: type, names: tuple[str, ...]) -> tuple[list[str], Any]:
+    """What every call of these methods of a store class is given (as text), and the patches recording it."""
+    sent: list[str] = []
+    patches = []
+    for name in names:
+        original = getattr(cls, name)
+
+        def record(self, *args, _name=name, _original=original, **kwargs):  # type: ignore[no-untyped-def]
+            sent.append(repr((_name, args, kwargs)))
+            return _original(self, *args, **kwargs)
+
+        patches.append(mock.patch.object(cls, name, record))
+    stack = contextlib.ExitStack()
+    for patch in patches:
+        stack.enter_context(patch)
+    return sent, stack
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_no_clear_node_or_document_id_reaches_the_store_unless_the_caller_says_so(base, mode: str) -> None:
+    """Misses, ``delete_ref_doc`` and a retriever's ``doc_ids`` sent the user's ids unless the marker said keyed only.
+
+    Single-stage stores write no marker (and a host can delete or edit one), so every ``refresh_ref_docs``,
+    ``update_ref_doc``, ``get_nodes`` miss and ``as_retriever(doc_ids=...)`` query handed the store clear ids.
+    """
+    client, key = QdrantClient(":memory:"), generate_key()
+    node_ids, doc_ids = [f"note-{i}" for i in range(10)], [f"patient-{1230 + i}" for i in range(10)]
+    index = _index(base, client, key, _nodes(node_ids, doc_ids), **MODES[mode])
+    store = index.vector_store
+    sent, recording = _recording(type(store.store), ("get_nodes", "delete", "delete_nodes", "query"))
+    with recording:
+        assert store.get_nodes(["note-missing"]) == []
+        index.delete_ref_doc(doc_ids[2])
+        index.delete_ref_doc(doc_ids[2])  # already deleted: a miss
+        store.delete_nodes([node_ids[3]])
+        assert store.get_nodes([node_ids[3]]) == []
+        if mode != "store-index":  # a retriever restricted to one source document
+            hits = index.as_retriever(doc_ids=[doc_ids[4]], similarity_top_k=1).retrieve(TEXTS[4])
+            assert [h.node.node_id for h in hits] == [node_ids[4]]
+    assert sent and not [s for s in sent if "note-" in s or "patient-" in s]
+    assert "note-" not in _held(client) and "patient-" not in _held(client)
+
+
+def test_a_store_that_keeps_no_text_is_sent_no_clear_id(base) -> None:
+    """Its sealed ids were never treated as keyed only: every delete also sent the clear node and document ids."""
+    from llama_index.core.vector_stores import SimpleVectorStore
+
+    node_ids, doc_ids = [f"note-{i}" for i in range(10)], [f"patient-{1230 + i}" for i in range(10)]
+    ctx = sealed_storage_context(vector_store=SimpleVectorStore(), key=generate_key())
+    index = VectorStoreIndex(_nodes(node_ids, doc_ids), storage_context=ctx, embed_model=base)
+    assert index.vector_store.record_ids == "sealed"
+    sent, recording = _recording(SimpleVectorStore, ("delete", "delete_nodes", "query"))
+    with recording:
+        index.delete_nodes([node_ids[4]], delete_from_docstore=True)
+        index.delete_ref_doc(doc_ids[5], delete_from_docstore=True)
+        index.as_retriever(similarity_top_k=3).retrieve(TEXTS[2])
+    assert sent and not [s for s in sent if "note-" in s or "patient-" in s]

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from _langchain_textcrafter_fakes import FakeAsymmetricEmbeddings, RecordingStore
 from langchain_core.documents import Document
+from langchain_core.vectorstores import VectorStore
 
 from langchain_textcrafter import SealedVectorStore
 from textcrafter_rag.app_index import AppIndexSearch
@@ -114,7 +115,11 @@ def test_a_store_written_with_clear_ids_still_searches_reads_deletes_and_grows_k
         {"search": AppIndexSearch(open_k=13, index_path=tmp_path / "old.tcidx")} if mode == "index" else MODES[mode]
     )
     old = _old_release_store(base, mode, key, options)  # its index file (index mode) holds the clear ids
-    store = SealedVectorStore(old.store, key=key, **options)
+    keyed_only = SealedVectorStore(old.store, key=key, **options)
+    old.store.asked.clear()
+    assert keyed_only.get_by_ids([IDS[6]]) == []  # by default no clear id is looked up ...
+    assert not [i for i in old.store.asked if str(i).startswith("patient-")]  # ... nor sent
+    store = SealedVectorStore(old.store, key=key, legacy_clear_ids=True, **options)  # the caller says: clear ids
     assert store.record_ids == "keyed"
     assert store.similarity_search_by_vector(base.doc(TEXTS[5]), k=1)[0].id == IDS[5]
     assert [d.page_content for d in store.get_by_ids([IDS[6]])] == [TEXTS[6]]
@@ -181,3 +186,51 @@ def test_a_record_stripped_of_its_sealed_user_id_is_refused_not_renamed(base, mo
     assert hits == [] or store.skipped == 1
     assert all(d.id in IDS and d.id != IDS[3] for d in hits)  # never a keyed id in place of the user's
     assert [d.id for d in store.get_by_ids([IDS[4]])] == [IDS[4]]
+
+
+class NoReadByIdStore(LookupRecordingStore):
+    """A store that cannot read by id (as langchain-milvus): deletes are all the sealed store can send it."""
+
+    get_by_ids = VectorStore.get_by_ids
+
+
+@pytest.mark.parametrize("mode", ["single", "candidates", "index"])
+@pytest.mark.parametrize("host", ["honest", "marker deleted", "marker says clear"])
+def test_no_clear_id_reaches_the_store_unless_the_caller_says_it_holds_clear_ids(base, mode: str, host: str) -> None:
+    """A lookup that missed was retried under the user's clear id unless the plain marker said keyed only.
+
+    Single-stage stores write no marker, and a host can delete the marker or set its plain ``_tc_ids`` to
+    "clear", then answer "not found": every later lookup handed it the user's id.
+    """
+    key = generate_key()
+    writer = _store(base, mode, key=key)
+    writer.add_texts(TEXTS, ids=IDS)
+    for sid, row in list(writer.store.store.items()):
+        if host == "marker deleted" and "_tc_marker" in row["metadata"]:
+            del writer.store.store[sid]
+        elif host == "marker says clear" and IDS_KEY in row["metadata"]:
+            row["metadata"][IDS_KEY] = "clear"
+    options = {"search": AppIndexSearch(open_k=13)} if mode == "index" else MODES[mode]
+    store = SealedVectorStore(writer.store, key=key, **options)
+    writer.store.asked.clear()
+    assert store.get_by_ids(["patient-9999"]) == []  # a miss
+    store.delete([IDS[0]])
+    assert store.get_by_ids([IDS[0]]) == []  # already deleted: a miss
+    store.delete([IDS[0], "patient-9999"])
+    asyncio.run(store.adelete([IDS[1]]))
+    assert asyncio.run(store.aget_by_ids([IDS[1]])) == []
+    assert writer.store.asked and not [i for i in writer.store.asked if str(i).startswith("patient-")]
+    assert [d.id for d in store.get_by_ids([IDS[2]])] == [IDS[2]]  # keyed records are found as before
+
+
+def test_a_store_that_cannot_read_by_id_is_sent_no_clear_id_on_delete(base) -> None:
+    """Such a store (langchain-milvus) was given both schemes' ids on every delete, even written keyed only."""
+    key = generate_key()
+    store = SealedVectorStore(NoReadByIdStore, embedding=base, key=key, fetch_k=13)
+    store.add_texts(TEXTS, ids=IDS)
+    store.delete(IDS[:3])
+    asyncio.run(store.adelete(IDS[3:5]))
+    assert store.store.asked == store.store_ids(IDS[:3]) + store.store_ids(IDS[3:5])  # keyed ids only
+    legacy = SealedVectorStore(store.store, key=key, fetch_k=13, legacy_clear_ids=True)  # the caller says so
+    legacy.delete(IDS[5:6])
+    assert store.store.asked[-2:] == [*store.store_ids(IDS[5:6]), IDS[5]]

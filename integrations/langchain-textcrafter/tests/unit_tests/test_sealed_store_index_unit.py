@@ -98,3 +98,38 @@ def test_user_metadata_cannot_take_the_log_fields(base) -> None:
     store = _held(base, generate_key())
     with pytest.raises(ValueError, match="reserved"):
         store.add_texts(["x"], metadatas=[{LOG_FIELD: "head"}])
+
+
+def test_copy_to_moves_any_number_of_records_in_batches(base) -> None:
+    texts = [f"note {i} on topic {i % 13}" for i in range(150)]
+    ids = [f"n{i}" for i in range(150)]
+    source, target = _held(base, generate_key()), _held(base, generate_key())  # open_k=20: 8 batches
+    source.add_texts(texts, ids=ids)
+    assert source.copy_to(target, ids, delete_source=True) == ids
+    assert sorted(d.id for d in target.get_by_ids(ids)) == sorted(ids)
+    assert source.get_by_ids(ids) == []
+    q = "topic 4"
+    assert [d.page_content for d in target.similarity_search(q, k=5)] == exact_top(base, texts, q, 5)
+
+
+class EmptyOnce(RecordingStore):
+    """A store that answers reads by id with nothing for a while (a lagging replica, a timeout, a host)."""
+
+    empty_reads = 0
+
+    def get_by_ids(self, ids):  # type: ignore[no-untyped-def]
+        if self.empty_reads:
+            self.empty_reads -= 1
+            return []
+        return super().get_by_ids(ids)
+
+
+def test_an_empty_answer_never_removes_an_index_entry(base) -> None:
+    store = _held(base, generate_key(), store=EmptyOnce)
+    store.add_texts(TEXTS, ids=IDS)
+    q = "condition 5"
+    store.store.empty_reads = 2  # one search's two reads: the log's next segments, then the records
+    assert store.similarity_search(q, k=5) == []  # nothing came back: nothing returned, nothing deleted
+    assert store._search.dead == 20
+    assert [d.page_content for d in store.similarity_search(q, k=5)] == exact_top(base, TEXTS, q, 5)
+    assert len(store._search.store_index()) == len(TEXTS)

@@ -90,7 +90,8 @@ def test_sealed_texts_never_get_embedded_as_ciphertext(store, inner) -> None:
     token = inner.store[store.store_ids(["a"])[0]]["text"]
     with pytest.raises(SealError, match="not being added through"):
         inner.add_texts([token])  # the wrapped store used directly, with a sealed text
-    inner.add_texts(["a plain text added directly"], ids=["p"])  # plain texts pass through (not sealed!)
+    # plain texts pass through (not sealed!), here under the id the sealed store looks "p" up under
+    inner.add_texts(["a plain text added directly"], ids=store.store_ids(["p"]))
     with pytest.raises(SealError):
         store.get_by_ids(["p"])  # ...and a plaintext record never comes out of the sealed store
 

@@ -5,9 +5,11 @@ source document's keyed id as its ``ref_doc_id``
 (:meth:`textcrafter_rag.sealed_records.RecordSealer.keyed_id`: UUIDs that name nothing); the node itself, with
 your ids, is sealed inside. These steps map the ids a caller gives (``get_nodes``, ``delete_nodes``,
 ``delete(ref_doc_id)``) to the store's. A store may also hold shells under the other scheme's ids (written by
-the previous release, whose ids were clear, or with ``record_ids="clear"``): an id not found under this
-scheme's is looked up under the other's, and ``delete(ref_doc_id)`` deletes under both, unless the store's
-marker record says it was written with keyed ids only.
+the previous release, whose ids were clear, or with ``record_ids="clear"``). A keyed or sealed store looks them
+up (a miss retried under the clear id, ``delete(ref_doc_id)`` and a retriever's ``doc_ids`` under both) only
+when the caller says the store may hold them (``legacy_clear_ids=True``): each such lookup hands the store the
+user's id, so nothing the store holds (a marker it can delete or edit) turns it on. A clear reader looks up
+keyed ids, which name nothing.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any
 from llama_index.core.schema import BaseNode
 from llama_index.core.vector_stores.types import BasePydanticVectorStore, MetadataFilters, VectorStoreQuery
 
-from textcrafter_rag.record_ids import check_writable, keyed_only
+from textcrafter_rag.record_ids import check_writable
 from textcrafter_rag.sealed_records import ID_FIELD, IDS_KEY, RecordSealer, canonical_record_id
 
 __all__ = ["SealedNodeIds"]
@@ -95,8 +97,9 @@ class SealedNodeIds:
             return None
         try:
             found = self._find_shells(node_ids)
-        except Exception:  # no read by id (FAISS, some clients): delete under both schemes' ids
-            return [self._records.store_id(i) for i in node_ids] + [self._records.other_store_id(i) for i in node_ids]
+        except Exception:  # no read by id (FAISS, some clients): under both schemes' ids, where both may be sent
+            other = [] if self._knows_keyed_only() else [self._records.other_store_id(i) for i in node_ids]
+            return [self._records.store_id(i) for i in node_ids] + other
         got = self._shell_ids(found)
         out = []
         for uid in node_ids:
@@ -121,8 +124,12 @@ class SealedNodeIds:
         return self._ids_scheme
 
     def _knows_keyed_only(self) -> bool:
-        """Whether every shell of the store was written with keyed ids (its marker says so): no clear lookups."""
-        return keyed_only(self._records.record_ids, self._marker_scheme())
+        """Whether a missed id is never looked up under the other scheme's id (a clear one): by the caller's option.
+
+        Not by the marker: its plain ``_tc_ids`` is whatever the host says, single-stage stores write none, and
+        stores that keep no text hold sealed ids, which it never named.
+        """
+        return not self._records.ids.looks_up_other
 
     def _check_writable(self) -> None:
         """Refuse clear ids in a store whose marker says keyed ids only (see ``check_writable``)."""
