@@ -189,7 +189,8 @@ def test_the_vector_store_holds_only_shells(built: Built) -> None:
         payload = built.client.scroll(COLLECTION, limit=1, with_payload=True)[0][0].payload
         assert set(payload) >= {"_node_content", "category", "n", "doc_id"} and not set(SEALED_FIELDS) & set(payload)
         assert '"metadata": {}' in payload["_node_content"]  # the source relationship lost its metadata
-        nodes = store.get_nodes([p.id for p in built.client.scroll(COLLECTION, limit=2)[0]])
+        held = [p.id for p in built.client.scroll(COLLECTION, limit=2)[0]]  # the store's ids, not the nodes'
+        nodes = [store.open_node(shell) for shell in store.store.get_nodes(held)]
         assert len(nodes) == 2 and all(_check_node(n) in range(30) for n in nodes)
     docs = built.index.docstore.docs  # nodes live in the docstore only for a store that keeps no text
     assert {_check_node(n) for n in docs.values()} == (set(range(30)) if built.kind == "faiss" else set())

@@ -181,6 +181,7 @@ def sealed_storage_context(
     search: StoreIndexSearch | TwoStageSearch | AppIndexSearch | None = _DEFAULT,
     embed_model: Any = None,
     record_ids: str = "keyed",
+    legacy_clear_ids: bool = False,
 ) -> StorageContext:
     """A ``StorageContext`` that writes no plaintext: sealed docstore and index store, sealed vector store.
 
@@ -205,6 +206,8 @@ def sealed_storage_context(
             it embeds queries itself (the retriever then never holds the clean query vector).
         record_ids: ``"keyed"`` (default) or ``"clear"``: the ids the vector store holds (see
             :class:`SealedVectorStore`). The docstore's keys stay your node ids either way (its values are sealed).
+        legacy_clear_ids: The vector store may hold shells under your clear ids (written before ids were keyed):
+            look them up by id, sending those ids to the store (see :class:`SealedVectorStore`).
 
     Raises:
         FileNotFoundError: ``persist_dir`` holds no docstore or index store.
@@ -227,6 +230,7 @@ def sealed_storage_context(
             context=context,
             embed_model=embed_model,
             record_ids=record_ids,
+            legacy_clear_ids=legacy_clear_ids,
             **mode,
         )
     return StorageContext.from_defaults(

@@ -157,6 +157,10 @@ class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, BasePyda
             for external systems keyed by them; weaker. A store that keeps no text (``stores_text=False``:
             FAISS, ``SimpleVectorStore``) answers queries with ids alone, which LlamaIndex's index maps to
             its nodes: it holds sealed ids (deterministic AES-SIV under the key), turned back into yours.
+        legacy_clear_ids: The store may hold shells under your clear ids (written by a release before ids
+            were keyed, or with ``record_ids="clear"``): ids not found under their keyed (or sealed) ids are
+            looked up under the clear ones, which the store then receives. Off by default: then no clear id is
+            ever sent, and nothing the store holds turns it on.
 
     Raises:
         TypeError: ``sealed_metadata`` is a string.
@@ -165,9 +169,9 @@ class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, BasePyda
 
     A node that does not open (wrong key or context, edited, or moved to another id) raises
     :class:`~textcrafter_rag.sealing.SealError`; a shell is never returned as a node. Stores written with
-    clear ids (the previous release, or ``record_ids="clear"``) still open, search and delete: an id not
-    found under its keyed id is looked up under the clear one (which is then sent to the store), and
-    ``delete(ref_doc_id)`` deletes under both unless the store's marker says it holds keyed ids only.
+    clear ids (the previous release, or ``record_ids="clear"``) still open and search; reading and deleting
+    them by id takes ``legacy_clear_ids=True`` (an id not found under its keyed id is then looked up under the
+    clear one, which is sent to the store, and ``delete(ref_doc_id)`` deletes under both).
     ``add`` returns your node ids.
     ``stores_text`` mirrors the wrapped store's, so the index keeps using the docstore for stores
     that keep no text: seal that docstore too (:func:`sealed_storage_context`).
@@ -200,6 +204,7 @@ class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, BasePyda
         strict: bool = False,
         embed_model: Any = None,
         record_ids: str = "keyed",
+        legacy_clear_ids: bool = False,
     ) -> None:
         if not isinstance(store, BasePydanticVectorStore):
             raise InvalidTypeError(f"store must be a LlamaIndex BasePydanticVectorStore, got {type(store).__name__}")
@@ -235,7 +240,9 @@ class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, BasePyda
         # A store that keeps no text answers queries with ids alone, which the index maps to its nodes: it gets
         # sealed ids, which the key turns back into the nodes' own (keyed UUIDs cannot be turned back).
         ids = "sealed" if record_ids == "keyed" and not store.stores_text else record_ids
-        self._records = RecordSealer(secret, sealed_metadata=sealed_metadata, context=context, record_ids=ids)
+        self._records = RecordSealer(
+            secret, sealed_metadata=sealed_metadata, context=context, record_ids=ids, legacy_clear_ids=legacy_clear_ids
+        )
         self._port = LlamaIndexPort(store)
         port = self._port
 
