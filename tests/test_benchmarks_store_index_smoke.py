@@ -1,0 +1,110 @@
+"""Smoke test of ``benchmarks.sealed_search.store_index`` on synthetic data: no datasets, no model.
+
+Random clustered vectors stand in for SciFact, Qdrant local for the engines (no server), and the memory part
+runs at a few thousand records; the checks are ones that fail when a mode is broken: every mode finds the
+relevant records (the store-held index ranks exactly what it opens), a fresh store object opens the log and
+searches, and the memory child builds the index from the log it wrote.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("qdrant_client")
+pytest.importorskip("langchain_qdrant")
+pytest.importorskip("psutil")
+
+from benchmarks.sealed_search import store_index  # noqa: E402
+from benchmarks.sealed_search.store_index import (  # noqa: E402
+    DEFAULT,
+    EVERY,
+    MODES,
+    PLAIN,
+    Retrieval,
+    grow,
+    latency_rows,
+    memory_rows,
+    render_markdown,
+)
+
+DIM = 32
+
+
+def synthetic(n_docs: int = 120, n_queries: int = 12, seed: int = 0) -> Retrieval:
+    rng = np.random.default_rng(seed)
+    centers = rng.standard_normal((5, DIM))
+    docs = centers[rng.integers(5, size=n_docs)] + 0.6 * rng.standard_normal((n_docs, DIM))
+    docs /= np.linalg.norm(docs, axis=1, keepdims=True)
+    rel = rng.choice(n_docs, n_queries, replace=False)
+    queries = docs[rel] + 0.2 * rng.standard_normal((n_queries, DIM))
+    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    doc_ids = [f"d{i}" for i in range(n_docs)]
+    query_ids = [f"q{i}" for i in range(n_queries)]
+    return Retrieval(
+        doc_ids,
+        [f"document {i} about topic {i % 5}" for i in range(n_docs)],
+        docs.astype(np.float32),
+        query_ids,
+        [f"question {i}" for i in range(n_queries)],
+        queries.astype(np.float32),
+        {q: {doc_ids[r]} for q, r in zip(query_ids, rel)},
+        "synthetic",
+    )
+
+
+@pytest.fixture(scope="module")
+def rows() -> list[dict]:
+    data = grow(synthetic(), 300, n_clusters=4, seed=0)
+    got = latency_rows(data, engines=("qdrant",), key=bytes(32), opens=1, batch=100)
+    return got + memory_rows((3_000,), dim=DIM, seed=0)
+
+
+def test_latency_rows_cover_every_mode_and_find_the_relevant_records(rows: list[dict]) -> None:
+    lat = [r for r in rows if r["part"] == "latency"]
+    assert [r["mode"] for r in lat] == list(MODES)
+    for r in lat:
+        assert r["n_records"] == 300 and r["latency_ms_p95"] >= r["latency_ms_p50"] > 0
+        # at this size the index is exact and opens every candidate the engine would rank: clean NDCG
+        assert r["ndcg_ratio"] == pytest.approx(1.0, abs=1e-9), r["mode"]
+    by = {r["mode"]: r for r in lat}
+    assert by[PLAIN]["p95_ratio_to_plain"] == 1.0
+    assert by[DEFAULT]["index_entries"] == 300 and by[EVERY]["index_entries"] == 300
+    assert "refresh_every=1.0" in by[EVERY]["search_options"]
+
+
+def test_a_fresh_store_object_opens_the_log(rows: list[dict]) -> None:
+    opens = [r for r in rows if r["part"] == "open"]
+    assert len(opens) == 1 and opens[0]["index_entries"] == 300
+    assert opens[0]["open_ms"] >= opens[0]["first_search_ms"] > 0
+    assert "StoreIndexSearch" in opens[0]["search_options"]
+
+
+def test_memory_child_builds_the_index_from_its_log(rows: list[dict]) -> None:
+    (mem,) = [r for r in rows if r["part"] == "memory"]
+    assert mem["n_records"] == 3_000 and mem["index_entries"] == 3_000 and mem["open_k_found"] == 100
+    assert mem["log_records"] >= 4  # two segments and their chunks, one head
+    assert np.isfinite(mem["rss_bytes_per_record"]) and mem["accounted_faiss_bytes_per_record"] == 4 * DIM + 8
+
+
+def test_report_files(rows: list[dict], tmp_path: Path) -> None:
+    meta = {
+        "command": "python -m benchmarks.sealed_search.store_index --smoke",
+        "date": "today",
+        "size": "smoke",
+        "machine": {"cpu_count": 2},
+        "latency": {"records": "synthetic"},
+        "cited_candidates": store_index._cited_candidates(store_index.RESULTS_DIR),
+        "not_covered": ["everything real"],
+    }
+    md = render_markdown(rows, meta)
+    assert md.startswith("# ") and "## Against the targets" in md and "p95 <= 2x" in md
+    for mode in MODES:
+        assert f"| {mode} |" in md
+    from benchmarks.common.reporting import write_results
+
+    jp, mp = write_results("store_index", size="smoke", meta=meta, rows=rows, markdown=md, out_dir=tmp_path)
+    assert set(json.loads(jp.read_text())) == {"meta", "rows"} and mp.read_text() == md.rstrip() + "\n"
