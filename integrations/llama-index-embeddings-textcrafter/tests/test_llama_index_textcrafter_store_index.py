@@ -296,3 +296,19 @@ def test_reserved_fields_are_refused(base) -> None:
         node = TextNode(id_=IDS[0], text=TEXTS[0], metadata={name: "head"}, embedding=base.doc(TEXTS[0]))
         with pytest.raises(ValueError, match="reserved"):
             store.add([node])
+
+
+def test_a_delete_by_filter_reaches_the_index(base) -> None:
+    from llama_index.core.vector_stores import MetadataFilter, MetadataFilters
+
+    client, key = QdrantClient(":memory:"), generate_key()
+    store = _worker(client, key)
+    nodes = _nodes(base, range(24))
+    for i, node in enumerate(nodes):
+        node.metadata["ward"] = str(i % 5)
+    store.add(nodes)
+    other = _worker(client, key)
+    assert len(_texts(other, base, "x", 24)) == 24
+    store.delete_nodes(filters=MetadataFilters(filters=[MetadataFilter(key="ward", value="3")]))
+    assert set(_texts(other, base, "x", 24)) == {t for i, t in enumerate(TEXTS) if i % 5 != 3}
+    assert other.dead == 0  # tombstoned, not left to be skipped

@@ -288,18 +288,26 @@ class SealedSearchSteps:
         Read with a filter on ``ref_doc_id`` (the field LlamaIndex stores beside every node); a store that
         cannot filter so answers nothing here, and the entries stay, skipped and counted at search.
         """
-        flt = MetadataFilters(filters=[MetadataFilter(key="ref_doc_id", value=str(ref_doc_id))])
-        try:
-            nodes = self._store.get_nodes(filters=flt)
-        except Exception:  # no filtered listing: the entries are skipped and counted at search instead
-            logger.info("the store cannot list a source document's nodes: their index entries stay (skipped)")
-            return []
         want = canonical_record_id(ref_doc_id)
+        flt = MetadataFilters(filters=[MetadataFilter(key="ref_doc_id", value=str(ref_doc_id))])
         return [
             n.node_id
-            for n in nodes
-            if n.ref_doc_id is not None and canonical_record_id(n.ref_doc_id) == want and LOG_FIELD not in n.metadata
+            for n in self._listed(flt)
+            if n.ref_doc_id is not None and canonical_record_id(n.ref_doc_id) == want
         ]
+
+    def _filtered_nodes(self, filters: MetadataFilters) -> list[str]:
+        """The store ids of the shells a filter on plain fields matches (a delete by filter alone)."""
+        return [n.node_id for n in self._listed(filters)]
+
+    def _listed(self, filters: MetadataFilters) -> list[BaseNode]:
+        """The shells the store lists for a filter (``[]`` where it cannot, logged: entries then stay, counted)."""
+        try:
+            nodes = self._store.get_nodes(filters=filters)
+        except Exception:  # no filtered listing: the entries are skipped and counted at search instead
+            logger.info("the store cannot list the nodes a delete removes: their index entries stay (skipped)")
+            return []
+        return [n for n in nodes if LOG_FIELD not in (n.metadata or {}) and MARKER_KEY not in (n.metadata or {})]
 
     def _ranked(self, query: VectorStoreQuery, clean: np.ndarray, opened: Found) -> VectorStoreQueryResult:
         """Rank the opened shells exactly (or by MMR), open the winners only.

@@ -507,12 +507,17 @@ class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, BasePyda
     def delete_nodes(
         self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None, **delete_kwargs: Any
     ) -> None:
-        """Delete nodes by id (yours, mapped to the store's) or by a filter on plain fields."""
+        """Delete nodes by id (yours, mapped to the store's) or by a filter on plain fields.
+
+        In an index mode the index forgets them after the store deleted them (by a filter alone: the nodes
+        the store lists for it first, where it can).
+        """
         self._check(filters, delete_kwargs)
         self._open_mode(None)
         store_ids = self._node_store_ids(node_ids)
+        gone = self._filtered_nodes(filters) if store_ids is None and filters is not None and self._indexes() else []
         self._store.delete_nodes(store_ids, filters, **delete_kwargs)
-        self._forget(store_ids or [])
+        self._forget(store_ids or gone)
 
     async def adelete_nodes(
         self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None, **delete_kwargs: Any
@@ -521,8 +526,11 @@ class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, BasePyda
         self._check(filters, delete_kwargs)
         await asyncio.to_thread(self._open_mode, None)
         store_ids = await asyncio.to_thread(self._node_store_ids, node_ids)
+        gone: list[str] = []
+        if store_ids is None and filters is not None and self._indexes():
+            gone = await asyncio.to_thread(self._filtered_nodes, filters)
         await self._store.adelete_nodes(store_ids, filters, **delete_kwargs)
-        await asyncio.to_thread(self._forget, store_ids or [])
+        await asyncio.to_thread(self._forget, store_ids or gone)
 
     def _forget(self, store_ids: Sequence[Any]) -> None:
         """Tombstone these store ids in the index, *after* the store deleted them (index modes only)."""
