@@ -312,3 +312,15 @@ def test_a_delete_by_filter_reaches_the_index(base) -> None:
     store.delete_nodes(filters=MetadataFilters(filters=[MetadataFilter(key="ward", value="3")]))
     assert set(_texts(other, base, "x", 24)) == {t for i, t in enumerate(TEXTS) if i % 5 != 3}
     assert other.dead == 0  # tombstoned, not left to be skipped
+
+
+def test_workers_opened_before_the_collection_existed_and_a_clear_after_every_delete(base) -> None:
+    client, key = QdrantClient(":memory:"), generate_key()
+    a, b = _worker(client, key), _worker(client, key)  # both before the collection exists
+    a.add(_nodes(base, range(6)))  # creates it
+    b.add(_nodes(base, range(6, 12)))  # its Qdrant store reads the collection's vector format first
+    assert set(_texts(b, base, "x", 12)) == set(TEXTS[:12])
+    a.delete_nodes(IDS[:12])
+    a.clear()  # a's index holds no id, but its writer has written: it writes on as a new one
+    a.add(_nodes(base, range(2)))
+    assert set(_texts(_worker(client, key), base, "x", 5)) == set(TEXTS[:2])  # no rollback for a new worker

@@ -52,12 +52,26 @@ class LlamaIndexPort:
         self.store = store
 
     def _absent(self) -> bool:
-        """Whether the store's collection does not exist yet (Qdrant creates it at the first ``add``)."""
-        if getattr(self.store, "_collection_initialized", True):
+        """Whether the store's collection does not exist yet (Qdrant creates it at the first ``add``).
+
+        A Qdrant store object made before its collection existed reads the collection's vector format only
+        at construction: once another worker has created the collection, it is read here (as the store's
+        own constructor would have), else its reads name a vector the collection does not have.
+        """
+        store = self.store
+        if getattr(store, "_collection_initialized", True):
             return False
-        exists = getattr(self.store, "_collection_exists", None)
-        name = getattr(self.store, "collection_name", None)
-        return callable(exists) and isinstance(name, str) and not exists(name)
+        exists = getattr(store, "_collection_exists", None)
+        name = getattr(store, "collection_name", None)
+        if not (callable(exists) and isinstance(name, str)):
+            return False
+        if not exists(name):
+            return True
+        detect = getattr(store, "_detect_vector_format", None)
+        if callable(detect):
+            detect(name)
+            store._collection_initialized = True
+        return False
 
     @staticmethod
     def record(node: BaseNode, store_id: Any = None) -> PortRecord:

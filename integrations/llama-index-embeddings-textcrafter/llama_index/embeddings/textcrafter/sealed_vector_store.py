@@ -556,23 +556,31 @@ class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, BasePyda
     def _cleared(self, ids: list[str]) -> None:
         """After the wrapped store was cleared: the index forgets every id it held, the marker is gone.
 
-        The store-held index's log went with the store, so a new writer (a fresh core) tombstones the ids:
-        other processes that hold them in memory drop them at their next read, and a new process reads a log
-        that starts over.
+        The store-held index's log went with the store, so this process writes on as a new writer (a fresh
+        core: its old writer's next segment would sit above segments that are gone, which readers take for a
+        rollback), and tombstones the ids: other processes that hold them in memory drop them at their next
+        read, and a new process reads a log that starts over.
         """
         self._marker_checked = False
         self._ids_scheme = None
-        if self._search is None or not ids:
+        if self._search is None:
             return
         if self._search.mode == "store-index":
             old = self._search.store_index()
-            self._search = self._new_search(self._search.options)
-            assert self._search is not None and old is not None
-            self._search.store_index(old.log.dim)
-        self._search.index_remove(ids)
+            if old is not None:
+                self._search = self._new_search(self._search.options)
+                assert self._search is not None
+                self._search.store_index(old.log.dim)
+        if ids:
+            self._search.index_remove(ids)
 
     def clear(self) -> None:
-        """Clear the wrapped store, and the index (app-side or store-held) of every id it held."""
+        """Clear the wrapped store, and the index (app-side or store-held) of every id it held.
+
+        The store-held index's log is cleared with the store: another process that has *written* to it must
+        open the store anew (a new ``SealedVectorStore``) before it writes again, or readers take its next
+        segment, above the cleared ones, for a rollback (:class:`~textcrafter_rag.sealed.IndexRollbackError`).
+        """
         ids = self._indexed_ids()
         self._store.clear()
         self._cleared(ids)
