@@ -18,8 +18,8 @@ pytest.importorskip("qdrant_client")
 pytest.importorskip("langchain_qdrant")
 pytest.importorskip("psutil")
 
-from benchmarks.sealed_search import store_index  # noqa: E402
-from benchmarks.sealed_search.store_index import (  # noqa: E402
+from benchmarks.sealed_search import store_index
+from benchmarks.sealed_search.store_index import (
     DEFAULT,
     EVERY,
     MODES,
