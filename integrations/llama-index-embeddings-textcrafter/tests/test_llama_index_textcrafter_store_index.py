@@ -207,10 +207,17 @@ def test_async_paths(base) -> None:
     client, key = QdrantClient(":memory:"), generate_key()
     store = _worker(client, key)
 
+    other = _worker(client, key)
+
     async def run() -> list[str]:
         await store.async_add(_nodes(base, range(24)))
         await store.adelete_nodes([IDS[0]])
+        await store.adelete(DOCS[23])  # notes 21, 22 and 23
         result = await store.aquery(VectorStoreQuery(query_embedding=base.query("condition 3"), similarity_top_k=5))
+        assert set(_texts(other, base, "x", 24)) == set(TEXTS[1:21]) and other.dead == 0
+        await store.aclear()
+        assert _texts(other, base, "x", 24) == [] and other.dead == 0
+        await store.async_add(_nodes(base, range(21)))
         return [n.get_content() for n in result.nodes]
 
     inner = type(store.store)
@@ -221,6 +228,8 @@ def test_async_paths(base) -> None:
             "aget_nodes",
             lambda self, node_ids=None, filters=None: asyncio.to_thread(self.get_nodes, node_ids, filters),
         ),
+        mock.patch.object(inner, "aclear", lambda self: asyncio.to_thread(self.clear)),
+        mock.patch.object(inner, "adelete", lambda self, ref, **kw: asyncio.to_thread(self.delete, ref, **kw)),
         mock.patch.object(
             inner,
             "adelete_nodes",
@@ -230,8 +239,8 @@ def test_async_paths(base) -> None:
         ),
     ):
         got = asyncio.run(run())
-    assert got == [t for t in exact_top(base, "condition 3", 6) if t != TEXTS[0]][:5]
-    assert set(_texts(_worker(client, key), base, "condition 3", 24)) == set(TEXTS[1:])
+    assert got == [t for t in exact_top(base, "condition 3", 24) if t in TEXTS[1:21]][:5]
+    assert set(_texts(_worker(client, key), base, "condition 3", 24)) == set(TEXTS[:21])
 
 
 def test_stores_written_before_open_in_their_own_mode(base) -> None:
