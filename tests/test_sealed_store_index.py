@@ -173,3 +173,15 @@ def test_options_are_validated():
         StoreIndexSearch(open_k=0)
     with pytest.raises(TypeError):
         StoreIndexSearch(refresh_every="soon")
+
+
+def test_data_records_get_the_index_modes_keyed_vectors():
+    from textcrafter_rag.app_index import AppIndexSearch
+    from textcrafter_rag.sealed_search import SealedSearch
+
+    x = vectors(5, 14)
+    held = SealedSearch(KEY, context="t", options=StoreIndexSearch())
+    file_mode = SealedSearch(KEY, context="t", options=AppIndexSearch())
+    ids = [f"r{i}" for i in range(5)]
+    assert np.array_equal(held.store_vectors(x, ids), file_mode.store_vectors(x, ids))
+    assert abs(held.store_vectors(x, ids) @ x.T).max() < 0.9  # unrelated to the clean vectors

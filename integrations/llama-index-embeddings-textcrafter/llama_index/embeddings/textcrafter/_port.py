@@ -21,6 +21,7 @@ from llama_index.core.schema import BaseNode, MetadataMode, TextNode
 from llama_index.core.vector_stores import SimpleVectorStore
 from llama_index.core.vector_stores.types import BasePydanticVectorStore, VectorStoreQuery
 
+from textcrafter_rag.errors import NotSupportedError
 from textcrafter_rag.sealed.port import PortRecord
 from textcrafter_rag.sealed_records import canonical_record_id
 
@@ -125,7 +126,7 @@ class LlamaIndexPort:
         return [self.record(n, i) for n, i in self.search_nodes(vector, k)]
 
     def enumerate(self, batch_size: int) -> Iterator[list[PortRecord]]:
-        """Every record, in batches, where the store can list them (else ``NotImplementedError``)."""
+        """Every record, in batches, where the store can list them (else ``NotSupportedError``)."""
         if self._absent():
             return
         store = self.store
@@ -134,11 +135,11 @@ class LlamaIndexPort:
             yield from self._qdrant(batch_size)
             return
         if not store.stores_text or type(store).get_nodes is BasePydanticVectorStore.get_nodes:
-            raise NotImplementedError(f"{type(store).__name__} cannot list its records")
+            raise NotSupportedError(f"{type(store).__name__} cannot list its records")
         try:
             nodes = store.get_nodes()
         except NotImplementedError:
-            raise NotImplementedError(f"{type(store).__name__} cannot list its records") from None
+            raise NotSupportedError(f"{type(store).__name__} cannot list its records") from None
         for start in range(0, len(nodes), batch_size):
             yield [self.record(n) for n in nodes[start : start + batch_size]]
 
