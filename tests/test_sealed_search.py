@@ -11,7 +11,6 @@ import pytest
 from textcrafter_rag.app_index import AppIndexSearch
 from textcrafter_rag.errors import InvalidInputError, InvalidTypeError, NotPicklableError
 from textcrafter_rag.sealed_search import (
-    MARKER_KEY,
     ModeMismatchError,
     SealedSearch,
     SkippedRecordsWarning,
@@ -86,12 +85,14 @@ def test_modes_are_named_on_every_record_and_a_mismatch_is_refused():
     with pytest.raises(ModeMismatchError, match="'index' mode"):
         core.open_hits(index_hits)
     single = [("a", "a", None, None, "ta"), ("b", "b", None, None, "tb")]
-    with pytest.raises(ModeMismatchError, match="fetch_k=None"):
+    with pytest.raises(ModeMismatchError, match="written single-stage") as refused:
         core.open_hits(single)
-    check_marker_mode("candidates", {MARKER_KEY: "candidates"})
+    check_marker_mode("candidates", "candidates")
     check_marker_mode("single", None)
-    with pytest.raises(ModeMismatchError, match="fetch_k=None"):
-        check_marker_mode("index", {MARKER_KEY: "single"})
+    with pytest.raises(ModeMismatchError, match="only with protected") as mismatch:
+        check_marker_mode("index", "single")
+    for error in (refused, mismatch):  # a fact, never a weaker mode to open it in
+        assert "fetch_k=None" not in str(error.value) and "search=None" not in str(error.value)
     assert (
         core.marker_id() == _core().marker_id() != SealedSearch(KEY, context="t", options=TwoStageSearch()).marker_id()
     )

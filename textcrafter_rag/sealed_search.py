@@ -37,11 +37,11 @@ from .keyed import keyed_normals
 from .numerics import unit_rows
 from .sealed.index_modes import IndexMissingError, IndexModes, UnindexedRecordsWarning, logger
 from .sealed.layout import DIM_KEY, INDEX_MODES, MARKER_KEY, MODE_KEY
-from .sealed.marker import ModeMismatchError, check_marker_mode, marker_id_for, single_stage_marker_id
+from .sealed.marker import ModeMismatchError, StoreMarker, check_marker_mode, single_stage_marker_id
 from .sealed.port import PortRecord, RecordPort
 from .sealed.store_index import StoreIndex, StoreIndexSearch
 from .sealed_records import ID_FIELD, RecordSealer, canonical_record_id
-from .sealing import NotPicklable, Sealer, SealError, SecretKey
+from .sealing import NotPicklable, SealError, SecretKey
 from .two_stage import VECTOR_KEY, TwoStage, TwoStageSearch, rerank
 from .validation import check_store_vectors
 
@@ -59,6 +59,7 @@ __all__ = [
     "SkippedRecordsWarning",
     "StoreRanksWarning",
     "UnindexedRecordsWarning",
+    "UnprotectedVectorsWarning",
     "check_marker_mode",
     "logger",
     "single_stage_marker_id",
@@ -68,7 +69,10 @@ T = TypeVar("T")
 #: What selects a mode: candidate search, the store-held index, the app-side index file, or ``None``
 #: (single-stage, the store ranks).
 SearchOptions = TwoStageSearch | StoreIndexSearch | AppIndexSearch
-_MARKER_FIELD = "marker"
+
+
+class UnprotectedVectorsWarning(UserWarning):
+    """Single-stage search with embeddings that are not protected: the store ranks (and holds) clean vectors."""
 
 
 class StoreRanksWarning(UserWarning):
@@ -112,9 +116,8 @@ class SealedSearch(NotPicklable):
         self.mode = mode_name(options)
         self.strict = bool(strict)
         self._context = context
-        self._marker_key = key.subkey("store-marker", context=context)
+        self._marker = StoreMarker(key, context=context)
         self._vector_key = key.subkey("index-store-vector", context=context)
-        self._sealer = Sealer(key, context=context)
         # The candidate mode's noise and rotation; in index mode only its vector sealing is used.
         self._two_stage = TwoStage(
             key,
@@ -205,15 +208,11 @@ class SealedSearch(NotPicklable):
 
     def marker_id(self) -> str:
         """The id of this tenant's marker record (a UUID, valid in every store; keyed, so it names nothing)."""
-        return marker_id_for(self._marker_key)
+        return self._marker.id
 
     def marker_text(self) -> str:
         """The marker record's sealed text (the mode, bound to the marker id)."""
-        return self._sealer.seal(self.mode, record_id=self.marker_id(), field=_MARKER_FIELD)
-
-    def check_marker(self, fields: dict[str, Any] | None) -> None:
-        """Refuse a store whose marker record (its plain fields, or ``None`` if absent) names another mode."""
-        check_marker_mode(self.mode, fields)
+        return self._marker.text(self.mode)
 
     # -- the query ----------------------------------------------------------------------------------
 
@@ -306,8 +305,8 @@ class SealedSearch(NotPicklable):
             seeds.append(seed)
         if not positions and unmarked:
             raise ModeMismatchError(
-                f"none of the {unmarked} records returned has a sealed vector: the store was written single-stage; "
-                "open it with fetch_k=None"
+                f"none of the {unmarked} records returned has a sealed vector: the store was written single-stage "
+                "(the mode is chosen by search=); nothing is returned"
             )
         if not positions and failed and require_one:
             raise SealError(

@@ -9,13 +9,16 @@ from __future__ import annotations
 import hashlib
 import hmac
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 from ..errors import TextcrafterError
-from ..sealing import SecretKey
+from ..sealing import Sealer, SealError, SecretKey
 from .layout import MARKER_KEY
 
-__all__ = ["ModeMismatchError", "check_marker_mode", "marker_id_for", "single_stage_marker_id"]
+__all__ = ["ModeMismatchError", "StoreMarker", "check_marker_mode", "marker_id_for", "single_stage_marker_id"]
+
+_FIELD = "marker"
 
 
 class ModeMismatchError(TextcrafterError, ValueError):
@@ -28,20 +31,66 @@ def marker_id_for(marker_key: bytes) -> str:
     return str(uuid.UUID(bytes=digest[:16], version=4))
 
 
-def check_marker_mode(mode: str, fields: dict[str, Any] | None) -> None:
-    """Refuse a marker (plain fields of the marker record, or ``None``) that names another mode than ``mode``.
+class StoreMarker:
+    """A tenant's marker record: its keyed id, its sealed text, and the mode read back from that text.
+
+    The marker's plain ``_tc_marker`` field is the store's to edit; the mode is taken from the sealed text, so a
+    host cannot steer a process into another mode (a downgrade) by editing a field.
+    """
+
+    def __init__(self, key: SecretKey, *, context: str = "") -> None:
+        self.id = single_stage_marker_id(key, context=context)
+        self._sealer = Sealer(key, context=context)
+
+    def text(self, mode: str) -> str:
+        """The marker record's sealed text: the mode, bound to the marker id."""
+        return self._sealer.seal(mode, record_id=self.id, field=_FIELD)
+
+    def mode(self, fields: Mapping[str, Any] | None, text: Any) -> str | None:
+        """The mode the marker record read back names (``None``: no marker).
+
+        Raises:
+            SealError: The marker does not open under this key and tenant, or its plain field was edited.
+        """
+        if fields is None:
+            return None
+        try:
+            sealed = self._sealer.open(text, record_id=self.id, field=_FIELD) if isinstance(text, str) else None
+        except SealError:
+            sealed = None
+        if sealed is None:
+            raise SealError(
+                "this store's marker record does not open under this key and tenant (edited, forged, or another "
+                "key); nothing was sent to the store"
+            )
+        plain = fields.get(MARKER_KEY)
+        if plain is not None and plain != sealed:
+            raise SealError(
+                "this store's marker record was edited: its plain mode field disagrees with its sealed mode; "
+                "nothing was sent to the store"
+            )
+        return sealed
+
+
+def check_marker_mode(mode: str, written: str | None) -> None:
+    """Refuse a store whose marker (the sealed mode read back, ``None`` if absent) names another mode than ``mode``.
+
+    The message states the facts and recommends no mode: a weaker one opened on a host's word would send it
+    what the stronger one keeps.
 
     Raises:
         ModeMismatchError: The store was written in another mode.
     """
-    if fields is None:
-        return
-    written = fields.get(MARKER_KEY)
     if written is not None and written != mode:
-        hint = "fetch_k=None" if written == "single" else f"the {written!r} options it was written with"
+        single = (
+            " A single-stage store ranks the vectors of `embedding` itself: open one that way only with protected "
+            "embeddings (ProtectedEmbeddings)."
+            if written == "single"
+            else ""
+        )
         raise ModeMismatchError(
-            f"this store was written in {written!r} mode and is opened in {mode!r} mode: open it with {hint} "
-            "(nothing was sent to the store)"
+            f"this store's sealed marker says it was written in {written!r} mode, and it is opened in {mode!r} mode; "
+            f"nothing was sent to the store (the mode is chosen by search=).{single}"
         )
 
 

@@ -21,6 +21,7 @@ from langchain_core.documents import Document
 from langchain_core.vectorstores import VectorStore
 
 from textcrafter_rag.record_ids import check_writable
+from textcrafter_rag.sealed.marker import StoreMarker
 from textcrafter_rag.sealed_records import ID_FIELD, IDS_KEY, RecordSealer, canonical_record_id
 from textcrafter_rag.sealed_search import (
     DIM_KEY,
@@ -44,6 +45,7 @@ class SealedIds:
     _store: VectorStore
     _records: RecordSealer
     _marker_id: str
+    _store_marker: StoreMarker
     #: The id scheme the store's marker record names, once read (``None``: not read, or no marker).
     _ids_scheme: str | None = None
     _search: SealedSearch | None
@@ -185,12 +187,13 @@ class SealedIds:
         if self._marker_checked or not has_get_by_ids(self._store):
             return
         found = self._store.get_by_ids([self._marker_id])
-        written = (found[0].metadata or {}).get(MARKER_KEY) if found else None
+        # the mode from the sealed text: the plain field is the host's to edit (a forged "single" is refused)
+        written = self._store_marker.mode(found[0].metadata or {}, found[0].page_content) if found else None
         if self._default_mode and written == "candidates" and self._search is not None:
             self._use(DEFAULT_SEARCH)  # a store written before the store-held index was the default: its own mode
         self._default_mode = False
         mode = self._search.mode if self._search is not None else "single"
-        check_marker_mode(mode, found[0].metadata if found else None)
+        check_marker_mode(mode, written)
         if found and self._search is not None:
             self._search.marker_seen = True
             held = str((found[0].metadata or {}).get(DIM_KEY, ""))

@@ -34,6 +34,7 @@ from langchain_core.vectorstores import VectorStore
 from textcrafter_rag.app_index import AppIndexSearch
 from textcrafter_rag.errors import InvalidInputError, InvalidTypeError
 from textcrafter_rag.sealed.layout import RESERVED_FIELDS
+from textcrafter_rag.sealed.marker import StoreMarker
 from textcrafter_rag.sealed.store_index import StoreIndexSearch
 from textcrafter_rag.sealed_records import RecordSealer, new_record_id
 from textcrafter_rag.sealed_search import (
@@ -41,7 +42,7 @@ from textcrafter_rag.sealed_search import (
     SealedSearch,
     SearchOptions,
     StoreRanksWarning,
-    single_stage_marker_id,
+    UnprotectedVectorsWarning,
 )
 from textcrafter_rag.sealing import NotPicklable, SecretKey
 from textcrafter_rag.two_stage import DEFAULT_SEARCH, VECTOR_KEY, TwoStageSearch
@@ -52,6 +53,7 @@ from ._ids import SealedIds
 from ._port import LangChainPort
 from ._reading import STORE_ID_FIELD, SealedReading, has_get_by_ids, store_id_field
 from .clean_vectors import CleanVectors, check_embedding_key
+from .embeddings import ProtectedEmbeddings
 from .sealed_embeddings import adopted_embeddings, build_wrapped
 
 __all__ = ["STORE_ID_FIELD", "SealedVectorStore"]
@@ -136,13 +138,8 @@ class SealedVectorStore(NotPicklable, SealedIds, SealedReading):
         legacy_clear_ids: bool = False,
     ) -> None:
         secret = SecretKey(key)
-        self._records = RecordSealer(
-            secret,
-            sealed_metadata=sealed_metadata,
-            context=context,
-            record_ids=record_ids,
-            legacy_clear_ids=legacy_clear_ids,
-        )
+        ids = {"record_ids": record_ids, "legacy_clear_ids": legacy_clear_ids}
+        self._records = RecordSealer(secret, sealed_metadata=sealed_metadata, context=context, **ids)
         self._default_mode = search is _FROM_FETCH_K and fetch_k is _DEFAULT
         if self._default_mode:
             search = StoreIndexSearch()  # or candidates, for a store that cannot read by id (below)
@@ -157,12 +154,20 @@ class SealedVectorStore(NotPicklable, SealedIds, SealedReading):
             )
         embedding = adopted_embeddings(store, embedding)
         self._embedding: Embeddings = embedding
+        if search is None and not isinstance(embedding, ProtectedEmbeddings):
+            warnings.warn(
+                f"single-stage search (search=None): the store ranks the vectors of {type(embedding).__name__}, "
+                "which are not protected; wrap them (ProtectedEmbeddings(base=...)) or leave search= out",
+                UnprotectedVectorsWarning,
+                stacklevel=2,
+            )
         if search is not None:
             check_embedding_key(embedding, secret)
         self._clean = CleanVectors(embedding)
         self._secret, self._context, self._strict = secret, context, strict
         self._search: SealedSearch | None = None
-        self._marker_id = single_stage_marker_id(secret, context=context)
+        self._store_marker = StoreMarker(secret, context=context)
+        self._marker_id = self._store_marker.id
         self._marker_checked = False
         query = self._store_query if search is not None else None
         inner, shim = build_wrapped(store, embedding, query=query, aquery=self._astore_query if query else None)
@@ -178,11 +183,9 @@ class SealedVectorStore(NotPicklable, SealedIds, SealedReading):
         elif isinstance(search, (StoreIndexSearch, AppIndexSearch)) and not has_get_by_ids(inner):
             raise InvalidInputError(
                 f"an index mode fetches records by id, and {type(inner).__name__} has no get_by_ids: "
-                "use candidate search (fetch_k=) with this store"
+                "search this store with candidates (search=TwoStageSearch())"
             )
-        self._store = inner
-        self._shim = shim
-        self._id_field = store_id_field(inner)
+        self._store, self._shim, self._id_field = inner, shim, store_id_field(inner)
         self._use(search)
 
     def _use(self, search: SearchOptions | None) -> None:

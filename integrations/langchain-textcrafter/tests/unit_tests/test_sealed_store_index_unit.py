@@ -4,16 +4,19 @@ the sealed index lives in the store, so another store object (another worker) wi
 from __future__ import annotations
 
 import asyncio
+import warnings
 
 import pytest
 from _langchain_textcrafter_fakes import FakeAsymmetricEmbeddings, RecordingStore, exact_top
 
-from langchain_textcrafter import SealedVectorStore
+from langchain_textcrafter import ProtectedEmbeddings, SealedVectorStore, SealError
+from textcrafter_rag import GaussianNoise
 from textcrafter_rag.sealed import StoreIndexSearch
 from textcrafter_rag.sealed.log import LOG_FIELD
-from textcrafter_rag.sealed_search import UnindexedRecordsWarning
+from textcrafter_rag.sealed_search import ModeMismatchError, UnindexedRecordsWarning, UnprotectedVectorsWarning
 from textcrafter_rag.sealing import Sealer, generate_key
 from textcrafter_rag.testing import KnownVectors
+from textcrafter_rag.two_stage import DEFAULT_SEARCH
 
 TEXTS = [f"Patient {i} was treated for condition {i % 7} at ward {i % 5}." for i in range(40)]
 IDS = [f"r{i}" for i in range(40)]
@@ -133,3 +136,37 @@ def test_an_empty_answer_never_removes_an_index_entry(base) -> None:
     assert store._search.dead == 20
     assert [d.page_content for d in store.similarity_search(q, k=5)] == exact_top(base, TEXTS, q, 5)
     assert len(store._search.store_index()) == len(TEXTS)
+
+
+def test_the_mode_comes_from_the_sealed_marker_and_no_error_recommends_a_weaker_mode(base) -> None:
+    key = generate_key()
+    store = _held(base, key)
+    store.add_texts(TEXTS[:3], ids=IDS[:3])
+    inner, marker = store.store, store._marker_id
+    searched = len(inner.searched)
+    row = inner.store[marker]
+    inner.store[marker] = {**row, "metadata": {**row["metadata"], "_tc_marker": "single"}}  # the host's edit
+    with pytest.raises(SealError, match="edited") as edited:
+        SealedVectorStore(inner, key=key).similarity_search("q", k=1)
+    inner.store[marker] = {**row, "text": Sealer(generate_key()).seal("single", record_id=marker, field="marker")}
+    with pytest.raises(SealError, match="does not open") as forged:
+        SealedVectorStore(inner, key=key).similarity_search("q", k=1)
+    inner.store[marker] = row
+    with pytest.raises(ModeMismatchError, match="sealed marker says it was written in 'store-index'") as mismatch:
+        SealedVectorStore(inner, key=key, search=DEFAULT_SEARCH).similarity_search("q", k=1)
+    for error in (edited, forged, mismatch):
+        assert "fetch_k=None" not in str(error.value) and "search=None" not in str(error.value)
+    assert len(inner.searched) == searched  # nothing was sent: no query reached the store
+
+
+def test_single_stage_with_unprotected_embeddings_warns(base) -> None:
+    with pytest.warns(UnprotectedVectorsWarning, match="not protected"):
+        SealedVectorStore(RecordingStore, embedding=base, key=generate_key(), search=None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UnprotectedVectorsWarning)
+        SealedVectorStore(
+            RecordingStore,
+            embedding=ProtectedEmbeddings(base=base, mechanism=GaussianNoise(s=0.05)),
+            key=generate_key(),
+            search=None,
+        )
