@@ -38,6 +38,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from .errors import InvalidInputError, InvalidTypeError, TextcrafterError
 from .numerics import unit_rows
 from .sealing import NotPicklable, SealError, SecretKey
+from .validation import check_int
 
 __all__ = [
     "DEFAULT_CODE_BYTES",
@@ -68,14 +69,6 @@ class IndexConflictError(TextcrafterError, RuntimeError):
     """The index file was written by another process since this one loaded it (one writer at a time)."""
 
 
-def _check_int(value: Any, name: str, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise InvalidInputError(f"{name} must be an int, got {type(value).__name__}")
-    if not low <= int(value) <= high:
-        raise InvalidInputError(f"{name} must be between {low} and {high}, got {int(value)}")
-    return int(value)
-
-
 @dataclass(frozen=True)
 class AppIndexSearch:
     """The options of app-side index search, validated once here.
@@ -100,9 +93,9 @@ class AppIndexSearch:
     autosave: bool = True
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "open_k", _check_int(self.open_k, "open_k", 1, 100_000))
-        object.__setattr__(self, "code_bytes", _check_int(self.code_bytes, "code_bytes", 1, 4096))
-        object.__setattr__(self, "train_at", _check_int(self.train_at, "train_at", _CENTROIDS, 1 << 40))
+        object.__setattr__(self, "open_k", check_int(self.open_k, name="open_k", low=1, high=100_000))
+        object.__setattr__(self, "code_bytes", check_int(self.code_bytes, name="code_bytes", low=1, high=4096))
+        object.__setattr__(self, "train_at", check_int(self.train_at, name="train_at", low=_CENTROIDS, high=1 << 40))
         if self.index_path is not None and not isinstance(self.index_path, (str, os.PathLike)):
             raise InvalidTypeError(f"index_path must be a path or None, got {type(self.index_path).__name__}")
         if not isinstance(self.autosave, bool):
@@ -221,7 +214,7 @@ class AppIndex:
     """
 
     def __init__(self, dim: int, *, search: AppIndexSearch) -> None:
-        self.dim = _check_int(dim, "dim", 1, 1 << 16)
+        self.dim = check_int(dim, name="dim", low=1, high=1 << 16)
         self.search_options = search
         self._ids: list[str] = []
         self._pos: dict[str, int] = {}

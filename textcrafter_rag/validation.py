@@ -15,6 +15,7 @@ import numpy as np
 from .errors import InvalidInputError, InvalidTypeError, ProtectionError
 
 __all__ = [
+    "check_int",
     "check_vectors",
     "check_store_vectors",
     "check_texts",
@@ -195,6 +196,15 @@ def check_positive(value: Any, *, name: str) -> float:
     if not (math.isfinite(value) and value > 0):
         raise InvalidInputError(f"{name} must be a finite number > 0, got {value!r}")
     return float(value)
+
+
+def check_int(value: Any, *, name: str, low: int, high: int) -> int:
+    """Validate an int in ``[low, high]`` (an option such as ``open_k``); booleans and floats are refused."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise InvalidInputError(f"{name} must be an int, got {type(value).__name__}")
+    if not low <= int(value) <= high:
+        raise InvalidInputError(f"{name} must be between {low} and {high}, got {int(value)}")
+    return int(value)
 
 
 def check_released(out: np.ndarray, *, shape: tuple[int, ...], by: str, name: str = "embeddings") -> np.ndarray:

@@ -23,6 +23,7 @@ import numpy as np
 
 from ..errors import InvalidInputError, InvalidTypeError
 from ..sealing import NotPicklable, SecretKey
+from ..validation import check_int
 from .log import DEFAULT_SEGMENT_CHARS, IndexLog
 from .port import RecordPort
 from .vector_index import VectorIndex
@@ -33,14 +34,6 @@ __all__ = ["DEFAULT_OPEN_K", "StoreIndex", "StoreIndexSearch"]
 DEFAULT_OPEN_K = 100
 #: Index entries per segment written by a rebuild or a large add (a segment is one sealed message).
 _SEGMENT_ENTRIES = 2_000
-
-
-def _check_int(value: Any, name: str, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise InvalidTypeError(f"{name} must be an int, got {type(value).__name__}")
-    if not low <= int(value) <= high:
-        raise InvalidInputError(f"{name} must be between {low} and {high}, got {int(value)}")
-    return int(value)
 
 
 @dataclass(frozen=True)
@@ -66,10 +59,12 @@ class StoreIndexSearch:
     background_training: bool = True
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "open_k", _check_int(self.open_k, "open_k", 1, 100_000))
-        object.__setattr__(self, "code_bytes", _check_int(self.code_bytes, "code_bytes", 1, 4096))
-        object.__setattr__(self, "train_at", _check_int(self.train_at, "train_at", 256, 1 << 40))
-        object.__setattr__(self, "segment_chars", _check_int(self.segment_chars, "segment_chars", 1024, 1 << 30))
+        object.__setattr__(self, "open_k", check_int(self.open_k, name="open_k", low=1, high=100_000))
+        object.__setattr__(self, "code_bytes", check_int(self.code_bytes, name="code_bytes", low=1, high=4096))
+        object.__setattr__(self, "train_at", check_int(self.train_at, name="train_at", low=256, high=1 << 40))
+        object.__setattr__(
+            self, "segment_chars", check_int(self.segment_chars, name="segment_chars", low=1024, high=1 << 30)
+        )
         if isinstance(self.refresh_every, bool) or not isinstance(self.refresh_every, (int, float)):
             raise InvalidTypeError(
                 f"refresh_every must be a number of seconds, got {type(self.refresh_every).__name__}"
