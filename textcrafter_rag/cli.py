@@ -1,9 +1,10 @@
-"""The ``textcrafter`` command line: fit, protect, rekey, keygen, demo, attack, audit."""
+"""The ``textcrafter`` command line: fit, protect, rekey, keygen, rebuild-index, demo, attack, audit."""
 
 from __future__ import annotations
 
 import argparse
 import re
+import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -12,8 +13,8 @@ from typing import Any, NoReturn
 from .demo import run_demo
 from .deprecation import add_renamed_flag
 from .encoders import encoder_from_name
-from .errors import InvalidInputError, TextcrafterError
-from .extras import is_missing, missing_extra
+from .errors import InvalidInputError, MissingDependencyError, TextcrafterError
+from .extras import is_installed, is_missing, missing_extra
 from .keyed import TenantKey
 from .options import ProtectionOptions, check_tenant
 from .sealing import generate_key, key_like_runs, load_key
@@ -220,6 +221,17 @@ def _add_rekey_command(sub: argparse._SubParsersAction) -> None:
     rekey.set_defaults(func=_cmd_rekey)
 
 
+#: The program that rebuilds a store-held index: langchain-textcrafter's (the core imports no integration).
+REBUILD_MODULE = "langchain_textcrafter.rebuild"
+
+
+def _cmd_rebuild_index(args: argparse.Namespace) -> int:
+    """Run langchain-textcrafter's rebuild program (the core imports no integration), relaying its output."""
+    if not is_installed("langchain_textcrafter"):
+        raise MissingDependencyError("rebuild-index runs langchain-textcrafter's sealed store: pip install it")
+    return subprocess.call([sys.executable, "-m", REBUILD_MODULE, *args.rest])
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(n_docs=args.docs, queries=args.query or None, refit=args.refit, eps=args.eps)
 
@@ -310,6 +322,12 @@ def build_parser() -> argparse.ArgumentParser:
     keygen.set_defaults(func=_cmd_keygen)
     _add_rekey_command(sub)
 
+    rebuild = sub.add_parser(
+        "rebuild-index",
+        help="index every sealed record of a Chroma or Qdrant collection from the store (the store-held index)",
+        add_help=False,
+    )
+    rebuild.set_defaults(func=_cmd_rebuild_index, rest=[])  # its options: textcrafter rebuild-index --help
     demo = sub.add_parser("demo", help="the quickstart: protect a BBC News index and compare retrieval")
     demo.add_argument("--docs", type=int, default=500, help="number of BBC News articles to index")
     demo.add_argument("--query", action="append", help="a query to run (repeatable)")
@@ -342,7 +360,9 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``textcrafter`` command."""
     parser = build_parser()
     args, rest = parser.parse_known_args(argv)
-    if rest and getattr(args, "func", None) is not _research_missing:  # a stub takes any argument: its extra is named
+    if getattr(args, "func", None) is _cmd_rebuild_index:  # the child program parses its own arguments
+        args.rest = rest
+    elif rest and getattr(args, "func", None) is not _research_missing:  # a stub takes any argument: its extra is named
         parser.parse_args(argv)  # the usual error (values redacted)
     try:
         return int(args.func(args) or 0)
