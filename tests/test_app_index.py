@@ -99,3 +99,10 @@ def test_the_faiss_scan_gives_the_numpy_scan_s_scores():
     numpy_scores = pq.scores(q, codes)
     np.testing.assert_allclose(scores[0], numpy_scores[found[0]], atol=1e-5)
     np.testing.assert_allclose(scores[0], np.sort(numpy_scores)[::-1][:20], atol=1e-5)
+
+
+def test_choosing_the_file_index_says_what_it_cannot_hold():
+    from textcrafter_rag.app_index import SingleProcessIndexWarning
+
+    with pytest.warns(SingleProcessIndexWarning, match="StoreIndexSearch"):
+        AppIndexSearch(index_path="docs.tcidx")

@@ -26,6 +26,7 @@ import math
 import os
 import secrets
 import struct
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,6 +50,7 @@ __all__ = [
     "IndexConflictError",
     "IndexFile",
     "ProductQuantizer",
+    "SingleProcessIndexWarning",
 ]
 
 #: Records opened and ranked exactly per query (the measured default: 1.000 of clean NDCG@10 at 1,000,000).
@@ -63,6 +65,10 @@ _KMEANS_ITERS = 16
 _SCAN_CHUNK = 262_144
 _FORMAT = b"TCIDX1"
 _NONCE = 12
+
+
+class SingleProcessIndexWarning(UserWarning):
+    """The app-side index file serves one process: the store-held index (the default) is what holds across them."""
 
 
 class IndexConflictError(TextcrafterError, RuntimeError):
@@ -100,6 +106,14 @@ class AppIndexSearch:
             raise InvalidTypeError(f"index_path must be a path or None, got {type(self.index_path).__name__}")
         if not isinstance(self.autosave, bool):
             raise InvalidTypeError(f"autosave must be a bool, got {type(self.autosave).__name__}")
+        warnings.warn(
+            "AppIndexSearch keeps the sealed index in one process's file: a second writer process, a crash with "
+            "autosave off, a process without the file that writes first, or an older copy of the file put back "
+            "leaves records in the store that no search finds. StoreIndexSearch (the default) keeps the index in "
+            "the store and holds under each of these",
+            SingleProcessIndexWarning,
+            stacklevel=3,
+        )
 
 
 class ProductQuantizer:
