@@ -284,9 +284,9 @@ class _NoReadById(BasePydanticVectorStore):
 
 
 def test_a_store_that_cannot_read_by_id_keeps_single_stage_and_says_so_once(monkeypatch) -> None:
-    from llama_index.embeddings.textcrafter import sealed_vector_store
+    from llama_index.embeddings.textcrafter import _mode_choice
 
-    monkeypatch.setattr(sealed_vector_store, "_WARNED", set())
+    monkeypatch.setattr(_mode_choice, "_WARNED", set())
     with pytest.warns(StoreRanksWarning, match="ranks"):
         assert SealedVectorStore(_NoReadById(), key=generate_key()).search_options is None
     with warnings.catch_warnings():

@@ -3,8 +3,8 @@
 The mode marker (and, for a store opened with the default mode, the mode it was written in), the clean
 query's checks, what the store is asked (a protected query for candidates, or ids from the store-held or
 app-side index), and the exact re-rank of the opened shells. The store class holds the
-LlamaIndex protocol (add, query, delete) and the sealing of nodes; these steps translate shells for the
-framework-free core, :class:`textcrafter_rag.sealed_search.SealedSearch`.
+LlamaIndex protocol (add, query; deletes and clears in :mod:`._index_upkeep`) and the sealing of nodes; these
+steps translate shells for the framework-free core, :class:`textcrafter_rag.sealed_search.SealedSearch`.
 """
 
 from __future__ import annotations

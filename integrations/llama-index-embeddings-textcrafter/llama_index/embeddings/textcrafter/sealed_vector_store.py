@@ -36,14 +36,15 @@ All need a store that keeps payloads. A store that cannot read by id (or keeps n
 default, single-stage (the store ranks the nodes' embeddings), with a :class:`StoreRanksWarning` once. A
 store written before opens in the mode it was written in (its marker record names it; a store written
 single-stage, which has none, is recognised by its records).
+
+The mode a new store gets is chosen in :mod:`._mode_choice`; the deletes, clears and rebuilds that keep an
+index mode's index in step with the store are in :mod:`._index_upkeep`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import threading
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -58,14 +59,11 @@ from llama_index.core.vector_stores.types import (
     VectorStoreQueryResult,
 )
 
-from textcrafter_rag.app_index import AppIndexSearch
 from textcrafter_rag.errors import InvalidInputError, InvalidTypeError
 from textcrafter_rag.sealed.log import CHUNKS_FIELD, LOG_FIELD
-from textcrafter_rag.sealed.store_index import StoreIndexSearch
 from textcrafter_rag.sealed_records import ID_FIELD, IDS_KEY, RecordSealer, canonical_record_id
 from textcrafter_rag.sealed_search import (
     DIM_KEY,
-    INDEX_MODES,
     MARKER_KEY,
     MODE_KEY,
     SealedSearch,
@@ -76,7 +74,9 @@ from textcrafter_rag.sealed_search import (
 from textcrafter_rag.sealing import NotPicklable, SealError, SecretKey
 from textcrafter_rag.two_stage import VECTOR_KEY, TwoStageSearch
 
-from ._port import LlamaIndexPort, reads_by_id
+from ._index_upkeep import SealedIndexUpkeep
+from ._mode_choice import _FROM_FETCH_K, check_search, default_search, named_search, search_factory
+from ._port import LlamaIndexPort
 from ._sealed_ids import SealedNodeIds
 from ._sealed_steps import Found, SealedSearchSteps
 from .instrumentation import warn_unless_silent
@@ -85,43 +85,12 @@ __all__ = ["NODE_FIELD", "SealedVectorStore", "StoreRanksWarning"]
 
 #: Field name the whole node is sealed under.
 NODE_FIELD = "node"
-#: ``search=`` left out: the mode ``fetch_k`` names (single-stage by default).
-_FROM_FETCH_K: Any = object()
 #: Plain fields the sealed store adds to each shell or to its own records (the marker, the index log).
 _RESERVED = (VECTOR_KEY, MODE_KEY, MARKER_KEY, IDS_KEY, DIM_KEY, LOG_FIELD, CHUNKS_FIELD)
-#: Store classes already warned about in this process (:class:`StoreRanksWarning` is said once per class).
-_WARNED: set[str] = set()
-_WARNED_LOCK = threading.Lock()
-
-
-def default_search(store: BasePydanticVectorStore) -> StoreIndexSearch | None:
-    """The mode a new store gets when neither ``search=`` nor ``fetch_k=`` is given.
-
-    The store-held index (:class:`~textcrafter_rag.sealed.StoreIndexSearch`) where the store keeps payloads
-    and reads by id: the store then ranks nothing and learns no vector of any text, and every process with
-    the key searches it. Elsewhere single-stage (``None``: the store ranks the nodes' embeddings, which a
-    ``ProtectedEmbedding`` protects), said once per store class with a :class:`StoreRanksWarning`.
-    """
-    if reads_by_id(store):
-        return StoreIndexSearch()
-    name = type(store).__name__
-    with _WARNED_LOCK:
-        first = name not in _WARNED
-        _WARNED.add(name)
-    if first:
-        warnings.warn(
-            f"{name} cannot read nodes by id (get_nodes(node_ids=...)) or keeps no payloads, so the default "
-            "store-held index (search=StoreIndexSearch()) is not possible: this store ranks the nodes' "
-            "embeddings itself (protected vectors, with ProtectedEmbedding). Pass search=None to choose "
-            "this explicitly",
-            StoreRanksWarning,
-            stacklevel=4,
-        )
-    return None
 
 
 # NotPicklable first: LlamaIndex's own __getstate__ would silently drop the key holders and pickle the rest
-class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, BasePydanticVectorStore):
+class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, SealedIndexUpkeep, BasePydanticVectorStore):
     """Wrap a LlamaIndex vector store so it stores only sealed nodes (plus the plain metadata fields).
 
     Example:
@@ -209,29 +178,8 @@ class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, BasePyda
         if not isinstance(store, BasePydanticVectorStore):
             raise InvalidTypeError(f"store must be a LlamaIndex BasePydanticVectorStore, got {type(store).__name__}")
         defaulted = search is _FROM_FETCH_K and fetch_k is None
-        if defaulted:
-            search = default_search(store)
-        elif search is _FROM_FETCH_K:
-            search = TwoStageSearch.of(fetch_k)
-        elif fetch_k is not None:
-            raise InvalidInputError("give either fetch_k= or search=, not both")
-        if search is not None and not isinstance(search, (StoreIndexSearch, TwoStageSearch, AppIndexSearch)):
-            raise InvalidTypeError(
-                "search must be a StoreIndexSearch, a TwoStageSearch, an AppIndexSearch or None, "
-                f"got {type(search).__name__}"
-            )
-        if isinstance(search, StoreIndexSearch) and not reads_by_id(store):
-            raise InvalidInputError(
-                f"the store-held index reads records by id, and {type(store).__name__} cannot (get_nodes with "
-                "node_ids, through a sync client): use candidate search (fetch_k=) or search=None with this store"
-            )
-        if search is not None and not store.stores_text:
-            raise InvalidInputError(
-                f"sealed search needs a vector store that keeps payloads; {type(store).__name__} keeps only "
-                "vectors (stores_text=False), so the sealed clean vectors would have nowhere to go"
-            )
-        if embed_model is not None and search is None:
-            raise InvalidInputError("embed_model= is for sealed search (fetch_k= or search=): single-stage stores rank")
+        search = default_search(store) if defaulted else named_search(fetch_k, search)
+        check_search(store, search, embed_model)
         embeds_queries = store.is_embedding_query and embed_model is None
         super().__init__(stores_text=store.stores_text, is_embedding_query=embeds_queries)
         self._embed_model = embed_model
@@ -244,18 +192,8 @@ class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, BasePyda
             secret, sealed_metadata=sealed_metadata, context=context, record_ids=ids, legacy_clear_ids=legacy_clear_ids
         )
         self._port = LlamaIndexPort(store)
-        port = self._port
-
-        def new_search(options: SearchOptions | None) -> SealedSearch | None:
-            if options is None:
-                return None
-            core = SealedSearch(secret, context=context, options=options, strict=strict)
-            if core.mode == "store-index":
-                core.attach(port)
-            return core
-
-        self._new_search = new_search
-        self._search = new_search(search)
+        self._new_search = search_factory(secret, context=context, strict=strict, port=self._port)
+        self._search = self._new_search(search)
         self._adopt = defaulted and search is not None
         self._marker_id = single_stage_marker_id(secret, context=context)
 
@@ -372,11 +310,7 @@ class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, BasePyda
         self._records.check_filter(filters)
         self._records.check_store_kwargs(store_kwargs or {})
 
-    # -- the vector store protocol ---------------------------------------------------------------
-
-    def _indexes(self) -> bool:
-        """Whether this store's own index picks the records (an index mode): adds and deletes update it."""
-        return self._search is not None and self._search.mode in INDEX_MODES
+    # -- the vector store protocol (deletes and clears: SealedIndexUpkeep) ----------------------
 
     def add(self, nodes: Sequence[BaseNode], **add_kwargs: Any) -> list[str]:
         """Add the shells of ``nodes`` (the nodes themselves are not modified).
@@ -480,138 +414,6 @@ class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, BasePyda
         if node_ids is None:
             return [self.open_node(n) for n in await self._store.aget_nodes(None, filters) if not _own_record(n)]
         return [self.open_node(n) for n in await self._afind_shells(node_ids, filters)]
-
-    def delete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
-        """Delete the nodes of a source document (stored under its keyed id, and under its clear one if written so).
-
-        In an index mode the index forgets them after the store deleted them, where the store can list a
-        source document's nodes (a filter on ``ref_doc_id``); elsewhere their entries stay, skipped and
-        counted at search (:attr:`dead`).
-        """
-        self._check(None, delete_kwargs)
-        self._open_mode(None)
-        for sid in self._ref_doc_ids(ref_doc_id):
-            gone = self._ref_doc_nodes(sid) if self._indexes() else []
-            self._store.delete(sid, **delete_kwargs)
-            self._forget(gone)
-
-    async def adelete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
-        """Async :meth:`delete`."""
-        self._check(None, delete_kwargs)
-        await asyncio.to_thread(self._open_mode, None)
-        for sid in await asyncio.to_thread(self._ref_doc_ids, ref_doc_id):
-            gone = await asyncio.to_thread(self._ref_doc_nodes, sid) if self._indexes() else []
-            await self._store.adelete(sid, **delete_kwargs)
-            await asyncio.to_thread(self._forget, gone)
-
-    def delete_nodes(
-        self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None, **delete_kwargs: Any
-    ) -> None:
-        """Delete nodes by id (yours, mapped to the store's) or by a filter on plain fields.
-
-        In an index mode the index forgets them after the store deleted them (by a filter alone: the nodes
-        the store lists for it first, where it can).
-        """
-        self._check(filters, delete_kwargs)
-        self._open_mode(None)
-        store_ids = self._node_store_ids(node_ids)
-        gone = self._filtered_nodes(filters) if store_ids is None and filters is not None and self._indexes() else []
-        self._store.delete_nodes(store_ids, filters, **delete_kwargs)
-        self._forget(store_ids or gone)
-
-    async def adelete_nodes(
-        self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None, **delete_kwargs: Any
-    ) -> None:
-        """Async :meth:`delete_nodes`."""
-        self._check(filters, delete_kwargs)
-        await asyncio.to_thread(self._open_mode, None)
-        store_ids = await asyncio.to_thread(self._node_store_ids, node_ids)
-        gone: list[str] = []
-        if store_ids is None and filters is not None and self._indexes():
-            gone = await asyncio.to_thread(self._filtered_nodes, filters)
-        await self._store.adelete_nodes(store_ids, filters, **delete_kwargs)
-        await asyncio.to_thread(self._forget, store_ids or gone)
-
-    def _forget(self, store_ids: Sequence[Any]) -> None:
-        """Tombstone these store ids in the index, *after* the store deleted them (index modes only)."""
-        if store_ids and self._indexes():
-            assert self._search is not None
-            self._marker(write=False)  # a process that deletes before it adds or searches: the index's dimension
-            self._search.index_remove(list(store_ids))
-
-    def _indexed_ids(self) -> list[str]:
-        """Every id this store's index holds now (before a clear): the store-held one read up to date."""
-        if self._search is None or self._search.mode not in INDEX_MODES:
-            return []
-        if self._search.mode == "index":
-            index = self._search.index()
-            return index.ids() if index is not None else []
-        self._marker(write=False)  # the marker names the index's dimension
-        held = self._search.store_index()
-        if held is None:
-            return []
-        held.refresh()  # other processes' entries too
-        return held.index.ids()
-
-    def _cleared(self, ids: list[str]) -> None:
-        """After the wrapped store was cleared: the index forgets every id it held, the marker is gone.
-
-        The store-held index's log went with the store, so this process writes on as a new writer (a fresh
-        core: its old writer's next segment would sit above segments that are gone, which readers take for a
-        rollback), and tombstones the ids: other processes that hold them in memory drop them at their next
-        read, and a new process reads a log that starts over.
-        """
-        self._marker_checked = False
-        self._ids_scheme = None
-        if self._search is None:
-            return
-        if self._search.mode == "store-index":
-            old = self._search.store_index()
-            if old is not None:
-                self._search = self._new_search(self._search.options)
-                assert self._search is not None
-                self._search.store_index(old.log.dim)
-        if ids:
-            self._search.index_remove(ids)
-
-    def clear(self) -> None:
-        """Clear the wrapped store, and the index (app-side or store-held) of every id it held.
-
-        The store-held index's log is cleared with the store: another process that has *written* to it must
-        open the store anew (a new ``SealedVectorStore``) before it writes again, or readers take its next
-        segment, above the cleared ones, for a rollback (:class:`~textcrafter_rag.sealed.IndexRollbackError`).
-        """
-        ids = self._indexed_ids()
-        self._store.clear()
-        self._cleared(ids)
-
-    async def aclear(self) -> None:
-        """Async :meth:`clear`."""
-        ids = await asyncio.to_thread(self._indexed_ids)
-        await self._store.aclear()
-        await asyncio.to_thread(self._cleared, ids)
-
-    def rebuild_index(self, *, batch_size: int = 1_000, progress: bool = True) -> int:
-        """Rebuild the store-held index from the sealed shells the wrapped store holds; how many were indexed.
-
-        For a store whose log was lost, or whose shells were written without it. It only adds entries (never
-        tombstones one), so it is safe while other processes write. Needs a store that can list its records
-        (Qdrant, or a store whose ``get_nodes()`` returns every node).
-
-        Raises:
-            InvalidInputError: This store does not use the store-held index.
-            NotImplementedError: The wrapped store cannot list its records.
-        """
-        self._open_mode(None)
-        if self._search is None or self._search.mode != "store-index":
-            raise InvalidInputError("rebuild_index() is for the store-held index (search=StoreIndexSearch())")
-        self._marker(write=False)
-        return self._search.rebuild_index(batch_size=batch_size, progress=progress)
-
-    @property
-    def dead(self) -> int:
-        """Index entries a search read whose shells the store did not return (counted, never removed)."""
-        return self._search.dead if self._search is not None else 0
 
     def persist(self, persist_path: str, fs: Any = None) -> None:
         """Persist the wrapped store (it only ever held shells)."""

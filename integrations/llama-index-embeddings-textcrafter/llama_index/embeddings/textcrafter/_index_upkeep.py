@@ -1,0 +1,175 @@
+"""Index upkeep of the LlamaIndex :class:`~.sealed_vector_store.SealedVectorStore`: deletes, clears, rebuilds.
+
+In an index mode (the store-held index, or the app-side one) the sealed index, not the store, picks the
+records a search reads, so every removal from the store must reach the index too. The order is the write
+protocol's: the store deletes first, the index forgets after (a tombstone), so a crash in between leaves an
+entry whose record is gone, which searches skip and count (:attr:`~SealedIndexUpkeep.dead`), never a record
+that no search finds. Where the store cannot list what a delete removes (a filter on ``ref_doc_id``, or on
+plain fields), the entries stay and are skipped and counted the same way. A clear empties the store-held
+index's log with the store, so this process writes on as a new writer afterwards.
+
+Without an index (single-stage, candidates) they reach the wrapped store alone, your ids mapped to its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from llama_index.core.vector_stores.types import BasePydanticVectorStore, MetadataFilters
+
+from textcrafter_rag.errors import InvalidInputError
+from textcrafter_rag.sealed_search import INDEX_MODES, SealedSearch, SearchOptions
+
+__all__ = ["SealedIndexUpkeep"]
+
+
+class SealedIndexUpkeep:
+    """Deletes, clears and rebuilds that keep the sealed index in step with the store (mixed into the store)."""
+
+    _search: SealedSearch | None
+    _store: BasePydanticVectorStore
+    _marker_checked: bool
+    _ids_scheme: str | None
+    _new_search: Callable[[SearchOptions | None], SealedSearch | None]
+
+    # ``_check`` is the sealed vector store's own method; ``_open_mode``, ``_marker``, ``_ref_doc_nodes`` and
+    # ``_filtered_nodes`` are the search steps' (:mod:`._sealed_steps`), ``_ref_doc_ids`` and
+    # ``_node_store_ids`` the id mapping's (:mod:`._sealed_ids`).
+
+    def _indexes(self) -> bool:
+        """Whether this store's own index picks the records (an index mode): adds and deletes update it."""
+        return self._search is not None and self._search.mode in INDEX_MODES
+
+    def delete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
+        """Delete the nodes of a source document (stored under its keyed id, and under its clear one if written so).
+
+        In an index mode the index forgets them after the store deleted them, where the store can list a
+        source document's nodes (a filter on ``ref_doc_id``); elsewhere their entries stay, skipped and
+        counted at search (:attr:`dead`).
+        """
+        self._check(None, delete_kwargs)
+        self._open_mode(None)
+        for sid in self._ref_doc_ids(ref_doc_id):
+            gone = self._ref_doc_nodes(sid) if self._indexes() else []
+            self._store.delete(sid, **delete_kwargs)
+            self._forget(gone)
+
+    async def adelete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
+        """Async :meth:`delete`."""
+        self._check(None, delete_kwargs)
+        await asyncio.to_thread(self._open_mode, None)
+        for sid in await asyncio.to_thread(self._ref_doc_ids, ref_doc_id):
+            gone = await asyncio.to_thread(self._ref_doc_nodes, sid) if self._indexes() else []
+            await self._store.adelete(sid, **delete_kwargs)
+            await asyncio.to_thread(self._forget, gone)
+
+    def delete_nodes(
+        self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None, **delete_kwargs: Any
+    ) -> None:
+        """Delete nodes by id (yours, mapped to the store's) or by a filter on plain fields.
+
+        In an index mode the index forgets them after the store deleted them (by a filter alone: the nodes
+        the store lists for it first, where it can).
+        """
+        self._check(filters, delete_kwargs)
+        self._open_mode(None)
+        store_ids = self._node_store_ids(node_ids)
+        gone = self._filtered_nodes(filters) if store_ids is None and filters is not None and self._indexes() else []
+        self._store.delete_nodes(store_ids, filters, **delete_kwargs)
+        self._forget(store_ids or gone)
+
+    async def adelete_nodes(
+        self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None, **delete_kwargs: Any
+    ) -> None:
+        """Async :meth:`delete_nodes`."""
+        self._check(filters, delete_kwargs)
+        await asyncio.to_thread(self._open_mode, None)
+        store_ids = await asyncio.to_thread(self._node_store_ids, node_ids)
+        gone: list[str] = []
+        if store_ids is None and filters is not None and self._indexes():
+            gone = await asyncio.to_thread(self._filtered_nodes, filters)
+        await self._store.adelete_nodes(store_ids, filters, **delete_kwargs)
+        await asyncio.to_thread(self._forget, store_ids or gone)
+
+    def _forget(self, store_ids: Sequence[Any]) -> None:
+        """Tombstone these store ids in the index, *after* the store deleted them (index modes only)."""
+        if store_ids and self._indexes():
+            assert self._search is not None
+            self._marker(write=False)  # a process that deletes before it adds or searches: the index's dimension
+            self._search.index_remove(list(store_ids))
+
+    def _indexed_ids(self) -> list[str]:
+        """Every id this store's index holds now (before a clear): the store-held one read up to date."""
+        if self._search is None or self._search.mode not in INDEX_MODES:
+            return []
+        if self._search.mode == "index":
+            index = self._search.index()
+            return index.ids() if index is not None else []
+        self._marker(write=False)  # the marker names the index's dimension
+        held = self._search.store_index()
+        if held is None:
+            return []
+        held.refresh()  # other processes' entries too
+        return held.index.ids()
+
+    def _cleared(self, ids: list[str]) -> None:
+        """After the wrapped store was cleared: the index forgets every id it held, the marker is gone.
+
+        The store-held index's log went with the store, so this process writes on as a new writer (a fresh
+        core: its old writer's next segment would sit above segments that are gone, which readers take for a
+        rollback), and tombstones the ids: other processes that hold them in memory drop them at their next
+        read, and a new process reads a log that starts over.
+        """
+        self._marker_checked = False
+        self._ids_scheme = None
+        if self._search is None:
+            return
+        if self._search.mode == "store-index":
+            old = self._search.store_index()
+            if old is not None:
+                self._search = self._new_search(self._search.options)
+                assert self._search is not None
+                self._search.store_index(old.log.dim)
+        if ids:
+            self._search.index_remove(ids)
+
+    def clear(self) -> None:
+        """Clear the wrapped store, and the index (app-side or store-held) of every id it held.
+
+        The store-held index's log is cleared with the store: another process that has *written* to it must
+        open the store anew (a new ``SealedVectorStore``) before it writes again, or readers take its next
+        segment, above the cleared ones, for a rollback (:class:`~textcrafter_rag.sealed.IndexRollbackError`).
+        """
+        ids = self._indexed_ids()
+        self._store.clear()
+        self._cleared(ids)
+
+    async def aclear(self) -> None:
+        """Async :meth:`clear`."""
+        ids = await asyncio.to_thread(self._indexed_ids)
+        await self._store.aclear()
+        await asyncio.to_thread(self._cleared, ids)
+
+    def rebuild_index(self, *, batch_size: int = 1_000, progress: bool = True) -> int:
+        """Rebuild the store-held index from the sealed shells the wrapped store holds; how many were indexed.
+
+        For a store whose log was lost, or whose shells were written without it. It only adds entries (never
+        tombstones one), so it is safe while other processes write. Needs a store that can list its records
+        (Qdrant, or a store whose ``get_nodes()`` returns every node).
+
+        Raises:
+            InvalidInputError: This store does not use the store-held index.
+            NotImplementedError: The wrapped store cannot list its records.
+        """
+        self._open_mode(None)
+        if self._search is None or self._search.mode != "store-index":
+            raise InvalidInputError("rebuild_index() is for the store-held index (search=StoreIndexSearch())")
+        self._marker(write=False)
+        return self._search.rebuild_index(batch_size=batch_size, progress=progress)
+
+    @property
+    def dead(self) -> int:
+        """Index entries a search read whose shells the store did not return (counted, never removed)."""
+        return self._search.dead if self._search is not None else 0

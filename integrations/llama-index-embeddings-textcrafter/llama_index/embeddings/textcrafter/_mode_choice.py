@@ -1,0 +1,118 @@
+"""The search mode a LlamaIndex :class:`~.sealed_vector_store.SealedVectorStore` is built with.
+
+A new store gets the strongest mode its wrapped store allows: the store-held index where the store keeps
+payloads and reads by id (the store then ranks nothing), else single-stage, said once per store class with a
+:class:`~textcrafter_rag.sealed_search.StoreRanksWarning` so that nobody gets the weaker mode unawares. A
+mode the caller names (``search=`` or ``fetch_k=``) is checked against the store here, before anything is
+sent to it. Construction never reads the store: a store written before in another mode is recognised at its
+first use (``_open_mode`` in :mod:`._sealed_steps`), and only when the mode was defaulted, never when the
+caller chose it; the core is then rebuilt by the factory made here (:func:`search_factory`), as it is after
+a clear (a new writer of the store-held index).
+"""
+
+from __future__ import annotations
+
+import threading
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+from llama_index.core.vector_stores.types import BasePydanticVectorStore
+
+from textcrafter_rag.app_index import AppIndexSearch
+from textcrafter_rag.errors import InvalidInputError, InvalidTypeError
+from textcrafter_rag.sealed.store_index import StoreIndexSearch
+from textcrafter_rag.sealed_search import SealedSearch, SearchOptions, StoreRanksWarning
+from textcrafter_rag.sealing import SecretKey
+from textcrafter_rag.two_stage import TwoStageSearch
+
+from ._port import LlamaIndexPort, reads_by_id
+
+__all__ = ["check_search", "default_search", "named_search", "search_factory"]
+
+#: ``search=`` left out: the mode ``fetch_k`` names (single-stage by default).
+_FROM_FETCH_K: Any = object()
+#: Store classes already warned about in this process (:class:`StoreRanksWarning` is said once per class).
+_WARNED: set[str] = set()
+_WARNED_LOCK = threading.Lock()
+
+
+def default_search(store: BasePydanticVectorStore) -> StoreIndexSearch | None:
+    """The mode a new store gets when neither ``search=`` nor ``fetch_k=`` is given.
+
+    The store-held index (:class:`~textcrafter_rag.sealed.StoreIndexSearch`) where the store keeps payloads
+    and reads by id: the store then ranks nothing and learns no vector of any text, and every process with
+    the key searches it. Elsewhere single-stage (``None``: the store ranks the nodes' embeddings, which a
+    ``ProtectedEmbedding`` protects), said once per store class with a :class:`StoreRanksWarning`.
+    """
+    if reads_by_id(store):
+        return StoreIndexSearch()
+    name = type(store).__name__
+    with _WARNED_LOCK:
+        first = name not in _WARNED
+        _WARNED.add(name)
+    if first:
+        warnings.warn(
+            f"{name} cannot read nodes by id (get_nodes(node_ids=...)) or keeps no payloads, so the default "
+            "store-held index (search=StoreIndexSearch()) is not possible: this store ranks the nodes' "
+            "embeddings itself (protected vectors, with ProtectedEmbedding). Pass search=None to choose "
+            "this explicitly",
+            StoreRanksWarning,
+            stacklevel=4,
+        )
+    return None
+
+
+def named_search(fetch_k: int | TwoStageSearch | None, search: SearchOptions | None) -> SearchOptions | None:
+    """The mode the caller named: ``search=`` itself, or candidate search for ``fetch_k=`` (never both)."""
+    if search is _FROM_FETCH_K:
+        return TwoStageSearch.of(fetch_k)
+    if fetch_k is not None:
+        raise InvalidInputError("give either fetch_k= or search=, not both")
+    return search
+
+
+def check_search(store: BasePydanticVectorStore, search: SearchOptions | None, embed_model: Any) -> None:
+    """Refuse a mode this store cannot hold, before anything is sent to it.
+
+    The index modes read shells by id, and every sealed mode puts the sealed clean vector in the payload;
+    ``embed_model=`` only serves sealed search (a single-stage store ranks the query the index embeds).
+    """
+    if search is not None and not isinstance(search, (StoreIndexSearch, TwoStageSearch, AppIndexSearch)):
+        raise InvalidTypeError(
+            "search must be a StoreIndexSearch, a TwoStageSearch, an AppIndexSearch or None, "
+            f"got {type(search).__name__}"
+        )
+    if isinstance(search, StoreIndexSearch) and not reads_by_id(store):
+        raise InvalidInputError(
+            f"the store-held index reads records by id, and {type(store).__name__} cannot (get_nodes with "
+            "node_ids, through a sync client): use candidate search (fetch_k=) or search=None with this store"
+        )
+    if search is not None and not store.stores_text:
+        raise InvalidInputError(
+            f"sealed search needs a vector store that keeps payloads; {type(store).__name__} keeps only "
+            "vectors (stores_text=False), so the sealed clean vectors would have nowhere to go"
+        )
+    if embed_model is not None and search is None:
+        raise InvalidInputError("embed_model= is for sealed search (fetch_k= or search=): single-stage stores rank")
+
+
+def search_factory(
+    secret: SecretKey, *, context: str, strict: bool, port: LlamaIndexPort
+) -> Callable[[SearchOptions | None], SealedSearch | None]:
+    """What builds the core for a mode's options (``None``: single-stage, no core).
+
+    A closure over the construction's arguments, so the store rebuilds its core the same way whenever the
+    mode or the writer changes (a store written before in another mode, a clear); the store-held index gets
+    the port to the wrapped store, where its log lives.
+    """
+
+    def new_search(options: SearchOptions | None) -> SealedSearch | None:
+        if options is None:
+            return None
+        core = SealedSearch(secret, context=context, options=options, strict=strict)
+        if core.mode == "store-index":
+            core.attach(port)
+        return core
+
+    return new_search
