@@ -24,7 +24,7 @@ from textcrafter_rag.app_index import AppIndexSearch
 from textcrafter_rag.sealed import StoreIndexSearch
 from textcrafter_rag.sealed.log import LOG_FIELD
 from textcrafter_rag.sealed_search import ModeMismatchError, StoreRanksWarning
-from textcrafter_rag.sealing import Sealer, generate_key
+from textcrafter_rag.sealing import Sealer, SealError, generate_key
 from textcrafter_rag.testing import KnownVectors
 from textcrafter_rag.two_stage import TwoStageSearch
 
@@ -334,3 +334,40 @@ def test_workers_opened_before_the_collection_existed_and_a_clear_after_every_de
     a.clear()  # a's index holds no id, but its writer has written: it writes on as a new one
     a.add(_nodes(base, range(2)))
     assert set(_texts(_worker(client, key), base, "x", 5)) == set(TEXTS[:2])  # no rollback for a new worker
+
+
+def test_the_mode_comes_from_the_sealed_marker_and_no_error_recommends_a_weaker_mode(base) -> None:
+    client, key = QdrantClient(":memory:"), generate_key()
+    first = _worker(client, key)
+    first.add(_nodes(base, range(6)))
+    marker = next(p for p in _points(client) if (p.payload or {}).get("_tc_marker"))
+    content = json.loads(marker.payload["_node_content"])
+    content["metadata"]["_tc_marker"] = "single"  # the host says the store was written single-stage
+    client.set_payload(
+        "notes", payload={"_tc_marker": "single", "_node_content": json.dumps(content)}, points=[marker.id]
+    )
+    with pytest.raises(SealError, match="edited") as edited:
+        _texts(_worker(client, key), base, TEXTS[0], 2)
+    client.set_payload("notes", payload=marker.payload, points=[marker.id])
+    with pytest.raises(ModeMismatchError, match="sealed marker says it was written in 'store-index'") as mismatch:
+        _texts(_worker(client, key, search=TwoStageSearch()), base, TEXTS[0], 2)
+    for error in (edited, mismatch):
+        assert "fetch_k=None" not in str(error.value) and "search=None" not in str(error.value)
+    assert len(_texts(_worker(client, key), base, TEXTS[0], 2)) == 2  # the untouched marker opens as written
+
+
+def test_single_stage_warns_when_handed_vectors_no_protected_embedding_made(base) -> None:
+    from llama_index.embeddings.textcrafter import ProtectedEmbedding
+    from textcrafter_rag import GaussianNoise
+    from textcrafter_rag.sealed_search import UnprotectedVectorsWarning
+
+    store = SealedVectorStore(SimpleVectorStore(), key=generate_key(), search=None)
+    with pytest.warns(UnprotectedVectorsWarning, match="2 of 2 vectors came from no ProtectedEmbedding"):
+        store.add(_nodes(base, range(2)))
+    protected = ProtectedEmbedding(base=base, mechanism=GaussianNoise(s=0.05))
+    nodes = _nodes(base, range(2, 4))
+    for node, vector in zip(nodes, protected.get_text_embedding_batch([n.text for n in nodes]), strict=True):
+        node.embedding = vector
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UnprotectedVectorsWarning)
+        store.add(nodes)

@@ -14,19 +14,21 @@ from __future__ import annotations
 
 import threading
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from llama_index.core.schema import BaseNode
 from llama_index.core.vector_stores.types import BasePydanticVectorStore
 
 from textcrafter_rag.app_index import AppIndexSearch
 from textcrafter_rag.errors import InvalidInputError, InvalidTypeError
 from textcrafter_rag.sealed.store_index import StoreIndexSearch
-from textcrafter_rag.sealed_search import SealedSearch, SearchOptions, StoreRanksWarning
+from textcrafter_rag.sealed_search import SealedSearch, SearchOptions, StoreRanksWarning, UnprotectedVectorsWarning
 from textcrafter_rag.sealing import SecretKey
 from textcrafter_rag.two_stage import TwoStageSearch
 
 from ._port import LlamaIndexPort, reads_by_id
+from .instrumentation import PROTECTED_VECTORS
 
 __all__ = ["check_search", "default_search", "named_search", "search_factory"]
 
@@ -86,7 +88,7 @@ def check_search(store: BasePydanticVectorStore, search: SearchOptions | None, e
     if isinstance(search, StoreIndexSearch) and not reads_by_id(store):
         raise InvalidInputError(
             f"the store-held index reads records by id, and {type(store).__name__} cannot (get_nodes with "
-            "node_ids, through a sync client): use candidate search (fetch_k=) or search=None with this store"
+            "node_ids, through a sync client); what each other mode leaves to the store: docs/sealed_search.md"
         )
     if search is not None and not store.stores_text:
         raise InvalidInputError(
@@ -95,6 +97,24 @@ def check_search(store: BasePydanticVectorStore, search: SearchOptions | None, e
         )
     if embed_model is not None and search is None:
         raise InvalidInputError("embed_model= is for sealed search (fetch_k= or search=): single-stage stores rank")
+
+
+def warn_unprotected(nodes: Sequence[BaseNode]) -> None:
+    """Single-stage: warn when the store is handed vectors no ``ProtectedEmbedding`` of this process made.
+
+    The store ranks (and holds) these vectors themselves; clean ones are what an inverter reads. Vectors made
+    in another process, or long before, are not recognised either: filter the warning then.
+    """
+    vectors = [n.embedding for n in nodes if n.embedding is not None]
+    unknown = PROTECTED_VECTORS.unknown(vectors) if vectors else 0
+    if unknown:
+        warnings.warn(
+            f"single-stage search (search=None): {unknown} of {len(vectors)} vectors came from no ProtectedEmbedding "
+            "of this process, and the store ranks and holds them as they are; embed with ProtectedEmbedding(base=...) "
+            "or leave search= out",
+            UnprotectedVectorsWarning,
+            stacklevel=3,
+        )
 
 
 def search_factory(

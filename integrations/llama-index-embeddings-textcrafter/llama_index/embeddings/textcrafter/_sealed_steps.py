@@ -29,6 +29,7 @@ from textcrafter_rag.app_index import AppIndexSearch
 from textcrafter_rag.candidate_rounds import Rounds
 from textcrafter_rag.errors import InvalidInputError
 from textcrafter_rag.sealed.log import LOG_FIELD
+from textcrafter_rag.sealed.marker import StoreMarker
 from textcrafter_rag.sealed.store_index import StoreIndexSearch
 from textcrafter_rag.sealed_records import ID_FIELD, IDS_KEY, RecordSealer, canonical_record_id
 from textcrafter_rag.sealed_search import (
@@ -83,6 +84,8 @@ class SealedSearchSteps:
     _store: BasePydanticVectorStore
     _records: RecordSealer
     _marker_id: str
+    #: The marker's id and sealed text; the mode is read from the text, never from the host's plain field.
+    _store_marker: StoreMarker
     _marker_checked: bool
     _port: LlamaIndexPort
     _new_search: Callable[[SearchOptions | None], SealedSearch | None]
@@ -103,7 +106,7 @@ class SealedSearchSteps:
             return
         marker = self._port.get([self._marker_id])
         if marker:
-            mode = marker[0].fields.get(MARKER_KEY)
+            mode = self._store_marker.mode(marker[0].fields, marker[0].text)  # sealed: a forged field is refused
         elif dim is None:
             return
         else:
@@ -148,7 +151,8 @@ class SealedSearchSteps:
         mode = self._search.mode if self._search is not None else "single"
         if found is None:
             return False
-        check_marker_mode(mode, found[0].metadata if found else None)
+        written = self._store_marker.mode(found[0].metadata or {}, found[0].get_content()) if found else None
+        check_marker_mode(mode, written)
         if found and self._search is not None:
             self._search.marker_seen = True
             dim = (found[0].metadata or {}).get(DIM_KEY)

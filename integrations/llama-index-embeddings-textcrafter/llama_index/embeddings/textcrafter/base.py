@@ -30,7 +30,7 @@ from textcrafter_rag.errors import InvalidInputError
 from textcrafter_rag.options import ProtectionOptions
 
 from .encoders import document_encoder, undecorated
-from .instrumentation import SILENT_VECTORS, VectorFreeEmbedding, without_span
+from .instrumentation import PROTECTED_VECTORS, SILENT_VECTORS, VectorFreeEmbedding, without_span
 
 __all__ = ["BypassedCacheWarning", "ProtectedEmbedding", "SealedEmbedding", "span_free_encoders"]
 
@@ -165,19 +165,19 @@ class ProtectedEmbedding(VectorFreeEmbedding):
     # Documents: always protected, one mechanism call per batch.
     @without_span  # a span around it would hand its result, the vectors, to span handlers
     def _get_text_embedding(self, text: str) -> Embedding:
-        return self._protector.embed_documents([text])[0].tolist()
+        return _released(self._protector.embed_documents([text]).tolist())[0]
 
     @without_span  # a span around it would hand its result, the vectors, to span handlers
     def _get_text_embeddings(self, texts: list[str]) -> list[Embedding]:
-        return self._protector.embed_documents(texts).tolist()
+        return _released(self._protector.embed_documents(texts).tolist())
 
     @without_span  # a span around it would hand its result, the vectors, to span handlers
     async def _aget_text_embedding(self, text: str) -> Embedding:
-        return (await self._protector.aembed_documents([text]))[0].tolist()
+        return _released((await self._protector.aembed_documents([text])).tolist())[0]
 
     @without_span  # a span around it would hand its result, the vectors, to span handlers
     async def _aget_text_embeddings(self, texts: list[str]) -> list[Embedding]:
-        return (await self._protector.aembed_documents(texts)).tolist()
+        return _released((await self._protector.aembed_documents(texts)).tolist())
 
     # Queries: the base's query path; noised only if protect_queries, rotated whenever keyed.
     @without_span  # a span around it would hand its result, the vectors, to span handlers
@@ -187,6 +187,12 @@ class ProtectedEmbedding(VectorFreeEmbedding):
     @without_span  # a span around it would hand its result, the vectors, to span handlers
     async def _aget_query_embedding(self, query: str) -> Embedding:
         return (await self._protector.aembed_query(query)).tolist()
+
+
+def _released(vectors: list[Embedding]) -> list[Embedding]:
+    """Protected document vectors, remembered (keyed digests) so a single-stage store can tell them from clean ones."""
+    PROTECTED_VECTORS.add(vectors)
+    return vectors
 
 
 class SealedEmbedding(VectorFreeEmbedding):

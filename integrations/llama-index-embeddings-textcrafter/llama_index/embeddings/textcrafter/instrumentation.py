@@ -40,6 +40,7 @@ from llama_index.core.instrumentation.events.embedding import EmbeddingEndEvent,
 from llama_index.core.schema import BaseNode, MetadataMode
 
 __all__ = [
+    "PROTECTED_VECTORS",
     "SILENT_VECTORS",
     "ReportedVectorsWarning",
     "SilentVectors",
@@ -106,6 +107,9 @@ class SilentVectors:
 
 #: The clean vectors that ``SealedEmbedding`` models of this process released (see :class:`SilentVectors`).
 SILENT_VECTORS = SilentVectors()
+#: The protected document vectors that ``ProtectedEmbedding`` models of this process released (the same keyed
+#: digests): a single-stage store warns when it is handed vectors none of them made.
+PROTECTED_VECTORS = SilentVectors()
 
 
 def warn_unless_silent(vectors: Sequence[Any], *, what: str, stacklevel: int = 2) -> int:

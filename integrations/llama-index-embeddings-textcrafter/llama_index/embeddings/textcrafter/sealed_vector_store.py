@@ -61,6 +61,7 @@ from llama_index.core.vector_stores.types import (
 
 from textcrafter_rag.errors import InvalidInputError, InvalidTypeError
 from textcrafter_rag.sealed.log import CHUNKS_FIELD, LOG_FIELD
+from textcrafter_rag.sealed.marker import StoreMarker
 from textcrafter_rag.sealed_records import ID_FIELD, IDS_KEY, RecordSealer, canonical_record_id
 from textcrafter_rag.sealed_search import (
     DIM_KEY,
@@ -69,13 +70,12 @@ from textcrafter_rag.sealed_search import (
     SealedSearch,
     SearchOptions,
     StoreRanksWarning,
-    single_stage_marker_id,
 )
 from textcrafter_rag.sealing import NotPicklable, SealError, SecretKey
 from textcrafter_rag.two_stage import VECTOR_KEY, TwoStageSearch
 
 from ._index_upkeep import SealedIndexUpkeep
-from ._mode_choice import _FROM_FETCH_K, check_search, default_search, named_search, search_factory
+from ._mode_choice import _FROM_FETCH_K, check_search, default_search, named_search, search_factory, warn_unprotected
 from ._port import LlamaIndexPort
 from ._sealed_ids import SealedNodeIds
 from ._sealed_steps import Found, SealedSearchSteps
@@ -195,7 +195,8 @@ class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, SealedIn
         self._new_search = search_factory(secret, context=context, strict=strict, port=self._port)
         self._search = self._new_search(search)
         self._adopt = defaulted and search is not None
-        self._marker_id = single_stage_marker_id(secret, context=context)
+        self._store_marker = StoreMarker(secret, context=context)
+        self._marker_id = self._store_marker.id
 
     @classmethod
     def class_name(cls) -> str:
@@ -320,6 +321,8 @@ class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, SealedIn
         skip and count, never a stored record that no search finds.
         """
         self._open_mode(_dim_of(nodes))
+        if self._search is None:
+            warn_unprotected(nodes)
         shells, clean = self._shells(nodes)
         self._marker(write=False)
         self._check_writable()
@@ -333,6 +336,8 @@ class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, SealedIn
     async def async_add(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[str]:
         """Async :meth:`add`."""
         await asyncio.to_thread(self._open_mode, _dim_of(nodes))
+        if self._search is None:
+            warn_unprotected(nodes)
         shells, clean = self._shells(nodes)
         await self._amarker(write=False)
         await asyncio.to_thread(self._check_writable)
