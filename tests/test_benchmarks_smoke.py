@@ -51,6 +51,7 @@ SCRIPTS = [
     "benchmarks.two_stage",
     "benchmarks.sealing_padding",
     "benchmarks.sealed_search",
+    "benchmarks.sealed_search.store_index",
 ]
 #: Command-line tools among the benchmarks that write no results of their own (the GPU inverter's steps:
 #: the device step imports only what the GPU machine has, so not the shared options).

@@ -539,7 +539,9 @@ def render_markdown(rows: Sequence[dict[str, Any]], meta: dict[str, Any]) -> str
         f"machine: {m.get('cpu_count', '?')} cores, shared (load average {m.get('load_avg_1m', '?')} at the end); "
         f"code at {meta.get('git', {}).get('head', '?')}"
         + (" with uncommitted library changes in the tree" if meta.get("git", {}).get("dirty_library") else "")
-        + f". Reproduce (all parts, ~12 min on the idle machine): `python -m {SCRIPT.module}`.",
+        + f". Reproduce: `python -m {SCRIPT.module}` (all parts; this run took "
+        f"{(meta.get('runtime_seconds') or 0) / 60:.1f} min, the latency part "
+        f"{(meta.get('latency', {}).get('seconds') or 0) / 60:.1f} min of it).",
         "",
         "## Search latency and NDCG@10",
         "",
