@@ -19,7 +19,7 @@ pytest.importorskip("langchain_qdrant")
 pytest.importorskip("psutil")
 
 from benchmarks.sealed_search import store_index
-from benchmarks.sealed_search.store_index import (
+from benchmarks.sealed_search.store_index_parts import (
     DEFAULT,
     EVERY,
     MODES,
@@ -28,8 +28,8 @@ from benchmarks.sealed_search.store_index import (
     grow,
     latency_rows,
     memory_rows,
-    render_markdown,
 )
+from benchmarks.sealed_search.store_index_report import render_markdown
 
 DIM = 32
 

@@ -1,22 +1,13 @@
-"""The app-side index: the application ranks, the store holds nothing rankable.
+"""The app-side index file: the application ranks, the store holds nothing rankable, the index is a local file.
 
-Any vector a store can rank with can be compared with an attacker's own guesses; noise and a keyed
-rotation only change how many known (text, stored vector) pairs the attacker needs. In this mode the
-store holds the sealed records and, as its vector, a keyed random unit vector with no relation to the
-text; the application keeps a compressed index of the clean vectors in memory, scans it for the
-``open_k`` best records, fetches those by id, opens their sealed clean vectors and ranks them exactly.
-
-* Below ``train_at`` records the index keeps each clean direction (float32 in memory, float16 in its file)
-  and scans exactly.
-* From ``train_at`` on it keeps ``code_bytes`` bytes per record: product-quantization codes (one byte per
-  sub-vector, 256 centroids each, k-means on the clean directions) scanned by asymmetric distance (the
-  query stays exact). The re-rank of the ``open_k`` opened records is exact, so the codes only have to put
-  the true top ``k`` among the first ``open_k`` (``benchmarks/results/sealed_search.md`` measures it).
-* The index is persisted sealed (AES-256-GCM under its own HKDF subkey, bound to the tenant and to its
-  format) to a local file: :class:`IndexFile`. One writer at a time: a save that finds the file written
-  by another process since this one loaded it is refused (:class:`IndexConflictError`), never merged.
-
-Framework-free; both adapters' sealed stores use it through :class:`~textcrafter_rag.sealed_search.SealedSearch`.
+The store holds the sealed records under keyed random unit vectors (no relation to the text); the application
+keeps a compressed index of the clean vectors, scans it for the ``open_k`` best records, fetches those by id and
+ranks them exactly. Below ``train_at`` records the index is exact; from there it keeps ``code_bytes`` bytes of
+product-quantization code a record (k-means per sub-vector, asymmetric scan; the exact re-rank means the codes
+only have to put the true top ``k`` among the first ``open_k``). It is persisted sealed (AES-256-GCM under its
+own subkey, bound to the tenant and format) to a local file, one writer at a time (:class:`IndexFile`,
+:class:`IndexConflictError`). The store-held index (:mod:`textcrafter_rag.sealed`) keeps it in the store instead,
+which every process shares: the default.
 """
 
 from __future__ import annotations
