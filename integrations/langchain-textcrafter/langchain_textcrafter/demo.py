@@ -1,7 +1,7 @@
 """The quickstart: the recommended setup on 500 BBC News articles, and what each party gets from it.
 
 The README's two lines, run for real: ``ProtectedEmbeddings`` over the bundled all-MiniLM-L6-v2 and the
-default ``SealedVectorStore`` (candidate search in rounds to a recall target) over LangChain's
+default ``SealedVectorStore`` (the store-held index: the store ranks nothing) over LangChain's
 ``InMemoryVectorStore``.
 It prints what the store holds for one record, retrieval (headline -> its article) against a plain store of
 the clean vectors, the top results of a few queries side by side, and what an attacker who reads the store
@@ -100,7 +100,7 @@ def _show_record(store: SealedVectorStore, clean: np.ndarray, bodies: Sequence[s
     print(
         f"  Plaintext in the whole store: {leaked} of {len(bodies)} articles. Texts and the named metadata are "
         "AES-256-GCM ciphertext bound to the record id; _tc_vec is the clean vector, sealed the same way; the "
-        "vector is a candidate: rotated by the tenant's key and heavily noised."
+        "vector is a keyed random unit vector of the record id, unrelated to the text (the store ranks nothing)."
     )
 
 
@@ -117,8 +117,8 @@ def _retrieval(store: SealedVectorStore, encoder: Encoder, clean: np.ndarray, he
         r10 = np.mean([i in t for i, t in enumerate(tops)])
         print(f"  {name:28s} Recall@1 {r1:.3f}   Recall@10 {r10:.3f}")
     print(
-        f"  (sealed search: {per_query * 1000:.1f} ms a query to fetch candidates in rounds until the expected "
-        "recall reaches 0.95, open them and rank them)"
+        f"  (sealed search: {per_query * 1000:.1f} ms a query to read the index log, scan the index, fetch the best "
+        "100 records by id, open them and rank them)"
     )
 
 
@@ -210,9 +210,9 @@ def run_demo(
     )
     _guessing_attacker(store, clean, protected, len(bodies))
     print(
-        "\nWhat happened: the store received ciphertext and candidate vectors only; every search sent it a "
-        "protected query, fetched candidates in rounds (100, 200, ...) until the expected recall of the exact top 10 "
-        "reached 0.95, and ranked them in this process by their sealed clean vectors. "
+        "\nWhat happened: the store received ciphertext, keyed random vectors and the sealed index log only; every "
+        "search read the log, scanned the index in this process, fetched the best 100 records by keyed id and "
+        "ranked them by their sealed clean vectors. "
         "The key stays with the app (TEXTCRAFTER_KEY, or `textcrafter keygen`). "
         f"Done in {time.perf_counter() - t0:.1f}s."
     )
