@@ -185,3 +185,34 @@ def test_data_records_get_the_index_modes_keyed_vectors():
     ids = [f"r{i}" for i in range(5)]
     assert np.array_equal(held.store_vectors(x, ids), file_mode.store_vectors(x, ids))
     assert abs(held.store_vectors(x, ids) @ x.T).max() < 0.9  # unrelated to the clean vectors
+
+
+class MissesHeads(MemoryPort):
+    """An approximate engine's search that misses the heads of one writer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hidden: set[str] = set()
+
+    def search(self, vector, k):
+        return [r for r in super().search(vector, k + len(self.hidden)) if r.id not in self.hidden][:k]
+
+
+def test_a_head_the_search_misses_is_found_through_a_head_that_names_its_writer():
+    port, x = MissesHeads(), vectors(4, 15)
+    first, second = process(port), process(port)
+    first.add(["a"], x[:1])
+    second.add(["b"], x[1:2])  # second read the log before writing: its head names the first writer
+    port.hidden = {r.id for r in port.records.values() if r.fields.get(LOG_FIELD) == "head"}
+    port.hidden -= {second.log.head_id(second.log.writer, 1)}
+    assert sorted(process(port).candidates(x[0], 5)) == ["a", "b"]
+
+
+def test_the_first_head_search_asks_for_few_records():
+    port, x = MemoryPort(), vectors(50, 16)
+    process(port).add([f"r{i}" for i in range(50)], x)
+    asked = []
+    search = port.search
+    port.search = lambda vector, k: asked.append(k) or search(vector, k)  # type: ignore[method-assign]
+    process(port).refresh()
+    assert asked == [4]  # one head found among the first four records: the search stops there

@@ -13,7 +13,8 @@ listing. So no two processes ever write the same log record:
   overwrite a record, which FAISS and Milvus refuse), so a crash leaves two heads, never none. Heads are
   stored under keyed vectors close to one keyed "heads" direction, data records and segments under
   unrelated keyed random vectors, so a search for that direction returns every head first, on any store,
-  without a listing API.
+  without a listing API. Each head names the other writers its process knew, so a head that an approximate
+  engine's search misses is still found through any head that names it.
 * **Write order.** segment, then head, then (by the caller) the data records, then acknowledge. A crash
   after the segment leaves index entries whose records were never stored: a search reads them, finds no
   record, skips and counts them. No record is ever stored without an index entry.
@@ -72,7 +73,11 @@ _NONCE = 12
 #: How close a head's vector is to the "heads" direction: cosine 1/sqrt(1 + 0.3**2) = 0.958, far above the
 #: cosine of any keyed random vector with it (about 5/sqrt(dim) at the very most).
 _HEAD_SPREAD = 0.3
-_FIRST_HEAD_SEARCH = 16
+#: Records the first head search asks for (beyond the heads this process knows): one non-head ends the search.
+_FIRST_HEAD_SEARCH = 4
+#: Other writers a head names (the most recent ones this process knows): a head an approximate engine's
+#: search missed is still found through any head that names its writer.
+_NAMED_WRITERS = 256
 
 
 class IndexLogError(TextcrafterError, RuntimeError):
@@ -248,7 +253,8 @@ class IndexLog(NotPicklable):
             seg = Segment(self._writer, seq, time.time_ns(), [str(i) for i in adds], vecs, [str(i) for i in deletes])
             self._port.put(self._segment_records(seg))
             self._seq = seq
-            head = json.dumps({"writer": self._writer, "seq": seq, "ts": seg.ts}).encode("utf-8")
+            named = [w for w in self._head_seen if w != self._writer][-_NAMED_WRITERS:]
+            head = json.dumps({"writer": self._writer, "seq": seq, "ts": seg.ts, "seen": named}).encode("utf-8")
             hid = self.head_id(self._writer, seq)
             self._port.put(
                 [
@@ -290,12 +296,13 @@ class IndexLog(NotPicklable):
             IndexRollbackError: A head is lower than one this process saw before.
         """
         found: dict[str, int] = {}
-        k = max(_FIRST_HEAD_SEARCH, 2 * len(self._head_seen) + 2)
+        named: set[str] = set()
+        k = len(self._head_seen) + _FIRST_HEAD_SEARCH
         while True:
             hits = self._port.search(self.heads_direction(), k)
             self.others_seen = any(r.fields.get(LOG_FIELD) is None and r.id not in self.ignored for r in hits)
             for rec in hits:
-                self._read_head(rec, found)
+                self._read_head(rec, found, named)
             if len(hits) < k or any(rec.fields.get(LOG_FIELD) != "head" for rec in hits):
                 break  # every head ranks above every other record: one non-head means all heads were returned
             k *= 4
@@ -309,9 +316,11 @@ class IndexLog(NotPicklable):
                 )
         for writer, seen in self._head_seen.items():
             found[writer] = max(found.get(writer, 0), seen)
+        for writer in named - found.keys():  # its head was missed: refresh probes its segments from the first
+            found[writer] = 0
         return found
 
-    def _read_head(self, rec: PortRecord, found: dict[str, int]) -> None:
+    def _read_head(self, rec: PortRecord, found: dict[str, int], named: set[str]) -> None:
         if rec.fields.get(LOG_FIELD) != "head":
             return
         try:
@@ -322,6 +331,7 @@ class IndexLog(NotPicklable):
         if self.head_id(writer, seq) != rec.id:
             return
         found[writer] = max(found.get(writer, 0), seq)
+        named.update(str(w) for w in head.get("seen", ()))
 
     def refresh(self) -> list[Segment]:
         """The segments written since this process last read, in (time, writer, seq) order, to apply.
