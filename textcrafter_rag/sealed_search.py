@@ -39,8 +39,9 @@ from .sealed.index_modes import IndexMissingError, IndexModes, UnindexedRecordsW
 from .sealed.layout import DIM_KEY, INDEX_MODES, MARKER_KEY, MODE_KEY
 from .sealed.marker import ModeMismatchError, StoreMarker, check_marker_mode, single_stage_marker_id
 from .sealed.port import PortRecord, RecordPort
+from .sealed.replica import Fetch, HitFieldsOf, port_hit_fields
 from .sealed.store_index import StoreIndex, StoreIndexSearch
-from .sealed_records import ID_FIELD, RecordSealer, canonical_record_id
+from .sealed_records import RecordSealer, canonical_record_id
 from .sealing import NotPicklable, SealError, SecretKey
 from .two_stage import VECTOR_KEY, TwoStage, TwoStageSearch, rerank
 from .validation import check_store_vectors
@@ -132,7 +133,7 @@ class SealedSearch(NotPicklable):
         self.marker_seen = False
         #: The index side, in the modes where the application picks the records (``None`` in candidates).
         self.indexes = (
-            IndexModes(key, context=context, options=options, lock=self._lock)
+            IndexModes(key, context=context, options=options, lock=self._lock, open_vector=self._two_stage.open_vector)
             if isinstance(options, (StoreIndexSearch, AppIndexSearch))
             else None
         )
@@ -395,6 +396,14 @@ class SealedSearch(NotPicklable):
         """Forget records *after* the store deleted them (see :meth:`IndexModes.remove`)."""
         return self._indexes().remove(record_ids)
 
+    def replicate(self, fetch: Fetch, fields: HitFieldsOf) -> None:
+        """Keep the replica's records as the adapter reads them by id (``StoreIndexSearch(replica=True)``)."""
+        self._indexes().replicate(fetch, fields)
+
+    def index_records(self, ids: Sequence[str]) -> list[Any] | None:
+        """The replica's records for the candidates' ids (``None`` without a replica: read them from the store)."""
+        return self._indexes().records(ids)
+
     def index_candidates(self, query: Any) -> list[str]:
         """The ids of the :attr:`fetch_k` records the index ranks best for the clean query."""
         return self._indexes().candidates(query, self.fetch_k, marker_id=self.marker_id(), marker_seen=self.marker_seen)
@@ -419,10 +428,7 @@ class SealedSearch(NotPicklable):
         """
 
         def open_records(part: list[PortRecord]) -> tuple[list[str], np.ndarray]:
-            fields = [
-                (r.id, r.fields.get(ID_FIELD), r.fields.get(VECTOR_KEY), r.fields.get(MODE_KEY), r.text) for r in part
-            ]
-            opened = self.open_hits(fields, require_one=False)
+            opened = self.open_hits(port_hit_fields(part), require_one=False)
             return opened.record_ids, opened.vectors
 
         return self._indexes().rebuild(open_records, batch_size=batch_size, group=self.fetch_k, progress=progress)

@@ -27,6 +27,7 @@ from ..sealing import SealError, SecretKey
 from ..validation import check_store_vectors
 from .layout import LOG_FIELD
 from .port import PortRecord, RecordPort
+from .replica import Fetch, HitFieldsOf, OpenVector, Replica, port_hit_fields
 from .store_index import StoreIndex, StoreIndexSearch
 
 __all__ = ["IndexMissingError", "IndexModes", "UnindexedRecordsWarning"]
@@ -51,10 +52,17 @@ class IndexModes:
         context: The tenant.
         options: :class:`StoreIndexSearch` or :class:`AppIndexSearch`.
         lock: The owner's lock (one lock for one store object).
+        open_vector: Opens a record's sealed clean vector (the replica checks fetched records against the log).
     """
 
     def __init__(
-        self, key: SecretKey, *, context: str, options: StoreIndexSearch | AppIndexSearch, lock: threading.RLock
+        self,
+        key: SecretKey,
+        *,
+        context: str,
+        options: StoreIndexSearch | AppIndexSearch,
+        lock: threading.RLock,
+        open_vector: OpenVector,
     ) -> None:
         self.options = options
         self.held = isinstance(options, StoreIndexSearch)
@@ -67,6 +75,9 @@ class IndexModes:
             self._file = IndexFile(options.index_path, key=key, context=context)
         self._dead = 0
         self._warned = False
+        self._open_vector = open_vector
+        #: The local replica of the sealed records (``StoreIndexSearch(replica=True)``; from :meth:`attach` on).
+        self.replica: Replica | None = None
 
     # -- the store-held index ----------------------------------------------------------------------
 
@@ -75,6 +86,18 @@ class IndexModes:
         if not isinstance(port, RecordPort):
             raise InvalidTypeError(f"port must implement RecordPort, got {type(port).__name__}")
         self._port = port
+        if isinstance(self.options, StoreIndexSearch) and self.options.replica:
+            self.replica = Replica(fetch=port.get, fields=port_hit_fields, open_vector=self._open_vector)
+
+    def replicate(self, fetch: Fetch, fields: HitFieldsOf) -> None:
+        """Keep the replica's records as the adapter reads them by id (its framework objects), not as ports."""
+        if self.replica is None:
+            raise InvalidInputError("this store keeps no replica (StoreIndexSearch(replica=True) keeps one)")
+        self.replica.use(fetch, fields)
+
+    def records(self, ids: Sequence[str]) -> list[Any] | None:
+        """The replica's records for these ids (a query then reads none from the store); ``None`` without one."""
+        return self.replica.records(ids) if self.replica is not None else None
 
     def store_index(self, dim: int | None = None) -> StoreIndex | None:
         """The store-held index (built at first use with the vectors' dimension; ``None`` before)."""
@@ -88,6 +111,8 @@ class IndexModes:
                 self._store_index = StoreIndex(
                     self._key, context=self._context, options=self.options, port=self._port, dim=dim
                 )
+                if self.replica is not None:
+                    self._store_index.listeners.append(self.replica.apply)
             if self._store_index is not None and dim is not None and self._store_index.log.dim != dim:
                 raise InvalidInputError(
                     f"vectors of dimension {dim} for an index of dimension {self._store_index.log.dim}"
@@ -220,6 +245,8 @@ class IndexModes:
         assert held is not None
         held.log.ignored.add(marker_id)
         found = held.candidates(q, k)
+        if self.replica is not None:
+            self.replica.sync()  # what the log named since: fetched by id, the same reads whatever the query
         if not found and held.log.others_seen and not marker_seen:
             raise SealError(
                 "this store holds records, and neither an index log nor a marker under this key and tenant: "

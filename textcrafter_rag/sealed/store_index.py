@@ -17,14 +17,13 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from ..errors import InvalidInputError, InvalidTypeError
 from ..sealing import NotPicklable, SecretKey
 from ..validation import check_int
-from .log import DEFAULT_SEGMENT_CHARS, IndexLog
+from .log import DEFAULT_SEGMENT_CHARS, IndexLog, Segment
 from .port import RecordPort
 from .vector_index import VectorIndex
 
@@ -49,6 +48,9 @@ class StoreIndexSearch:
         segment_chars: Characters of sealed text per log record (Milvus VARCHAR holds 65,535).
         background_training: Train the codebook in a background thread (``False``: in the write that
             crosses ``train_at``).
+        replica: Keep a local replica of the sealed records, synced from the store by the log
+            (:mod:`.replica`), so that a query reads no record from the store: the store no longer sees which
+            records a query reads. Opening then reads every record once, and memory holds every record.
     """
 
     open_k: int = DEFAULT_OPEN_K
@@ -57,6 +59,7 @@ class StoreIndexSearch:
     refresh_every: float = 0.0
     segment_chars: int = DEFAULT_SEGMENT_CHARS
     background_training: bool = True
+    replica: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "open_k", check_int(self.open_k, name="open_k", low=1, high=100_000))
@@ -73,6 +76,8 @@ class StoreIndexSearch:
             raise InvalidInputError(f"refresh_every must be finite and non-negative, got {self.refresh_every}")
         if not isinstance(self.background_training, bool):
             raise InvalidTypeError("background_training must be a bool")
+        if not isinstance(self.replica, bool):
+            raise InvalidTypeError("replica must be a bool")
 
 
 class StoreIndex(NotPicklable):
@@ -96,13 +101,17 @@ class StoreIndex(NotPicklable):
         )
         self._lock = threading.RLock()
         self._read_at: float | None = None
+        #: Called with every segment applied, read or written here (the replica follows the log through it).
+        self.listeners: list[Callable[[Segment], None]] = []
 
-    def _apply(self, segments: Iterable[Any]) -> None:
+    def _apply(self, segments: Iterable[Segment]) -> None:
         for seg in segments:
             if seg.deletes:
                 self.index.remove(seg.deletes)
             if seg.adds:
                 self.index.add(seg.adds, seg.vectors.astype(np.float32))
+            for listen in self.listeners:
+                listen(seg)
 
     def refresh(self) -> int:
         """Read the store's log now and apply what other processes wrote; how many segments were applied."""
