@@ -16,11 +16,14 @@ from langchain_core.vectorstores import VectorStore
 
 from textcrafter_rag.errors import NotSupportedError
 from textcrafter_rag.sealed.port import PortRecord
+from textcrafter_rag.sealed.replica import HitFieldsOf
+from textcrafter_rag.sealed.store_index import StoreIndexSearch
 from textcrafter_rag.sealed_records import ID_FIELD, canonical_record_id
+from textcrafter_rag.sealed_search import SealedSearch
 
 from .sealed_embeddings import SealedTextEmbeddings
 
-__all__ = ["LangChainPort"]
+__all__ = ["LangChainPort", "attach_port"]
 
 
 class LangChainPort:
@@ -103,3 +106,14 @@ class LangChainPort:
             ]
             if offset is None:
                 return
+
+
+def attach_port(search: SealedSearch, port: LangChainPort, fields: HitFieldsOf) -> None:
+    """Give the store-held index its port; with ``replica=True``, its replica reads Documents by id.
+
+    The replica keeps each record as ``get_by_ids`` returns it, so a query opens the same Documents it would
+    have read from the store, without reading them.
+    """
+    search.attach(port)
+    if isinstance(search.options, StoreIndexSearch) and search.options.replica:
+        search.replicate(port.store.get_by_ids, fields)

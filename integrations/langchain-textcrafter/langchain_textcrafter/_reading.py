@@ -122,7 +122,8 @@ class SealedReading(VectorStore):
                     "which filters in the store and leaves it noised vectors to compare (SECURITY.md)"
                 )
             ids = core.index_candidates(clean)
-            hits = self._store.get_by_ids(ids) if ids else []
+            local = core.index_records(ids)  # the replica's (StoreIndexSearch(replica=True)): the store reads none
+            hits = local if local is not None else (self._store.get_by_ids(ids) if ids else [])
             core.count_dead(ids, len(hits))
             opened = core.open_hits(self._hit_fields(hits))
             return Found(hits, opened.positions, opened.vectors)

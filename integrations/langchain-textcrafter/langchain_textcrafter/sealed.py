@@ -50,7 +50,7 @@ from textcrafter_rag.validation import check_store_vectors
 
 from ._copy import copy_records
 from ._ids import SealedIds
-from ._port import LangChainPort
+from ._port import LangChainPort, attach_port
 from ._reading import STORE_ID_FIELD, SealedReading, has_get_by_ids, store_id_field
 from .clean_vectors import CleanVectors, check_embedding_key
 from .embeddings import ProtectedEmbeddings
@@ -194,7 +194,7 @@ class SealedVectorStore(NotPicklable, SealedIds, SealedReading):
             SealedSearch(self._secret, context=self._context, options=search, strict=self._strict) if search else None
         )
         if self._search is not None and self._search.mode == "store-index":
-            self._search.attach(LangChainPort(self._store, self._shim, id_field=self._id_field))
+            attach_port(self._search, LangChainPort(self._store, self._shim, id_field=self._id_field), self._hit_fields)
 
     @property
     def store(self) -> VectorStore:

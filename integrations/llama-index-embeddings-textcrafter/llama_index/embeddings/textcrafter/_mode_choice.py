@@ -28,6 +28,7 @@ from textcrafter_rag.sealing import SecretKey
 from textcrafter_rag.two_stage import TwoStageSearch
 
 from ._port import LlamaIndexPort, reads_by_id
+from ._sealed_steps import shell_fields
 from .instrumentation import PROTECTED_VECTORS
 
 __all__ = ["check_search", "default_search", "named_search", "search_factory"]
@@ -133,6 +134,8 @@ def search_factory(
         core = SealedSearch(secret, context=context, options=options, strict=strict)
         if core.mode == "store-index":
             core.attach(port)
+            if isinstance(options, StoreIndexSearch) and options.replica:  # a query then reads no shell
+                core.replicate(port.get_nodes, shell_fields)
         return core
 
     return new_search

@@ -100,9 +100,13 @@ class LlamaIndexPort:
 
     def get(self, ids: Sequence[str]) -> list[PortRecord]:
         """The records with these ids (``get_nodes(node_ids=...)``); a missing id is simply absent."""
+        return [self.record(n) for n in self.get_nodes(ids)]
+
+    def get_nodes(self, ids: Sequence[str]) -> list[BaseNode]:
+        """The nodes with these ids as the store returns them (what a replica of the records keeps)."""
         if not ids or self._absent():
             return []
-        return [self.record(n) for n in self.store.get_nodes(node_ids=list(ids))]
+        return list(self.store.get_nodes(node_ids=list(ids)))
 
     def delete(self, ids: Sequence[str]) -> None:
         """Delete these records (``delete_nodes``)."""

@@ -47,7 +47,7 @@ from textcrafter_rag.two_stage import DEFAULT_SEARCH, VECTOR_KEY
 from ._port import LlamaIndexPort
 from .instrumentation import warn_unless_silent
 
-__all__ = ["Found", "SealedSearchSteps"]
+__all__ = ["Found", "SealedSearchSteps", "shell_fields"]
 
 #: One shell the store returned, with the id it returned it under (``None`` if it gave none).
 Hit = tuple[BaseNode, Any]
@@ -75,6 +75,11 @@ class Found(NamedTuple):
     def of(cls, rounds: Rounds[Hit]) -> Found:
         """What a candidate search's rounds read and opened."""
         return cls(rounds.hits, rounds.positions, rounds.record_ids, rounds.vectors)
+
+
+def shell_fields(shells: Sequence[BaseNode]) -> list[tuple[Any, Any, Any, Any, Any]]:
+    """What the core opens of shells read by id (the replica's check of each against the index log)."""
+    return SealedSearchSteps._hit_fields([(s, None) for s in shells])
 
 
 class SealedSearchSteps:
@@ -240,6 +245,18 @@ class SealedSearchSteps:
             )
             for s, store_id in hits
         ]
+
+    def _shells_by_id(self, ids: list[str]) -> list[BaseNode]:
+        """The shells of these ids: from the replica if the store keeps one (the store then reads none)."""
+        assert self._search is not None
+        local = self._search.index_records(ids)
+        return local if local is not None else (self._store.get_nodes(node_ids=ids) if ids else [])
+
+    async def _ashells_by_id(self, ids: list[str]) -> list[BaseNode]:
+        """Async :meth:`_shells_by_id`."""
+        assert self._search is not None
+        local = self._search.index_records(ids)
+        return local if local is not None else (await self._store.aget_nodes(node_ids=ids) if ids else [])
 
     def _opened(self, shells: Sequence[BaseNode]) -> Found:
         """Shells read by id (an index mode), opened."""

@@ -366,7 +366,7 @@ class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, SealedIn
         self._marker(write=False)
         if self._indexes():
             ids, asked = self._index_ids(query, clean, kwargs)
-            shells = self._store.get_nodes(node_ids=ids) if ids else []
+            shells = self._shells_by_id(ids)  # the replica's, with StoreIndexSearch(replica=True)
             if asked:
                 self._search.count_dead(ids, len(shells))  # never removed: a short read must not delete
             return self._ranked(query, clean, self._opened(self._restricted(query, shells)))
@@ -393,7 +393,7 @@ class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, SealedIn
         await self._amarker(write=False)
         if self._indexes():
             ids, asked = await asyncio.to_thread(self._index_ids, query, clean, kwargs)
-            shells = await self._store.aget_nodes(node_ids=ids) if ids else []
+            shells = await self._ashells_by_id(ids)
             if asked:
                 self._search.count_dead(ids, len(shells))  # never removed: a short read must not delete
             return self._ranked(query, clean, self._opened(self._restricted(query, shells)))
