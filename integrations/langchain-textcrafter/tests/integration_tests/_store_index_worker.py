@@ -1,6 +1,6 @@
 """One worker process of the store-held index's real-process tests: a sealed store over a real engine.
 
-Run as ``python _store_index_worker.py ENGINE ADDRESS COLLECTION KEY``. It reads one JSON command a line on
+Run as ``python _store_index_worker.py ENGINE ADDRESS COLLECTION KEY [replica]``. It reads one JSON command a line on
 stdin and answers one JSON line on stdout, so the test decides the interleaving of several workers. The
 ``pause`` of an add blocks the worker at a chosen point of the write (before or after the store takes the
 data records) until the test kills it with SIGKILL: never a sleep.
@@ -49,6 +49,17 @@ def pausing(cls: type) -> type:
 
     class Pausing(cls):  # type: ignore[misc, valid-type]
         pause: str | None = None
+        #: What this process's reads by id asked the store for, one list a call (the store's view of them).
+        asked: list[list[str]] | None = None
+        #: Data records (neither the index log nor the marker) the store returned to reads by id.
+        data_read = 0
+
+        def get_by_ids(self, ids: Any) -> list[Document]:
+            docs = super().get_by_ids(ids)
+            if self.asked is not None:
+                self.asked.append(sorted(map(str, ids)))
+            self.data_read += sum(not {LOG_FIELD, "_tc_marker"} & set(d.metadata or {}) for d in docs)
+            return docs
 
         def add_documents(self, documents: list[Document], **kwargs: Any) -> list[str]:
             data = not any(LOG_FIELD in (d.metadata or {}) for d in documents)
@@ -90,9 +101,8 @@ def build(engine: str, address: str, collection: str) -> Any:
 
 def main() -> None:
     engine, address, collection, key = sys.argv[1:5]
-    store = SealedVectorStore(
-        build(engine, address, collection), embedding=HashEmbeddings(), key=key, search=StoreIndexSearch()
-    )
+    options = StoreIndexSearch(replica=sys.argv[5:] == ["replica"])
+    store = SealedVectorStore(build(engine, address, collection), embedding=HashEmbeddings(), key=key, search=options)
     say(ready=True)
     for line in sys.stdin:
         cmd = json.loads(line)
@@ -103,8 +113,17 @@ def main() -> None:
                 ids = store.add_texts(cmd["texts"], ids=cmd["ids"])
                 say(acked=ids)
             elif op == "find":  # each text's best hit: its own record, if the index finds it
-                found = [[d.id for d in store.similarity_search(t, k=1)] for t in cmd["texts"]]
-                say(found=[f[0] if f else None for f in found], dead=store._search.dead)
+                store.store.data_read, asked = 0, []
+                found = []
+                for t in cmd["texts"]:  # what each search read by id, beside what it found
+                    store.store.asked = []
+                    found.append([d.id for d in store.similarity_search(t, k=1)])
+                    asked.append(store.store.asked)
+                found_ids = [f[0] if f else None for f in found]
+                say(found=found_ids, dead=store._search.dead, data_read=store.store.data_read, asked=asked)
+            elif op == "delete":
+                store.delete(cmd["ids"])
+                say(deleted=cmd["ids"])
             elif op == "audit":  # every data record the store holds, and whether the index holds it
                 held = store._search.store_index()
                 held.refresh()

@@ -34,12 +34,12 @@ ANSWER_DEADLINE_S = 180
 class Worker:
     """One worker process; ``ask`` sends a command and returns its one-line answer."""
 
-    def __init__(self, engine: str, address: str, collection: str, key: str, log: Path) -> None:
+    def __init__(self, engine: str, address: str, collection: str, key: str, log: Path, *extra: str) -> None:
         self.log = log
         self._err = open(log, "ab")  # noqa: SIM115 - closed in close()
         env = {**os.environ, "ANONYMIZED_TELEMETRY": "False", "HF_HUB_OFFLINE": "1"}
         self.proc = subprocess.Popen(
-            [sys.executable, str(WORKER), engine, address, collection, key],
+            [sys.executable, str(WORKER), engine, address, collection, key, *extra],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._err,
@@ -100,9 +100,9 @@ class Spawner:
         self.chroma, self.tmp_path, self.collection = chroma, tmp_path, collection
         self.workers: list[Worker] = []
 
-    def __call__(self, key: str) -> Worker:
+    def __call__(self, key: str, *extra: str) -> Worker:
         address = f"{self.chroma.host}:{self.chroma.port}"
-        w = Worker("chroma", address, self.collection, key, self.tmp_path / f"w{len(self.workers)}.log")
+        w = Worker("chroma", address, self.collection, key, self.tmp_path / f"w{len(self.workers)}.log", *extra)
         self.workers.append(w)
         return w
 
@@ -192,3 +192,35 @@ def test_a_rolled_back_head_is_detected_by_a_reader_that_saw_the_newer_one(spawn
     assert answer.get("error") == "IndexRollbackError"
     writer.close()
     reader.close()
+
+
+def test_a_replica_reader_finds_another_process_writes_at_its_next_search_and_its_queries_read_no_record(
+    spawn: Spawner,
+) -> None:
+    """``StoreIndexSearch(replica=True)``: process B writes, process A's next search finds it; A's reads by id
+    (counted in A, as the store receives them) hold no data record per query, and are the same for every query."""
+    key = generate_key()
+    reader, writer = spawn(key, "replica"), spawn(key)
+    assert reader.ask(op="find", texts=["nothing yet"])["found"] == [None]
+    one = batch("one", 30)
+    assert writer.ask(op="add", **one)["acked"] == one["ids"]
+    first = reader.ask(op="find", texts=one["texts"])
+    assert first["found"] == one["ids"] and first["data_read"] == 30  # the sync: each new record read once
+    again = reader.ask(op="find", texts=list(reversed(one["texts"])))
+    assert again["found"] == list(reversed(one["ids"]))
+    assert again["data_read"] == 0  # thirty queries, no data record read
+    assert all(a == again["asked"][0] for a in again["asked"])  # every query read the same (log probes only)
+    # B logs a batch and stops before storing it: A's search finds the entries pending, then B stores.
+    two = batch("two", 10)
+    assert writer.ask(op="add", pause="before-store", **two) == {"paused": "before-store"}
+    pending = reader.ask(op="find", texts=two["texts"])
+    assert all(f not in two["ids"] for f in pending["found"]) and pending["dead"] > 0
+    writer.send(op="continue")  # unblocks the paused add: B stores the records and acknowledges
+    assert writer.read()["acked"] == two["ids"]
+    assert reader.ask(op="find", texts=two["texts"])["found"] == two["ids"]  # retried at the next sync
+    assert writer.ask(op="delete", ids=one["ids"][:5]) == {"deleted": one["ids"][:5]}
+    gone = reader.ask(op="find", texts=one["texts"][:5] + two["texts"])
+    assert not set(gone["found"]) & set(one["ids"][:5]) and gone["found"][5:] == two["ids"]
+    assert gone["data_read"] == 0  # a tombstone drops records: nothing to read
+    for w in (reader, writer):
+        w.close()
