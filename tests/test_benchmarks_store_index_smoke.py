@@ -18,7 +18,7 @@ pytest.importorskip("qdrant_client")
 pytest.importorskip("langchain_qdrant")
 pytest.importorskip("psutil")
 
-from benchmarks.sealed_search import store_index
+from benchmarks.sealed_search import store_index, store_index_scale
 from benchmarks.sealed_search.store_index_parts import (
     DEFAULT,
     EVERY,
@@ -30,6 +30,7 @@ from benchmarks.sealed_search.store_index_parts import (
     memory_rows,
 )
 from benchmarks.sealed_search.store_index_report import render_markdown
+from textcrafter_rag.sealed.store_index import StoreIndexSearch
 
 DIM = 32
 
@@ -108,3 +109,16 @@ def test_report_files(rows: list[dict], tmp_path: Path) -> None:
 
     jp, mp = write_results("store_index", size="smoke", meta=meta, rows=rows, markdown=md, out_dir=tmp_path)
     assert set(json.loads(jp.read_text())) == {"meta", "rows"} and mp.read_text() == md.rstrip() + "\n"
+
+
+def test_scale_row_builds_the_trained_index_and_ranks_what_it_opens(tmp_path: Path) -> None:
+    base = synthetic(n_docs=120, n_queries=12)
+    options = StoreIndexSearch(train_at=1_000)
+    row = store_index_scale.scale_row(
+        base, 3_000, options=options, work_dir=tmp_path, seed=0, n_timed=4, log=lambda msg: None
+    )
+    assert row["n_records"] == 3_000 and row["trained"] and row["opened_mean"] == options.open_k
+    assert row["clean_ndcg@10"] > 0.5 and row["ndcg_ratio"] >= 0.95  # the exact re-rank of what it opened
+    assert row["accounted_faiss_bytes_per_record"] == DIM + 8 and row["queries_timed"] == 4
+    md = store_index_scale.render_markdown(row, {"command": "x", "machine": {}, "records": "synthetic"})
+    assert "| NDCG@10 / clean | >= 0.99 |" in md

@@ -6,6 +6,7 @@ See :mod:`benchmarks.sealed_search.scale` for why the clustered kind is the defa
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
 import faiss
 import numpy as np
@@ -13,7 +14,15 @@ import numpy as np
 from textcrafter_rag.data import load_classification, wikitext_sentences
 from textcrafter_rag.numerics import unit_rows
 
-__all__ = ["CHUNK", "REAL_SOURCES", "cluster_distractors", "real_sentences", "distractor_check", "gaussian_distractors"]
+__all__ = [
+    "CHUNK",
+    "REAL_SOURCES",
+    "cluster_distractor_chunks",
+    "cluster_distractors",
+    "real_sentences",
+    "distractor_check",
+    "gaussian_distractors",
+]
 
 _PARENTS = 6  # residuals mixed per distractor
 #: Rows generated (and, in the scale grid, searched or added) per step: bounded memory at a million records.
@@ -24,8 +33,8 @@ def _unit32(x: np.ndarray) -> np.ndarray:
     return unit_rows(np.asarray(x, dtype=np.float64)).astype(np.float32)
 
 
-def cluster_distractors(docs: np.ndarray, n: int, *, n_clusters: int, seed: int) -> np.ndarray:
-    """``n`` unit vectors in the clusters of ``docs`` (see the module docstring)."""
+def cluster_distractor_chunks(docs: np.ndarray, n: int, *, n_clusters: int, seed: int) -> Iterator[np.ndarray]:
+    """``n`` unit vectors in the clusters of ``docs`` (see the module docstring), :data:`CHUNK` rows at a time."""
     x = _unit32(docs)
     d = x.shape[1]
     k = max(1, min(n_clusters, len(x) // 8))
@@ -39,7 +48,6 @@ def cluster_distractors(docs: np.ndarray, n: int, *, n_clusters: int, seed: int)
     resid = x - centroids[assign]
     spread = np.stack([resid[m].std(axis=0) if len(m) > 1 else np.full(d, resid.std()) for m in members])
     rng = np.random.default_rng(seed + 13)
-    out = np.empty((n, d), dtype=np.float32)
     for start in range(0, n, CHUNK):
         m = min(CHUNK, n - start)
         c = rng.choice(k, size=m, p=sizes / sizes.sum())
@@ -47,7 +55,16 @@ def cluster_distractors(docs: np.ndarray, n: int, *, n_clusters: int, seed: int)
         w = rng.choice(np.asarray([-1.0, 1.0], dtype=np.float32), size=(m, _PARENTS)) / np.float32(np.sqrt(_PARENTS))
         mix = np.einsum("mj,mjd->md", w, resid[pick])
         jitter = 0.25 * spread[c] * rng.standard_normal((m, d)).astype(np.float32)
-        out[start : start + m] = _unit32(centroids[c] + mix + jitter)
+        yield _unit32(centroids[c] + mix + jitter)
+
+
+def cluster_distractors(docs: np.ndarray, n: int, *, n_clusters: int, seed: int) -> np.ndarray:
+    """``n`` unit vectors in the clusters of ``docs`` (see the module docstring), in one array."""
+    out = np.empty((n, np.asarray(docs).shape[1]), dtype=np.float32)
+    start = 0
+    for chunk in cluster_distractor_chunks(docs, n, n_clusters=n_clusters, seed=seed):
+        out[start : start + len(chunk)] = chunk
+        start += len(chunk)
     return out
 
 

@@ -80,15 +80,14 @@ def _verdicts(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _memory_sentence(r: dict[str, Any]) -> str:
-    py = r["accounted_dict_bytes_per_record"] + r["accounted_id_str_bytes_per_record"]
-    py += r["accounted_label_int_bytes_per_record"]
     trimmed = r.get("rss_trimmed_bytes_per_record")
     return (
         f"at {r['n_records']:,} records (built in {r['build_and_train_seconds']:.0f} s, one scan of the index for "
         f"open_k in {r['first_scan_ms']:.0f} ms) the process grew by {r['rss_bytes_per_record']:.0f} B a record "
         + (f"({trimmed:.0f} B once the heap's free pages were handed back) " if trimmed is not None else "")
         + f"against the {BYTES_TARGET:g} B target; FAISS accounts for {r['accounted_faiss_bytes_per_record']:.0f} B "
-        f"(codes and id map), the Python id maps for about {py:.0f} B (two dicts, the id string, the label int)"
+        f"(code and int64 label), the id table {r['accounted_id_table_bytes_per_record']:.0f} B (two 8-byte halves of "
+        "each keyed id, plus a fixed 1 MiB buffer)"
     )
 
 
@@ -235,8 +234,7 @@ def render_markdown(rows: Sequence[dict[str, Any]], meta: dict[str, Any]) -> str
                     "first_scan_ms",
                     "trained",
                     "accounted_faiss_bytes_per_record",
-                    "accounted_dict_bytes_per_record",
-                    "accounted_id_str_bytes_per_record",
+                    "accounted_id_table_bytes_per_record",
                     "peak_rss_mb",
                 ],
                 headers=[
@@ -248,8 +246,7 @@ def render_markdown(rows: Sequence[dict[str, Any]], meta: dict[str, Any]) -> str
                     "scan ms",
                     "PQ",
                     "FAISS B",
-                    "2 dicts B",
-                    "id str B",
+                    "id table B",
                     "peak RSS MB",
                 ],
                 digits=1,

@@ -1,15 +1,25 @@
 """The in-memory first-stage index of the store-held mode, done by FAISS.
 
 Every process that holds the key rebuilds it from the sealed log (:mod:`.log`): it is a cache, never the
-source of truth. Below ``train_at`` records it is exact (``IndexFlatIP`` over the clean directions); from
-``train_at`` on a product quantizer (``IndexPQ``, ``code_bytes`` bytes a record, inner product, asymmetric:
-the query stays exact) is trained on a sample in a background thread, while writes go on into the exact
-index, and swapped in when ready, so no write waits for training. The re-rank of the opened records is exact
-(their sealed clean vectors), so the codes only have to put the true top ``k`` among the first ``open_k``.
+source of truth. Below ``train_at`` records it is exact (``IndexFlatIP`` over the clean directions). From
+``train_at`` on, an inverted file of product-quantizer codes (``IndexIVFPQ``, ``code_bytes`` bytes a record,
+inner product, asymmetric: the query stays exact) is trained on a sample in a background thread, while writes
+go on into the exact index, and swapped in when ready, so no write waits for training.
+
+* The codes encode each direction itself, not its residual to a list's centroid (``by_residual=False``): a
+  code is then as good as a flat ``IndexPQ``'s, and the lists only decide which codes a query scans.
+* A query scans about :data:`SCAN_CODES` codes (the ``nprobe`` nearest lists, at least :data:`_MIN_PROBE`),
+  so its cost stops growing with the store past a few hundred thousand records.
+* Ids are held in an :class:`~.id_table.IdTable` (16 bytes a keyed id), so a record costs its code, FAISS's
+  8-byte label and 16 bytes of id.
+
+The re-rank of the opened records is exact (their sealed clean vectors), so the codes only have to put the
+true top ``k`` among the first ``open_k``.
 """
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -18,10 +28,17 @@ import numpy as np
 
 from ..errors import InvalidInputError, MissingDependencyError
 from ..numerics import unit_rows
+from .id_table import IdTable
 
-__all__ = ["VectorIndex"]
+__all__ = ["SCAN_CODES", "VectorIndex"]
 
 _TRAIN_SAMPLE = 32_768
+#: Codes a query scans once trained (whole lists, nearest first): the cost of a search past this size.
+SCAN_CODES = 262_144
+#: Lists a query scans at the least.
+_MIN_PROBE = 16
+#: Lists of the inverted file at most (k-means wants about 39 training points a list).
+_MAX_LISTS = 1024
 
 
 def _faiss() -> Any:
@@ -40,7 +57,7 @@ def _sub_quantizers(dim: int, code_bytes: int) -> int:
 
 
 class VectorIndex:
-    """Record ids and their clean directions, searched by inner product (exact, then PQ codes).
+    """Record ids and their clean directions, searched by inner product (exact, then IVF-PQ codes).
 
     ``add`` upserts (an id added again replaces its vector), ``remove`` forgets ids, ``search`` returns the
     ids of the best ``k``. Thread-safe.
@@ -60,15 +77,13 @@ class VectorIndex:
         self.train_at = int(train_at)
         self.background = bool(background)
         self._index = self.faiss.IndexIDMap(self.faiss.IndexFlatIP(self.dim))
-        self._label: dict[str, int] = {}
-        self._id: dict[int, str] = {}
-        self._next = 0
+        self._ids = IdTable()
         self._trained = False
         self._training: threading.Thread | None = None
         self._lock = threading.RLock()
 
     def __len__(self) -> int:
-        return len(self._label)
+        return len(self._ids)
 
     @property
     def trained(self) -> bool:
@@ -78,7 +93,7 @@ class VectorIndex:
     def ids(self) -> list[str]:
         """Every id in the index."""
         with self._lock:
-            return list(self._label)
+            return list(self._ids)
 
     def _check(self, vectors: Any, n: int) -> np.ndarray:
         x = np.asarray(vectors, dtype=np.float32)
@@ -91,41 +106,42 @@ class VectorIndex:
         ids = [str(i) for i in ids]
         x = self._check(vectors, len(ids))
         last = {rid: i for i, rid in enumerate(ids)}  # one id twice in a batch: its last vector
+        if not last:
+            return
         with self._lock:
-            self._drop([rid for rid in last if rid in self._label])
-            labels = np.arange(self._next, self._next + len(last), dtype=np.int64)
-            self._next += len(last)
-            for rid, label in zip(last, labels.tolist()):
-                self._label[rid], self._id[label] = label, rid
-            if len(last):
-                self._index.add_with_ids(x[list(last.values())], labels)
-            start = not self._trained and self._training is None and len(self._label) >= self.train_at
+            labels, held = self._ids.add(list(last))
+            if held.any():
+                self._index.remove_ids(self.faiss.IDSelectorBatch(labels[held]))
+            self._index.add_with_ids(np.ascontiguousarray(x[list(last.values())]), labels)
+            start = not self._trained and self._training is None and len(self._ids) >= self.train_at
         if start:
             self._start_training()
 
     def remove(self, ids: Sequence[str]) -> int:
         """Forget these ids (unknown ones ignored); how many were removed."""
         with self._lock:
-            return self._drop([str(i) for i in ids if str(i) in self._label])
+            labels = self._ids.pop(list(dict.fromkeys(str(i) for i in ids)))
+            if len(labels):
+                self._index.remove_ids(self.faiss.IDSelectorBatch(labels))
+            return len(labels)
 
-    def _drop(self, ids: list[str]) -> int:
-        if not ids:
-            return 0
-        labels = np.asarray([self._label.pop(rid) for rid in ids], dtype=np.int64)
-        for label in labels.tolist():
-            del self._id[label]
-        self._index.remove_ids(self.faiss.IDSelectorBatch(labels))
-        return len(ids)
+    def _probe(self) -> None:
+        """Set how many lists a query scans: about :data:`SCAN_CODES` codes, at least :data:`_MIN_PROBE` lists."""
+        nlist = self._index.nlist
+        per_list = max(self._index.ntotal / nlist, 1.0)
+        self._index.nprobe = int(min(nlist, max(_MIN_PROBE, math.ceil(SCAN_CODES / per_list))))
 
     def search(self, query: Any, k: int) -> list[str]:
         """The ids of the ``k`` records of highest (approximate, once trained) inner product, best first."""
         q = self._check(np.asarray(query, dtype=np.float32).reshape(1, -1), 1)
         with self._lock:
-            k = min(int(k), len(self._label))
+            k = min(int(k), len(self._ids))
             if k < 1:
                 return []
+            if self._trained:
+                self._probe()
             _, labels = self._index.search(q, k)
-            return [self._id[int(label)] for label in labels[0] if label >= 0]
+            return self._ids.ids(labels[0][labels[0] != -1])
 
     # -- training ----------------------------------------------------------------------------------
 
@@ -155,18 +171,28 @@ class VectorIndex:
         rng = np.random.default_rng(0)
         if len(sample) > _TRAIN_SAMPLE:
             sample = sample[np.sort(rng.choice(len(sample), _TRAIN_SAMPLE, replace=False))]
-        pq = self.faiss.IndexPQ(
-            self.dim, _sub_quantizers(self.dim, self.code_bytes), 8, self.faiss.METRIC_INNER_PRODUCT
+        nlist = max(1, min(_MAX_LISTS, len(sample) // 39))
+        quantizer = self.faiss.IndexFlatIP(self.dim)
+        ivf = self.faiss.IndexIVFPQ(
+            quantizer, self.dim, nlist, _sub_quantizers(self.dim, self.code_bytes), 8, self.faiss.METRIC_INNER_PRODUCT
         )
-        pq.train(np.ascontiguousarray(sample))
+        ivf.by_residual = False
+        ivf.cp.seed = 0
+        ivf.train(np.ascontiguousarray(sample))
+        ivf.own_fields = True  # the IVF index keeps its quantizer alive
+        quantizer.this.disown()
         with self._lock:  # writes made during training are in the exact index: all of it moves over
             vectors, labels = self._vectors(self._index)
-            coded = self.faiss.IndexIDMap(pq)
-            coded.add_with_ids(vectors, labels)
-            self._index = coded
+            ivf.add_with_ids(vectors, labels)
+            self._index = ivf
             self._trained = True
 
     @property
     def bytes_per_record(self) -> int:
-        """The vector payload a record holds in the FAISS index (codes once trained, else float32)."""
-        return _sub_quantizers(self.dim, self.code_bytes) if self._trained else 4 * self.dim
+        """What FAISS holds a record: its code and its int64 label once trained, else float32 and the label."""
+        return (_sub_quantizers(self.dim, self.code_bytes) if self._trained else 4 * self.dim) + 8
+
+    @property
+    def id_bytes_per_record(self) -> float:
+        """What the id table's arrays hold a record (16 bytes a keyed id, plus a fixed buffer)."""
+        return self._ids.nbytes / max(len(self._ids), 1)

@@ -1,0 +1,325 @@
+"""The store-held index at 10,000,000 records: NDCG@10 against clean, records opened, app work, bytes a record.
+
+**Data.** SciFact (5,183 abstracts, 300 judged queries, the bundled MiniLM) grown to ``--n`` records with the scale
+grid's cluster-preserving fitted distractors (:func:`~.distractors.cluster_distractor_chunks`, 64 clusters),
+generated 50,000 at a time: 10,000,000 float32 rows would be 15 GB, more than this 24 GB machine can hold beside
+the rest. Each chunk is indexed, scored against the queries for the clean top 10 (exact, running), and kept on
+disk as float16 for the re-rank, then dropped.
+
+**Index.** The in-memory index of the store-held mode as every reader builds it
+(:class:`~textcrafter_rag.sealed.vector_index.VectorIndex` with the shipped options: exact below 20,000 records,
+then IVF-PQ 48 B trained in the background while adds go on), fed in the log's segment size (2,000 entries an
+add) under keyed-style UUID4 ids. The log itself is not written at this size: a 10,000,000-record log in a
+:class:`MemoryPort` is about 10 GB of sealed text (the ``memory`` part of ``store_index`` reads a 1,000,000-record
+log into the same index).
+
+**Measured.**
+
+* ``ndcg@10`` of the ``open_k`` records the index picks, re-ranked exactly by their clean vectors (what the
+  opened sealed vectors hold), against the exact search of all the clean vectors (``clean``);
+* app work a query (one at a time, ``--queries`` timed): the index scan, plus opening ``open_k`` real sealed
+  vectors and ranking them (:class:`~.timing.SealedPool`, the core's ``open_hits`` and ``rank``);
+* memory: the process's RSS before the first add and after training, over the records (``malloc_trim`` first
+  for the baseline; after, both as is and trimmed), beside what FAISS and the id table account for;
+* the longest single add (a write must never wait for training).
+
+Usage::
+
+    python -m benchmarks.sealed_search.store_index_scale              # 10,000,000 records (about 25 min here)
+    python -m benchmarks.sealed_search.store_index_scale --n 1000000  # one size
+"""
+
+from __future__ import annotations
+
+import resource
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmarks.common.caches import cache_dir
+from benchmarks.common.options import base_parser, resolve_data_or_none, resolve_size, set_threads
+from benchmarks.common.reporting import Script, fmt, make_meta, md_table, write_results
+from textcrafter_rag.metrics import retrieval_metrics
+from textcrafter_rag.numerics import unit_rows
+from textcrafter_rag.sealed.store_index import StoreIndexSearch
+from textcrafter_rag.sealed.vector_index import VectorIndex
+from textcrafter_rag.sealed_search import SealedSearch
+from textcrafter_rag.sealing import SecretKey
+
+from .distractors import cluster_distractor_chunks
+from .store_index import _git, _load
+from .store_index_parts import BYTES_TARGET, NDCG_TARGET, Retrieval, _rss, _scifact, _trimmed_rss
+from .timing import SealedPool
+
+__all__ = ["SCRIPT", "scale_row"]
+
+NAME = "store_index_scale"
+SCRIPT = Script(NAME, "benchmarks.sealed_search.store_index_scale")
+#: The issue's targets beside NDCG and bytes: records opened, app work p95 (ms).
+OPENED_TARGET, APP_MS_TARGET = 200, 30.0
+_ADD = 2_000  # entries a log segment carries: the reader's add size
+_VARIANT = 0b10 << 62
+
+
+def _ids(start: int, n: int, rng: np.random.Generator) -> list[str]:
+    """UUID4 ids that look keyed (random first half) and carry their row in the second half's low 62 bits."""
+    hi = rng.integers(0, 1 << 63, size=n, dtype=np.int64).tolist()
+    return [str(uuid.UUID(int=(h << 64) | _VARIANT | (start + i), version=4)) for i, h in enumerate(hi)]
+
+
+def _row_of(rid: str) -> int:
+    return uuid.UUID(rid).int & ((1 << 62) - 1)
+
+
+def _chunks(base: Retrieval, n: int, *, seed: int) -> Iterator[np.ndarray]:
+    yield unit_rows(base.vectors.astype(np.float64)).astype(np.float32)
+    if n > len(base.doc_ids):
+        yield from cluster_distractor_chunks(base.vectors, n - len(base.doc_ids), n_clusters=64, seed=seed)
+
+
+def _ndcg(rows: np.ndarray, base: Retrieval) -> float:
+    ranked = {
+        q: [base.doc_ids[j] if j < len(base.doc_ids) else f"distractor-{j}" for j in r]
+        for q, r in zip(base.query_ids, rows.tolist())
+    }
+    return float(retrieval_metrics(ranked, base.qrels, ks=(10,))["ndcg@10"])
+
+
+def scale_row(
+    base: Retrieval,
+    n: int,
+    *,
+    options: StoreIndexSearch,
+    work_dir: Path,
+    seed: int,
+    n_timed: int,
+    log: Any = print,
+) -> dict[str, Any]:
+    """Build the index over ``base`` grown to ``n`` records and measure it (see the module docstring)."""
+    rng = np.random.default_rng(seed + 101)
+    q = unit_rows(base.query_vectors.astype(np.float64)).astype(np.float32)
+    k_top = np.full((len(q), 10), -1, dtype=np.int64)
+    s_top = np.full((len(q), 10), -np.inf, dtype=np.float32)
+    before = _trimmed_rss() or _rss()
+    index = VectorIndex(q.shape[1], code_bytes=options.code_bytes, train_at=options.train_at, background=True)
+    start, longest_add, t0 = 0, 0.0, time.perf_counter()
+    files: list[tuple[int, Path]] = []
+    for chunk in _chunks(base, n, seed=seed):
+        ids = _ids(start, len(chunk), rng)
+        for a in range(0, len(chunk), _ADD):
+            t1 = time.perf_counter()
+            index.add(ids[a : a + _ADD], chunk[a : a + _ADD])
+            longest_add = max(longest_add, time.perf_counter() - t1)
+        scores = q @ chunk.T  # the clean top 10, running
+        part = np.argpartition(-scores, min(10, scores.shape[1] - 1), axis=1)[:, :10]
+        cand_s = np.concatenate([s_top, np.take_along_axis(scores, part, axis=1)], axis=1)
+        cand_k = np.concatenate([k_top, part + start], axis=1)
+        best = np.argsort(-cand_s, axis=1, kind="stable")[:, :10]
+        s_top, k_top = np.take_along_axis(cand_s, best, axis=1), np.take_along_axis(cand_k, best, axis=1)
+        path = work_dir / f"rows-{start}.npy"
+        np.save(path, chunk.astype(np.float16))
+        files.append((start, path))
+        start += len(chunk)
+        if len(files) % 20 == 0:
+            log(f"{start:,} records indexed ({time.perf_counter() - t0:.0f} s)")
+    build_s = time.perf_counter() - t0
+    index.wait_trained()
+    trained_s = time.perf_counter() - t0
+    after = _rss()
+    trimmed = _trimmed_rss()
+    log(f"built: {start:,} records in {build_s:.0f} s (trained after {trained_s:.0f} s)")
+    opened, scan_ms = [], []
+    for i in range(len(q)):
+        t1 = time.perf_counter()
+        got = index.search(q[i], options.open_k)
+        scan_ms.append((time.perf_counter() - t1) * 1000)
+        opened.append([_row_of(r) for r in got])
+    want = sorted({r for rows in opened for r in rows})
+    clean = _gather(files, want)
+    top = np.asarray(
+        [
+            [r for r, _ in sorted(((r, -float(clean[r] @ q[i])) for r in rows), key=lambda t: t[1])[:10]]
+            for i, rows in enumerate(opened)
+        ]
+    )
+    key = SecretKey(rng.bytes(32))
+    core = SealedSearch(key, context="scale", options=options)
+    pool = SealedPool(core, q, options.open_k, seed=seed)
+    app_ms = []
+    for i in range(min(n_timed, len(q))):
+        t1 = time.perf_counter()
+        got = pool.opened(options.open_k, core)
+        SealedSearch.rank(q[i], got.vectors, 10)
+        app_ms.append(scan_ms[i] + (time.perf_counter() - t1) * 1000)
+    ndcg, ref = _ndcg(top, base), _ndcg(k_top, base)
+    return {
+        "n_records": start,
+        "open_k": options.open_k,
+        "code_bytes": options.code_bytes,
+        "ndcg@10": ndcg,
+        "clean_ndcg@10": ref,
+        "ndcg_ratio": ndcg / ref if ref else float("nan"),
+        "opened_mean": float(np.mean([len(r) for r in opened])),
+        "scan_ms_p50": float(np.percentile(scan_ms, 50)),
+        "scan_ms_p95": float(np.percentile(scan_ms, 95)),
+        "app_ms_p50": float(np.percentile(app_ms, 50)),
+        "app_ms_p95": float(np.percentile(app_ms, 95)),
+        "rss_bytes_per_record": (after - before) / start,
+        "rss_trimmed_bytes_per_record": None if trimmed is None else (trimmed - before) / start,
+        "accounted_faiss_bytes_per_record": index.bytes_per_record,
+        "accounted_id_table_bytes_per_record": index.id_bytes_per_record,
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0, 1),
+        "build_seconds": round(build_s, 1),
+        "build_and_train_seconds": round(trained_s, 1),
+        "longest_add_ms": round(longest_add * 1000, 1),
+        "trained": index.trained,
+        "lists": int(getattr(index._index, "nlist", 0)),
+        "lists_probed": int(getattr(index._index, "nprobe", 0)),
+        "queries_timed": len(app_ms),
+    }
+
+
+def _gather(files: Sequence[tuple[int, Path]], rows: Sequence[int]) -> dict[int, np.ndarray]:
+    """The clean vectors of these rows, read back from the float16 chunk files in one pass."""
+    out: dict[int, np.ndarray] = {}
+    want = np.asarray(rows, dtype=np.int64)
+    for start, path in files:
+        chunk = np.load(path)
+        inside = want[(want >= start) & (want < start + len(chunk))]
+        for r in inside.tolist():
+            out[r] = chunk[r - start].astype(np.float32)
+    return out
+
+
+def render_markdown(row: dict[str, Any], meta: dict[str, Any]) -> str:
+    checks = [
+        ("NDCG@10 / clean", f">= {NDCG_TARGET}", fmt(row["ndcg_ratio"], 3), row["ndcg_ratio"] >= NDCG_TARGET),
+        ("records opened", f"<= {OPENED_TARGET}", fmt(row["opened_mean"], 0), row["opened_mean"] <= OPENED_TARGET),
+        ("app work p95 ms", f"<= {APP_MS_TARGET:g}", fmt(row["app_ms_p95"], 1), row["app_ms_p95"] <= APP_MS_TARGET),
+        (
+            "RSS B / record",
+            f"<= {BYTES_TARGET:g}",
+            fmt(row["rss_bytes_per_record"], 1),
+            row["rss_bytes_per_record"] <= BYTES_TARGET,
+        ),
+    ]
+    lines = [
+        "# The store-held index at scale",
+        "",
+        f"`{meta['command']}` on {meta.get('date', '')}; machine: {meta['machine'].get('cpu_count', '?')} cores, "
+        f"load average "
+        f"{meta.get('load_avg_1m_start')} at the start, {meta.get('load_avg_1m_end')} at the end; code at "
+        f"{meta.get('git', {}).get('head', '?')}. {meta['records']}.",
+        "",
+        (__doc__ or "").split("**Measured.**")[0].split("\n\n", 1)[1].strip(),
+        "",
+        md_table(
+            [row],
+            [
+                "n_records",
+                "clean_ndcg@10",
+                "ndcg@10",
+                "ndcg_ratio",
+                "opened_mean",
+                "scan_ms_p50",
+                "scan_ms_p95",
+                "app_ms_p50",
+                "app_ms_p95",
+                "rss_bytes_per_record",
+                "rss_trimmed_bytes_per_record",
+                "accounted_faiss_bytes_per_record",
+                "accounted_id_table_bytes_per_record",
+                "build_and_train_seconds",
+                "longest_add_ms",
+                "lists",
+                "lists_probed",
+            ],
+            headers=[
+                "records",
+                "clean NDCG@10",
+                "NDCG@10",
+                "/ clean",
+                "opened",
+                "scan p50 ms",
+                "scan p95 ms",
+                "app p50 ms",
+                "app p95 ms",
+                "RSS B / rec",
+                "after malloc_trim",
+                "FAISS B",
+                "id table B",
+                "build + train s",
+                "longest add ms",
+                "lists",
+                "lists probed",
+            ],
+        ),
+        "",
+        "| target | wanted | measured | met |",
+        "|---|---:|---:|---:|",
+        *(f"| {a} | {b} | {c} | {'**met**' if d else 'not met'} |" for a, b, c, d in checks),
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = base_parser(SCRIPT, __doc__)
+    ap.add_argument("--n", type=int, default=10_000_000, help="records in the index (SciFact + distractors)")
+    ap.add_argument("--queries", type=int, default=300, help="queries whose app work is timed")
+    ap.add_argument(
+        "--work-dir", default=None, help="where the float16 rows wait for the re-rank (default: a temp dir)"
+    )
+    args = ap.parse_args(None if argv is None else list(argv))
+    size = resolve_size(args)
+    set_threads()
+    data_dir = resolve_data_or_none(args.data_dir)
+    if data_dir is None:
+        return 2
+    t_start = time.perf_counter()
+
+    def log(msg: str) -> None:
+        print(f"[store_index_scale] {msg} ({time.perf_counter() - t_start:.0f} s)", flush=True)
+
+    base = _scifact(data_dir, cache=cache_dir(args.cache_dir), size=size, seed=args.seed, progress=not args.no_progress)
+    n = min(args.n, 3_000) if size == "smoke" else args.n
+    options = StoreIndexSearch(train_at=1_000) if size == "smoke" else StoreIndexSearch()
+    load0 = _load()
+    work = Path(tempfile.mkdtemp(prefix="tc-scale-", dir=args.work_dir))
+    try:
+        row = scale_row(base, n, options=options, work_dir=work, seed=args.seed, n_timed=args.queries, log=log)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    meta = make_meta(
+        SCRIPT,
+        argv,
+        size=size,
+        seed=args.seed,
+        records=f"{base.about} + {row['n_records'] - len(base.doc_ids):,} cluster-preserving fitted distractors",
+        options=repr(options),
+        load_avg_1m_start=load0,
+        load_avg_1m_end=_load(),
+        git=_git(),
+        targets={
+            "ndcg_ratio": NDCG_TARGET,
+            "opened": OPENED_TARGET,
+            "app_ms_p95": APP_MS_TARGET,
+            "bytes_per_record": BYTES_TARGET,
+        },
+        runtime_seconds=round(time.perf_counter() - t_start, 1),
+    )
+    jp, mp = write_results(
+        NAME, size=size, meta=meta, rows=[row], markdown=render_markdown(row, meta), out_dir=args.out_dir, tag=args.tag
+    )
+    log(f"wrote {jp}, {mp}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,90 @@
+"""The store-held index's id table: every id comes back exactly, labels are unique, collisions are never wrong."""
+
+from __future__ import annotations
+
+import uuid
+
+import numpy as np
+import pytest
+
+from textcrafter_rag.sealed import id_table
+from textcrafter_rag.sealed.id_table import IdTable
+from textcrafter_rag.sealed.vector_index import VectorIndex
+
+
+def _uuids(n: int, seed: int) -> list[str]:
+    rng = np.random.default_rng(seed)
+    return [str(uuid.UUID(bytes=rng.bytes(16), version=4)) for _ in range(n)]
+
+
+def test_ids_round_trip_through_labels_across_a_merge() -> None:
+    table = IdTable()
+    ids = _uuids(id_table._PENDING + 500, 0)  # past the buffer: one merge into the sorted arrays
+    labels, held = table.add(ids)
+    assert not held.any() and len(table) == len(ids)
+    assert len(set(labels.tolist())) == len(ids) and (labels != -1).all()
+    assert table.ids(labels) == ids
+    assert sorted(table) == sorted(ids)
+    again, held = table.add(ids[:10] + ids[-10:])
+    assert held.all() and again.tolist() == labels[:10].tolist() + labels[-10:].tolist()
+
+
+def test_a_keyed_id_costs_sixteen_bytes() -> None:
+    table = IdTable()
+    n = 3 * id_table._PENDING
+    table.add(_uuids(n, 1))
+    buffer = 16 * id_table._PENDING
+    assert table.nbytes - buffer == 16 * (n - table._pn)  # the sorted arrays: two 8-byte halves an id
+
+
+def test_pop_forgets_ids_in_the_sorted_arrays_and_in_the_buffer() -> None:
+    table = IdTable()
+    ids = _uuids(id_table._PENDING + 100, 2)
+    labels, _ = table.add(ids)
+    gone = [ids[3], ids[-3], "not-held", str(uuid.uuid4())]
+    popped = table.pop(gone)
+    assert sorted(popped.tolist()) == sorted([labels[3], labels[-1 - 2]])
+    assert table.labels(gone).tolist() == [-1, -1, -1, -1]
+    assert len(table) == len(ids) - 2
+    assert ids[3] not in set(table) and ids[4] in set(table)
+
+
+def test_two_uuids_with_one_first_half_both_come_back() -> None:
+    first = uuid.UUID(_uuids(1, 3)[0])
+    twin = uuid.UUID(int=(first.int >> 64 << 64) | (first.int & ((1 << 64) - 1)) ^ 0xFF)
+    assert str(twin)[14] == "4" and twin != first
+    table = IdTable()
+    labels, _ = table.add([str(first)])
+    twin_label, held = table.add([str(twin)])
+    assert not held.any() and twin_label[0] != labels[0]
+    assert table.ids([labels[0], twin_label[0]]) == [str(first), str(twin)]
+    both, _ = IdTable().add([str(first), str(twin)])  # in one batch too
+    assert both[0] != both[1]
+    assert table.pop([str(twin)]).tolist() == [twin_label[0]] and table.ids(labels) == [str(first)]
+
+
+@pytest.mark.parametrize("rid", ["user-7", "B5D6E1A0-0000-4000-8000-000000000001", "", "ünïcode id"])
+def test_other_ids_are_held_as_they_are(rid: str) -> None:
+    table = IdTable()
+    labels, held = table.add([rid, *_uuids(3, 4)])
+    assert not held.any()
+    assert table.ids(labels[:1]) == [rid]
+    assert (labels[0] >> 12) & 0xF != 4  # never a UUID4 label
+    assert table.pop([rid]).tolist() == [labels[0]] and len(table) == 3
+
+
+def test_the_trained_index_finds_upserts_and_forgets_by_id() -> None:
+    rng = np.random.default_rng(5)
+    ids = [*_uuids(3000, 5), *(f"clear-{i}" for i in range(100))]
+    x = rng.standard_normal((len(ids), 32)).astype(np.float32)
+    index = VectorIndex(32, code_bytes=8, train_at=1000, background=False)
+    for start in range(0, len(ids), 700):
+        index.add(ids[start : start + 700], x[start : start + 700])
+    assert index.trained and len(index) == len(ids)
+    for i in (0, 1500, 3050):
+        assert ids[i] in index.search(x[i], 20)
+    index.add([ids[0]], x[1:2])  # an upsert replaces the vector, never adds a second entry
+    assert len(index) == len(ids) and ids[0] in index.search(x[1], 5)
+    assert index.remove([ids[1500], ids[3050], "unknown"]) == 2
+    assert ids[1500] not in index.search(x[1500], 50) and ids[3050] not in index.search(x[3050], 50)
+    assert sorted(index.ids()) == sorted(set(ids) - {ids[1500], ids[3050]})
