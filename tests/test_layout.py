@@ -22,6 +22,7 @@ MAX_PARAMS = 12
 INFRASTRUCTURE = {
     "textcrafter_rag._version",
     "textcrafter_rag.errors",
+    "textcrafter_rag.logs",
     "textcrafter_rag.deprecation",
     "textcrafter_rag.extras",
     "textcrafter_rag.validation",

@@ -20,7 +20,8 @@ This is an estimate, not a bound: it is checked on held-out stores (``tests/test
 clustered synthetic vectors; ``python -m benchmarks.sealed_search``: SciFact and SciFact grown by distractors).
 
 Where the rule is not met at ``fetch_k``, the search stops there and says so: :attr:`Rounds.capped` (counted by
-:class:`~textcrafter_rag.sealed_search.SealedSearch`, warned once per store), never a silent loss. Records
+:class:`~textcrafter_rag.sealed_search.SealedSearch`, warned once per store, logged at INFO on the
+``textcrafter_rag`` logger each time), never a silent loss. Records
 sealed before the noise seed was sealed beside the vector count as unscored: a round with none scored cannot
 stop early.
 
@@ -40,6 +41,7 @@ from typing import Any, Generic, TypeVar
 
 import numpy as np
 
+from .logs import logger
 from .numerics import unit_rows
 from .two_stage import TwoStage, TwoStageSearch
 
@@ -75,10 +77,14 @@ class CapCounter:
         self._lock = threading.Lock()
 
     def add(self) -> None:
+        """Count a capped search: a log record each time (INFO: a server sees how often), a warning the first time."""
         with self._lock:
             self.count += 1
-            first = self.count == 1
-        if first:
+            count = self.count
+        logger.info(
+            "a candidate search stopped at fetch_k=%d short of its recall target (%d so far)", self.fetch_k, count
+        )
+        if count == 1:
             warnings.warn(
                 f"a search reached fetch_k={self.fetch_k} before its recall target was met: raise fetch_k (or lower "
                 "recall); SealedSearch.capped counts such searches",

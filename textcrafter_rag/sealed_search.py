@@ -14,7 +14,8 @@ modes, chosen by the options object it is given:
 In both, every record carries its clean direction sealed (``_tc_vec``, bound to the record id) and the
 plain mode marker ``_tc_mode``; hits are opened here, de-duplicated, capped, and ranked by exact cosine.
 A hit that does not open (another tenant under the same key, edited, no sealed vector) is skipped and
-counted (:attr:`SealedSearch.skipped`, one warning per process and store), or raises with ``strict=True``.
+counted (:attr:`SealedSearch.skipped`, one warning per process and store, a record on the ``textcrafter_rag``
+logger at each search), or raises with ``strict=True``; :attr:`SealedSearch.stats` reads every counter.
 A marker record (:meth:`SealedSearch.marker_id`) tells a store's mode to a process that opens it in
 another mode, before any query is sent.
 """
@@ -34,8 +35,9 @@ from .app_index import AppIndex, AppIndexSearch
 from .candidate_rounds import FIRST_ROUND, CapCounter, HitFields, OpenedHits, RecallCapWarning, Rounds
 from .errors import InvalidInputError, InvalidTypeError
 from .keyed import keyed_normals
+from .logs import SearchCounts, SearchStats, logger
 from .numerics import unit_rows
-from .sealed.index_modes import IndexMissingError, IndexModes, UnindexedRecordsWarning, logger
+from .sealed.index_modes import IndexMissingError, IndexModes, UnindexedRecordsWarning
 from .sealed.layout import DIM_KEY, INDEX_MODES, MARKER_KEY, MODE_KEY
 from .sealed.marker import ModeMismatchError, StoreMarker, check_marker_mode, single_stage_marker_id
 from .sealed.port import PortRecord, RecordPort
@@ -57,6 +59,7 @@ __all__ = [
     "RecallCapWarning",
     "SealedSearch",
     "SearchOptions",
+    "SearchStats",
     "SkippedRecordsWarning",
     "StoreRanksWarning",
     "UnindexedRecordsWarning",
@@ -126,9 +129,8 @@ class SealedSearch(NotPicklable):
             search=options if isinstance(options, TwoStageSearch) else TwoStageSearch(doc_strength=0.0),
         )
         self._lock = threading.RLock()
-        self._skipped = 0
+        self._counts = SearchCounts()
         self._caps = CapCounter(self.fetch_k)
-        self._warned = False
         #: Whether this store's marker record was found (the store was written before, in this mode).
         self.marker_seen = False
         #: The index side, in the modes where the application picks the records (``None`` in candidates).
@@ -231,16 +233,12 @@ class SealedSearch(NotPicklable):
     @property
     def skipped(self) -> int:
         """Hits skipped so far because they did not open (another tenant, edited, no sealed vector)."""
-        return self._skipped
+        return self._counts.skipped
 
     def _skip(self, rid: str, error: SealError) -> None:
         if self.strict:
             raise error
-        with self._lock:
-            self._skipped += 1
-            first = not self._warned
-            self._warned = True
-        if first:
+        if self._counts.skip():  # the first: warned once, logged at each search (open_hits, first_that_open)
             warnings.warn(
                 "a search skipped records that do not open under this key and tenant (another tenant under the "
                 "same key, edited, or written without a sealed vector); SealedSearch.skipped counts them, "
@@ -304,6 +302,8 @@ class SealedSearch(NotPicklable):
             rids.append(rid)
             vectors.append(vector)
             seeds.append(seed)
+        if failed:
+            logger.info("a search skipped %d records that do not open under this key and tenant", failed)
         if not positions and unmarked:
             raise ModeMismatchError(
                 f"none of the {unmarked} records returned has a sealed vector: the store was written single-stage "
@@ -326,6 +326,7 @@ class SealedSearch(NotPicklable):
         stopped at ``fetch_k`` short of the recall target is counted in :attr:`capped` and warned once.
         """
         assert isinstance(self.options, TwoStageSearch)
+        self._counts.search()
         return Rounds(
             self._two_stage,
             self.check_vectors(np.asarray(query).reshape(1, -1), name="query vector")[0],
@@ -343,6 +344,11 @@ class SealedSearch(NotPicklable):
         """Searches that reached ``fetch_k`` before the recall target's rule was met (their recall may be lower)."""
         return self._caps.count
 
+    @property
+    def stats(self) -> SearchStats:
+        """The counters so far, in one snapshot: searches, capped searches, dead index entries, skipped records."""
+        return self._counts.snapshot(capped=self.capped, dead=self.dead)
+
     def first_that_open(
         self, ranked: Sequence[tuple[int, float]], open_record: Callable[[int], T], k: int
     ) -> list[tuple[T, float]]:
@@ -359,6 +365,7 @@ class SealedSearch(NotPicklable):
                 out.append((open_record(row), score))
             except SealError as exc:
                 self._skip(str(row), exc)
+                logger.info("a search skipped a record whose vector opens and whose text or fields do not")
         return out
 
     @staticmethod
@@ -406,6 +413,7 @@ class SealedSearch(NotPicklable):
 
     def index_candidates(self, query: Any) -> list[str]:
         """The ids of the :attr:`fetch_k` records the index ranks best for the clean query."""
+        self._counts.search()
         return self._indexes().candidates(query, self.fetch_k, marker_id=self.marker_id(), marker_seen=self.marker_seen)
 
     @property

@@ -11,7 +11,6 @@ stored record that no search finds: at worst an entry whose record is missing, w
 
 from __future__ import annotations
 
-import logging
 import threading
 import warnings
 from collections.abc import Callable, Iterable, Sequence
@@ -22,18 +21,16 @@ from tqdm.auto import tqdm
 
 from ..app_index import AppIndex, AppIndexSearch, IndexFile
 from ..errors import InvalidInputError, InvalidTypeError, TextcrafterError
+from ..logs import logger
 from ..record_ids import canonical_record_id
 from ..sealing import SealError, SecretKey
 from ..validation import check_store_vectors
-from .layout import LOG_FIELD
+from .layout import is_library_record
 from .port import PortRecord, RecordPort
 from .replica import Fetch, HitFieldsOf, OpenVector, Replica, port_hit_fields
 from .store_index import StoreIndex, StoreIndexSearch
 
-__all__ = ["IndexMissingError", "IndexModes", "UnindexedRecordsWarning"]
-
-#: The library's one logger: capped searches, skipped records, dead index entries, repairs.
-logger = logging.getLogger("textcrafter_rag")
+__all__ = ["IndexMissingError", "IndexModes", "UnindexedRecordsWarning", "logger"]
 
 
 class IndexMissingError(TextcrafterError, ValueError):
@@ -133,7 +130,7 @@ class IndexModes:
         total = 0
         with tqdm(desc="rebuilding the sealed index", unit="records", disable=not progress) as bar:
             for batch in self._port.enumerate(batch_size):
-                data = [r for r in batch if LOG_FIELD not in r.fields]
+                data = [r for r in batch if not is_library_record(r.fields)]
                 for start in range(0, len(data), group):
                     ids, vectors = open_records(data[start : start + group])
                     if ids:

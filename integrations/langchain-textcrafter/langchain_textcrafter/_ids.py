@@ -14,7 +14,7 @@ miss, a delete or a store that cannot read by id. A clear reader looks up keyed 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from langchain_core.documents import Document
@@ -49,7 +49,7 @@ class SealedIds:
     #: The id scheme the store's marker record names, once read (``None``: not read, or no marker).
     _ids_scheme: str | None = None
     _search: SealedSearch | None
-    _check: Callable[[Mapping[str, Any]], None]
+    _check: Callable[[dict[str, Any]], None]
     _opened: Callable[[Iterable[Document]], list[Document]]
     #: The sealed store's own: the id the wrapped store returned with a record.
     _store_id: Callable[[Document], Any]

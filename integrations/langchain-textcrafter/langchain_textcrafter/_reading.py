@@ -3,7 +3,11 @@
 Every LangChain search entry point (text or vector query, scores, relevance scores, MMR, sync and async)
 either passes through to the wrapped store (single-stage, after the mode check) or runs sealed search:
 the clean query ranks the records that the store (candidates) or the app-side index returned, opened in
-this process. :class:`SealedReading` holds only that dispatch; the sealed store defines the steps.
+this process. :class:`SealedReading` holds that dispatch and the counters searches keep (:attr:`~SealedReading.stats`);
+the sealed store defines the steps.
+
+MMR's ``fetch_k`` is honoured in sealed search: its picks come from the first ``fetch_k`` opened records by exact
+cosine, and a ``fetch_k`` above the records one search opens (the store's ``fetch_k`` or ``open_k``) is refused.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from langchain_core.vectorstores import VectorStore
 from langchain_core.vectorstores.utils import maximal_marginal_relevance
 
 from textcrafter_rag.errors import InvalidInputError
+from textcrafter_rag.logs import SearchStats
 from textcrafter_rag.sealed_records import ID_FIELD
 from textcrafter_rag.sealed_search import INDEX_MODES, MODE_KEY, SealedSearch
 from textcrafter_rag.two_stage import VECTOR_KEY
@@ -59,8 +64,8 @@ class SealedReading(VectorStore):
 
     # Steps the sealed store defines.
     @abstractmethod
-    def _check(self, kwargs: Mapping[str, Any]) -> None:
-        """Refuse filters on sealed fields."""
+    def _check(self, kwargs: dict[str, Any]) -> None:
+        """Refuse filters on sealed fields; wrap callable filters in place (the library's records never reach one)."""
 
     @abstractmethod
     def _marker(self, *, write: bool, dim: int | None = None) -> None:
@@ -81,6 +86,26 @@ class SealedReading(VectorStore):
     @abstractmethod
     def _opened_scored(self, pairs: Iterable[tuple[Document, float]]) -> list[tuple[Document, float]]:
         """Scored hits, opened."""
+
+    # -- counters --------------------------------------------------------------------------------
+
+    @property
+    def skipped(self) -> int:
+        """Hits skipped so far because they did not open (another tenant under this key, edited, no vector)."""
+        return self._search.skipped if self._search is not None else 0
+
+    @property
+    def capped(self) -> int:
+        """Searches that reached ``fetch_k`` before their recall target (``TwoStageSearch(recall=...)``) was met."""
+        return self._search.capped if self._search is not None else 0
+
+    @property
+    def stats(self) -> SearchStats:
+        """Searches, capped searches, dead index entries and skipped records so far (zeros in single-stage).
+
+        Each capped search and each skipped batch is also a record on the ``textcrafter_rag`` logger (INFO).
+        """
+        return self._search.stats if self._search is not None else SearchStats()
 
     # -- sealed search ---------------------------------------------------------------------------
 
@@ -151,12 +176,28 @@ class SealedReading(VectorStore):
         ranked = core.rank(query, found.vectors, len(found.positions))
         return core.first_that_open(ranked, lambda i: self._open(found.hits[found.positions[i]]), k)
 
-    def _mmr(self, query: np.ndarray, found: Found, k: int, lambda_mult: float) -> list[Document]:
+    def _mmr_fetch_k(self, fetch_k: int) -> int:
+        """MMR's ``fetch_k``, checked: a search opens at most the store's ``fetch_k`` (``open_k``) records."""
+        core = self._core()
+        if isinstance(fetch_k, bool) or not isinstance(fetch_k, (int, np.integer)) or fetch_k < 1:
+            raise InvalidInputError(f"fetch_k must be a positive int, got {fetch_k!r}")
+        if fetch_k > core.fetch_k:
+            name = "open_k" if core.mode in INDEX_MODES else "fetch_k"
+            raise InvalidInputError(
+                f"MMR's fetch_k={fetch_k} exceeds the {core.fetch_k} records a search of this store opens (its "
+                f"{name}): pass fetch_k<={core.fetch_k}, or raise the store's {name}"
+            )
+        return int(fetch_k)
+
+    def _mmr(self, query: np.ndarray, found: Found, k: int, fetch_k: int, lambda_mult: float) -> list[Document]:
+        """MMR's picks (at most ``k``) among the first ``fetch_k`` opened records by exact cosine, as LangChain's."""
         if not found.positions:
             return []
-        picked = maximal_marginal_relevance(query, found.vectors.tolist(), lambda_mult=lambda_mult, k=k)
-        kept = self._core().first_that_open(
-            [(i, 0.0) for i in picked], lambda i: self._open(found.hits[found.positions[i]]), k
+        core = self._core()
+        rows = [row for row, _ in core.rank(query, found.vectors, fetch_k)]
+        picked = maximal_marginal_relevance(query, found.vectors[rows].tolist(), lambda_mult=lambda_mult, k=k)
+        kept = core.first_that_open(
+            [(rows[i], 0.0) for i in picked], lambda i: self._open(found.hits[found.positions[i]]), k
         )
         return [doc for doc, _ in kept]
 
@@ -233,13 +274,14 @@ class SealedReading(VectorStore):
     def max_marginal_relevance_search(
         self, query: str, k: int = 4, fetch_k: int = 20, lambda_mult: float = 0.5, **kwargs: Any
     ) -> list[Document]:
-        """MMR: the wrapped store's, or over the opened records' clean vectors (the store's ``fetch_k``)."""
+        """MMR: the wrapped store's, or over the first ``fetch_k`` opened records' clean vectors."""
         self._check(kwargs)
         if self._search is None:
             self._marker(write=False)
             return self._opened(self._store.max_marginal_relevance_search(query, k, fetch_k, lambda_mult, **kwargs))
+        fetch_k = self._mmr_fetch_k(fetch_k)
         clean = self._query_vector(self._clean.query(query))
-        return self._mmr(clean, self._fetch(clean, k, kwargs), k, lambda_mult)
+        return self._mmr(clean, self._fetch(clean, fetch_k, kwargs), k, fetch_k, lambda_mult)
 
     async def amax_marginal_relevance_search(
         self, query: str, k: int = 4, fetch_k: int = 20, lambda_mult: float = 0.5, **kwargs: Any
@@ -251,9 +293,10 @@ class SealedReading(VectorStore):
             return self._opened(
                 await self._store.amax_marginal_relevance_search(query, k, fetch_k, lambda_mult, **kwargs)
             )
+        fetch_k = self._mmr_fetch_k(fetch_k)
         clean = self._query_vector(await self._clean.aquery(query))
-        hits = await self._afetch(clean, k, kwargs)
-        return await asyncio.to_thread(self._mmr, clean, hits, k, lambda_mult)
+        hits = await self._afetch(clean, fetch_k, kwargs)
+        return await asyncio.to_thread(self._mmr, clean, hits, k, fetch_k, lambda_mult)
 
     def max_marginal_relevance_search_by_vector(
         self, embedding: list[float], k: int = 4, fetch_k: int = 20, lambda_mult: float = 0.5, **kwargs: Any
@@ -266,8 +309,9 @@ class SealedReading(VectorStore):
             return self._opened(
                 self._store.max_marginal_relevance_search_by_vector(vector, k, fetch_k, lambda_mult, **kwargs)
             )
+        fetch_k = self._mmr_fetch_k(fetch_k)
         clean = self._query_vector(embedding)
-        return self._mmr(clean, self._fetch(clean, k, kwargs), k, lambda_mult)
+        return self._mmr(clean, self._fetch(clean, fetch_k, kwargs), k, fetch_k, lambda_mult)
 
     async def amax_marginal_relevance_search_by_vector(
         self, embedding: list[float], k: int = 4, fetch_k: int = 20, lambda_mult: float = 0.5, **kwargs: Any
@@ -280,6 +324,7 @@ class SealedReading(VectorStore):
             return self._opened(
                 await self._store.amax_marginal_relevance_search_by_vector(vector, k, fetch_k, lambda_mult, **kwargs)
             )
+        fetch_k = self._mmr_fetch_k(fetch_k)
         clean = self._query_vector(embedding)
-        hits = await self._afetch(clean, k, kwargs)
-        return await asyncio.to_thread(self._mmr, clean, hits, k, lambda_mult)
+        hits = await self._afetch(clean, fetch_k, kwargs)
+        return await asyncio.to_thread(self._mmr, clean, hits, k, fetch_k, lambda_mult)

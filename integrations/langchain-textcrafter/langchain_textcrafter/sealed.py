@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import warnings
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -33,7 +33,7 @@ from langchain_core.vectorstores import VectorStore
 
 from textcrafter_rag.app_index import AppIndexSearch
 from textcrafter_rag.errors import InvalidInputError, InvalidTypeError
-from textcrafter_rag.sealed.layout import RESERVED_FIELDS
+from textcrafter_rag.sealed.layout import RESERVED_FIELDS, guarded_filters, is_library_record
 from textcrafter_rag.sealed.marker import StoreMarker
 from textcrafter_rag.sealed.store_index import StoreIndexSearch
 from textcrafter_rag.sealed_records import RecordSealer, new_record_id
@@ -227,16 +227,6 @@ class SealedVectorStore(NotPicklable, SealedIds, SealedReading):
         options = self.search_options
         return options if isinstance(options, TwoStageSearch) else None
 
-    @property
-    def skipped(self) -> int:
-        """Hits skipped so far because they did not open (another tenant under this key, edited, no vector)."""
-        return self._search.skipped if self._search is not None else 0
-
-    @property
-    def capped(self) -> int:
-        """Searches that reached ``fetch_k`` before their recall target (``TwoStageSearch(recall=...)``) was met."""
-        return self._search.capped if self._search is not None else 0
-
     @classmethod
     def from_texts(
         cls, texts: list[str], embedding: Embeddings, metadatas: list[dict] | None = None, **kwargs: Any
@@ -428,14 +418,16 @@ class SealedVectorStore(NotPicklable, SealedIds, SealedReading):
         return Document(id=rec.record_id, page_content=rec.text, metadata=rec.metadata)
 
     def _opened(self, docs: Iterable[Document]) -> list[Document]:
-        return [self._open(d) for d in docs]
+        return [self._open(d) for d in docs if not is_library_record(d.metadata)]  # never the marker or index log
 
     def _opened_scored(self, pairs: Iterable[tuple[Document, float]]) -> list[tuple[Document, float]]:
-        return [(self._open(d), s) for d, s in pairs]
+        return [(self._open(d), s) for d, s in pairs if not is_library_record(d.metadata)]
 
-    def _check(self, kwargs: Mapping[str, Any]) -> None:
-        # every filter-like keyword (filter=, Milvus expr=, Chroma where=...), by the rule both adapters share
+    def _check(self, kwargs: dict[str, Any]) -> None:
+        # every filter-like keyword (filter=, Milvus expr=, Chroma where=...), by the rule both adapters share; a
+        # callable filter (InMemoryVectorStore, FAISS) is wrapped: the library's own records never reach it
         self._records.check_store_kwargs(kwargs)
+        kwargs.update(guarded_filters(kwargs))
 
     def _select_relevance_score_fn(self) -> Any:
         return self._store._select_relevance_score_fn() if self._search is None else (lambda cosine: cosine)

@@ -28,7 +28,8 @@ from llama_index.core.vector_stores.types import (
 from textcrafter_rag.app_index import AppIndexSearch
 from textcrafter_rag.candidate_rounds import Rounds
 from textcrafter_rag.errors import InvalidInputError
-from textcrafter_rag.sealed.log import LOG_FIELD
+from textcrafter_rag.logs import SearchStats
+from textcrafter_rag.sealed.layout import is_library_record
 from textcrafter_rag.sealed.marker import StoreMarker
 from textcrafter_rag.sealed.store_index import StoreIndexSearch
 from textcrafter_rag.sealed_records import ID_FIELD, IDS_KEY, RecordSealer, canonical_record_id
@@ -98,6 +99,24 @@ class SealedSearchSteps:
 
     # ``open_node`` (a shell opened into its node) is the sealed vector store's own method.
 
+    @property
+    def skipped(self) -> int:
+        """Shells skipped so far because they did not open (another tenant under this key, edited, no vector)."""
+        return self._search.skipped if self._search is not None else 0
+
+    @property
+    def capped(self) -> int:
+        """Searches that reached ``fetch_k`` before their recall target (``TwoStageSearch(recall=...)``) was met."""
+        return self._search.capped if self._search is not None else 0
+
+    @property
+    def stats(self) -> SearchStats:
+        """Searches, capped searches, dead index entries and skipped shells so far (zeros in single-stage).
+
+        Each capped search and each skipped batch is also a record on the ``textcrafter_rag`` logger (INFO).
+        """
+        return self._search.stats if self._search is not None else SearchStats()
+
     def _open_mode(self, dim: int | None) -> None:
         """A store opened with the default mode takes the mode it was written in, before anything is sent.
 
@@ -129,7 +148,7 @@ class SealedSearchSteps:
         probe = self._search.keyed_vectors(["probe"], dim)[0].tolist()
         for node, store_id in self._port.search_nodes(probe, _PROBE_K):
             meta = node.metadata or {}
-            if LOG_FIELD in meta or MARKER_KEY in meta:
+            if is_library_record(meta):
                 continue
             try:
                 self.open_node(node, store_id=store_id)
@@ -328,7 +347,7 @@ class SealedSearchSteps:
         except Exception:  # no filtered listing: the entries are skipped and counted at search instead
             logger.info("the store cannot list the nodes a delete removes: their index entries stay (skipped)")
             return []
-        return [n for n in nodes if LOG_FIELD not in (n.metadata or {}) and MARKER_KEY not in (n.metadata or {})]
+        return [n for n in nodes if not is_library_record(n.metadata)]
 
     def _ranked(self, query: VectorStoreQuery, clean: np.ndarray, opened: Found) -> VectorStoreQueryResult:
         """Rank the opened shells exactly (or by MMR), open the winners only.

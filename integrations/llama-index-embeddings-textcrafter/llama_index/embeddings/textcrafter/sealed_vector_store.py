@@ -60,7 +60,7 @@ from llama_index.core.vector_stores.types import (
 )
 
 from textcrafter_rag.errors import InvalidInputError, InvalidTypeError
-from textcrafter_rag.sealed.log import CHUNKS_FIELD, LOG_FIELD
+from textcrafter_rag.sealed.layout import CHUNKS_FIELD, LOG_FIELD, is_library_record
 from textcrafter_rag.sealed.marker import StoreMarker
 from textcrafter_rag.sealed_records import ID_FIELD, IDS_KEY, RecordSealer, canonical_record_id
 from textcrafter_rag.sealed_search import (
@@ -228,16 +228,6 @@ class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, SealedIn
         options = self.search_options
         return options if isinstance(options, TwoStageSearch) else None
 
-    @property
-    def skipped(self) -> int:
-        """Shells skipped so far because they did not open (another tenant under this key, edited, no vector)."""
-        return self._search.skipped if self._search is not None else 0
-
-    @property
-    def capped(self) -> int:
-        """Searches that reached ``fetch_k`` before their recall target (``TwoStageSearch(recall=...)``) was met."""
-        return self._search.capped if self._search is not None else 0
-
     # -- sealing and opening ---------------------------------------------------------------------
 
     def seal_node(self, node: BaseNode) -> TextNode:
@@ -284,8 +274,11 @@ class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, SealedIn
             ids_back = [self._records.ids.opened_id(i) or i for i in result.ids] if result.ids is not None else None
             return VectorStoreQueryResult(similarities=result.similarities, ids=ids_back)
         ids: Sequence[Any] = result.ids if result.ids and len(result.ids) == len(result.nodes) else []
-        nodes = [self.open_node(n, store_id=ids[i] if ids else None) for i, n in enumerate(result.nodes)]
-        return VectorStoreQueryResult(nodes=nodes, similarities=result.similarities, ids=[n.node_id for n in nodes])
+        keep = [i for i, n in enumerate(result.nodes) if not is_library_record(n.metadata)]  # no marker, no log
+        nodes = [self.open_node(result.nodes[i], store_id=ids[i] if ids else None) for i in keep]
+        scores = result.similarities
+        similarities = [scores[i] for i in keep] if scores and len(scores) == len(result.nodes) else scores
+        return VectorStoreQueryResult(nodes=nodes, similarities=similarities, ids=[n.node_id for n in nodes])
 
     def _shells(self, nodes: Sequence[BaseNode]) -> tuple[list[BaseNode], np.ndarray | None]:
         """The shells for ``nodes``, and (sealed search) their validated clean vectors."""
@@ -408,7 +401,8 @@ class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, SealedIn
         """The wrapped store's nodes (your ids, mapped to the store's), opened."""
         self._check(filters)
         if node_ids is None:
-            return [self.open_node(n) for n in self._store.get_nodes(None, filters) if not _own_record(n)]
+            nodes = self._store.get_nodes(None, filters)
+            return [self.open_node(n) for n in nodes if not is_library_record(n.metadata)]
         return [self.open_node(n) for n in self._find_shells(node_ids, filters)]
 
     async def aget_nodes(
@@ -417,7 +411,8 @@ class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, SealedIn
         """Async :meth:`get_nodes`."""
         self._check(filters)
         if node_ids is None:
-            return [self.open_node(n) for n in await self._store.aget_nodes(None, filters) if not _own_record(n)]
+            nodes = await self._store.aget_nodes(None, filters)
+            return [self.open_node(n) for n in nodes if not is_library_record(n.metadata)]
         return [self.open_node(n) for n in await self._afind_shells(node_ids, filters)]
 
     def persist(self, persist_path: str, fs: Any = None) -> None:
@@ -440,9 +435,3 @@ def _dim_of(nodes: Sequence[BaseNode]) -> int | None:
 def _dim_of_query(query: VectorStoreQuery) -> int | None:
     """The dimension of the query's embedding (``None`` if it has none yet)."""
     return len(query.query_embedding) if query.query_embedding is not None else None
-
-
-def _own_record(node: BaseNode) -> bool:
-    """Whether a node the store listed is the sealed store's own (the marker, the store-held index's log)."""
-    meta = node.metadata or {}
-    return MARKER_KEY in meta or LOG_FIELD in meta
