@@ -289,6 +289,15 @@ def test_readme_says_what_sealed_scores_mean() -> None:
     assert "Plain Chroma returns distances, where lower is closer" in readme
 
 
+def test_the_sealed_search_page_says_what_scores_mean_and_where_the_logs_and_counters_are() -> None:
+    page = " ".join((ROOT / "docs" / "sealed_search.md").read_text(encoding="utf-8").split())
+    assert "is the exact cosine similarity of the clean query and record vectors" in page
+    assert "Plain Chroma returns distances, where lower is closer" in page
+    assert '`logging.getLogger("textcrafter_rag")`' in page and "`store.stats`" in page
+    for counter in ("searches", "capped_searches", "dead_entries_skipped", "records_skipped"):
+        assert f"`{counter}`" in page
+
+
 def test_readme_results_tables_moved_to_docs_results() -> None:
     """The tables README used to carry live in docs/results.md, each beside the file it comes from."""
     results = " ".join((ROOT / "docs" / "results.md").read_text(encoding="utf-8").split())
