@@ -216,3 +216,39 @@ def test_the_first_head_search_asks_for_few_records():
     port.search = lambda vector, k: asked.append(k) or search(vector, k)  # type: ignore[method-assign]
     process(port).refresh()
     assert asked == [4]  # one head found among the first four records: the search stops there
+
+
+class CountingPort(MemoryPort):
+    """A MemoryPort that remembers how many ids each read asked for."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked: list[int] = []
+
+    def get(self, ids):
+        self.asked.append(len(ids))
+        return super().get(ids)
+
+
+def test_a_writers_segments_apply_in_its_own_order_even_when_its_clock_goes_back(monkeypatch):
+    port, x = MemoryPort(), vectors(2, 8)
+    writer = process(port)
+    clock = iter([3_000, 2_000, 1_000])  # each append stamps an earlier time than the last
+    monkeypatch.setattr("textcrafter_rag.sealed.log.time.time_ns", lambda: next(clock))
+    writer.add(["a"], x[:1])
+    writer.remove(["a"])  # after the add: a reader must end with "a" deleted
+    writer.add(["b"], x[1:])
+    reader = process(port)
+    assert reader.candidates(x[0], 2) == ["b"]
+
+
+def test_opening_a_long_log_reads_a_bounded_batch_of_segments_at_a_time():
+    port, x = CountingPort(), vectors(200, 9)
+    writer = process(port)
+    for i in range(100):  # one segment an add: 100 segments of one writer
+        writer.add([f"r{i}", f"s{i}"], x[2 * i : 2 * i + 2])
+    port.asked.clear()
+    reader = process(port)
+    assert reader.refresh() == 100 and len(reader) == 200
+    assert max(port.asked) <= 16  # never the whole log in one read (nor in memory)
+    assert reader.candidates(x[150], 1) == ["r75"]

@@ -20,7 +20,9 @@ listing. So no two processes ever write the same log record:
   record, skips and counts them. No record is ever stored without an index entry.
 * **Readers** (:meth:`IndexLog.refresh`, before each search by default) read the heads, then fetch by id
   every segment past the ones this process applied, *and one past each head* (a writer killed between its
-  segment and its head), and merge them in (time, writer, seq) order. A head lower than one seen before,
+  segment and its head), a few segments a writer at a time, and apply each writer's in its own sequence order,
+  different writers' merged by (time, writer, seq): a writer's clock going back never reorders its own writes;
+  two writers changing one id at the same moment are ordered by their clocks. A head lower than one seen before,
   or a segment missing below a head, raises :class:`IndexRollbackError`; a segment that does not open raises
   :class:`IndexTamperedError`. An error or an empty answer never removes an index entry: segments are only
   ever added to what a process holds.
@@ -33,6 +35,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import heapq
 import hmac
 import json
 import secrets
@@ -40,7 +43,7 @@ import struct
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -78,6 +81,8 @@ _FIRST_HEAD_SEARCH = 4
 #: Other writers a head names (the most recent ones this process knows): a head an approximate engine's
 #: search missed is still found through any head that names its writer.
 _NAMED_WRITERS = 256
+#: Segments of one writer read (and held decoded) at a time while refreshing.
+_READ_BATCH = 16
 
 
 class IndexLogError(TextcrafterError, RuntimeError):
@@ -333,42 +338,61 @@ class IndexLog(NotPicklable):
         found[writer] = max(found.get(writer, 0), seq)
         named.update(str(w) for w in head.get("seen", ()))
 
-    def refresh(self) -> list[Segment]:
-        """The segments written since this process last read, in (time, writer, seq) order, to apply.
+    def refresh(self, apply: Callable[[Segment], None]) -> int:
+        """Hand ``apply`` the segments written since this process last read; how many it was handed.
+
+        Each writer's segments come in sequence order; different writers' are merged by (time, writer, seq).
+        One read fetches every writer's next segments (one past its head at least); a writer with more is
+        then read :data:`_READ_BATCH` segments at a time, so opening a large log holds a few segments a writer
+        in memory, never the whole log.
 
         Raises:
-            IndexRollbackError: A head went back, or a segment below a head is missing.
+            IndexRollbackError: A head went back (nothing is handed over), or a segment below a head is missing
+                (the segments before the gap were handed over; none after it).
             IndexTamperedError: A segment under this key's id does not open.
         """
         with self._lock:
             heads = self.heads()
-            todo = {w: self._applied.get(w, 0) for w in heads}
-            out: list[Segment] = []
-            while todo:
-                wanted = {}
-                for w, done in todo.items():
-                    for seq in range(done + 1, max(heads[w], done) + 2):  # one past the head
-                        wanted[self.chunk_id(w, seq, 0)] = (w, seq)
-                got = {r.id: r for r in self._port.get(list(wanted))}
-                nxt: dict[str, int] = {}
-                for w, done in todo.items():
-                    seq = done + 1
-                    while self.chunk_id(w, seq, 0) in got:
-                        out.append(self._read_segment(w, seq, got[self.chunk_id(w, seq, 0)]))
-                        seq += 1
-                    last = seq - 1
-                    if last < heads[w]:
-                        raise IndexRollbackError(
-                            f"an index segment below a head is missing ({heads[w] - last} of them): the store's "
-                            "index was rolled back or edited; nothing was applied"
-                        )
-                    if last > max(heads[w], done):
-                        nxt[w] = last  # segments past the head: keep probing
-                    self._head_seen[w] = max(self._head_seen.get(w, 0), heads[w])
-                    self._applied[w] = max(self._applied.get(w, 0), last)
-                todo = nxt
-            out.sort(key=lambda s: (s.ts, s.writer, s.seq))
-            return out
+            wanted = [cid for w in heads for cid in self._batch_ids(w, self._applied.get(w, 0) + 1, heads[w])]
+            got = {r.id: r for r in self._port.get(wanted)} if wanted else {}
+            streams = [self._segments(w, heads[w], got) for w in heads]
+            count = 0
+            for _, _, _, seg in heapq.merge(*streams):
+                apply(seg)
+                self._applied[seg.writer] = max(self._applied.get(seg.writer, 0), seg.seq)
+                count += 1
+            return count
+
+    def _batch_ids(self, writer: str, seq: int, head: int) -> list[str]:
+        """The first-chunk ids of the next read of ``writer`` from ``seq``: up to one past its head, a batch at most."""
+        return [self.chunk_id(writer, s, 0) for s in range(seq, seq + min(_READ_BATCH, max(1, head - seq + 2)))]
+
+    def _segments(self, writer: str, head: int, got: dict[str, PortRecord]) -> Iterator[tuple[int, str, int, Segment]]:
+        """One writer's segments past those applied, in sequence order: up to its head, then while any follow.
+
+        ``got`` holds the first read's records (this writer's are taken out of it as they are read).
+        """
+        seq = self._applied.get(writer, 0) + 1
+        asked = self._batch_ids(writer, seq, head)
+        while True:
+            batch = []
+            while self.chunk_id(writer, seq, 0) in got:
+                batch.append(self._read_segment(writer, seq, got.pop(self.chunk_id(writer, seq, 0))))
+                seq += 1
+            for cid in asked:
+                got.pop(cid, None)
+            if seq <= head and len(batch) < len(asked):
+                raise IndexRollbackError(
+                    f"an index segment below a head is missing ({head - seq + 1} of them): the store's index was "
+                    "rolled back or edited; nothing past the gap was applied"
+                )
+            self._head_seen[writer] = max(self._head_seen.get(writer, 0), head)
+            for seg in batch:
+                yield seg.ts, seg.writer, seg.seq, seg
+            if len(batch) < len(asked):  # the first missing sequence number past the head: the end
+                return
+            asked = self._batch_ids(writer, seq, head)
+            got = {r.id: r for r in self._port.get(asked)}
 
     def _read_segment(self, writer: str, seq: int, first: PortRecord) -> Segment:
         try:

@@ -116,10 +116,9 @@ class StoreIndex(NotPicklable):
     def refresh(self) -> int:
         """Read the store's log now and apply what other processes wrote; how many segments were applied."""
         with self._lock:
-            segments = self.log.refresh()
-            self._apply(segments)
+            count = self.log.refresh(lambda seg: self._apply([seg]))
             self._read_at = time.monotonic()
-            return len(segments)
+            return count
 
     def _refresh_if_due(self) -> None:
         every = self.options.refresh_every
