@@ -1,0 +1,122 @@
+"""The world of ``benchmarks.sealed_search.access_patterns``: a store that records what it is asked, and an app.
+
+* :class:`WatchedPort` is a dict store (:class:`~textcrafter_rag.testing.memory_port.MemoryPort`) that logs every
+  request as its operator sees it: reads by id (the ids, in the order asked), searches (the vector), and writes
+  (each record's id and size). Its reads return fresh copies, as a real store deserialises, so a replica's memory
+  is its own. Its search ranks the index log's heads exactly and then one other record: heads rank above every
+  other record by construction (:mod:`textcrafter_rag.sealed.log`), so the core reads the same answer as from
+  an exact search, at a cost that does not grow with the store (the benchmark times the app, not a dict scan).
+* :class:`App` is one process's sealed store over that port, written and read in the adapters' order (log, then
+  the sealed records; candidates, then the records from the replica or by id from the store), with the record
+  sealing of :class:`~textcrafter_rag.sealed_records.RecordSealer` (padded AES-GCM texts, as the adapters store).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from textcrafter_rag.sealed import PortRecord, StoreIndexSearch
+from textcrafter_rag.sealed.log import LOG_FIELD
+from textcrafter_rag.sealed.replica import port_hit_fields
+from textcrafter_rag.sealed_records import RecordSealer
+from textcrafter_rag.sealed_search import SealedSearch
+from textcrafter_rag.sealing import SecretKey
+from textcrafter_rag.testing.memory_port import MemoryPort
+
+__all__ = ["App", "WatchedPort", "record_size"]
+
+
+def record_size(r: PortRecord) -> int:
+    """Characters a record puts in the store (its text and plain fields): what a host sees of a write's size."""
+    return len(r.text) + sum(len(k) + len(v) for k, v in r.fields.items())
+
+
+def _copy(r: PortRecord) -> PortRecord:
+    return PortRecord((r.id + ".")[:-1], (r.text + ".")[:-1], {k: (v + ".")[:-1] for k, v in r.fields.items()})
+
+
+class WatchedPort(MemoryPort):
+    """A dict store that records every request (see the module docstring); ``watching`` switches the log."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.requests: list[tuple[str, Any]] = []
+        self.watching = True
+        self._heads: dict[str, PortRecord] = {}
+        self._other: str | None = None
+
+    def put(self, records: Sequence[PortRecord]) -> None:
+        if self.watching:
+            self.requests.append(("put", [(r.id, record_size(r), r.fields.get(LOG_FIELD)) for r in records]))
+        for r in records:
+            if r.fields.get(LOG_FIELD) == "head":
+                self._heads[r.id] = r
+            elif self._other is None:
+                self._other = r.id
+            # the vector is kept only where a search can need it (heads): a million lists of floats would not fit
+            self.records[r.id] = r if r.fields.get(LOG_FIELD) == "head" else PortRecord(r.id, r.text, r.fields)
+
+    def get(self, ids: Sequence[str]) -> list[PortRecord]:
+        if self.watching:
+            self.requests.append(("get", list(ids)))
+        return [_copy(self.records[i]) for i in ids if i in self.records]
+
+    def delete(self, ids: Sequence[str]) -> None:
+        if self.watching:
+            self.requests.append(("delete", list(ids)))
+        for i in ids:
+            self.records.pop(i, None)
+            self._heads.pop(i, None)
+            if i == self._other:
+                self._other = next((j for j in self.records if j not in self._heads), None)
+
+    def search(self, vector: Sequence[float], k: int) -> list[PortRecord]:
+        if self.watching:
+            self.requests.append(("search", (k, tuple(np.round(np.asarray(vector, dtype=np.float64), 6)))))
+        q = np.asarray(vector, dtype=np.float64)
+        heads = sorted(self._heads.values(), key=lambda r: -float(np.dot(q, np.asarray(r.vector))))
+        other = [self.records[self._other]] if self._other is not None else []
+        return [_copy(r) for r in (heads + other)[:k]]
+
+    def data_ids(self) -> set[str]:
+        return {i for i, r in self.records.items() if LOG_FIELD not in r.fields}
+
+
+class App:
+    """One process's sealed store (store-held index, with or without the replica) over ``port``."""
+
+    def __init__(self, port: MemoryPort, key: bytes, *, replica: bool, context: str = "bench") -> None:
+        secret = SecretKey(key)
+        self.port = port
+        self.core = SealedSearch(secret, context=context, options=StoreIndexSearch(replica=replica))
+        self.core.attach(port)
+        self.sealer = RecordSealer(secret, context=context)
+
+    def records(self, ids: Sequence[str], texts: Sequence[str], clean: np.ndarray) -> list[PortRecord]:
+        """The sealed records the store takes for these notes (keyed ids, padded sealed texts, sealed vectors)."""
+        sealed = [self.sealer.seal(t, {}, record_id=i) for t, i in zip(texts, ids, strict=True)]
+        store_ids = [str(s.store_id) for s in sealed]
+        fields = self.core.record_fields(clean, store_ids, [s.text for s in sealed])
+        return [
+            PortRecord(sid, s.text, {**{k: v for k, v in s.metadata.items() if isinstance(v, str)}, **f})
+            for sid, s, f in zip(store_ids, sealed, fields, strict=True)
+        ]
+
+    def add(self, ids: Sequence[str], texts: Sequence[str], clean: np.ndarray) -> list[str]:
+        """Log the entries, then store the records (the adapters' order); the store ids."""
+        recs = self.records(ids, texts, clean)
+        self.core.index_add([r.id for r in recs], clean)
+        self.port.put(recs)
+        return [r.id for r in recs]
+
+    def search(self, query: np.ndarray, k: int = 10) -> list[str]:
+        """The store ids of the best ``k`` by exact cosine, read from the replica or by id from the store."""
+        ids = self.core.index_candidates(query)
+        held = self.core.index_records(ids)
+        recs = held if held is not None else self.port.get(ids)
+        self.core.count_dead(ids, len(recs))
+        opened = self.core.open_hits(port_hit_fields(recs))
+        return [opened.record_ids[i] for i, _ in self.core.rank(query, opened.vectors, k)]
