@@ -3,7 +3,8 @@
 It writes the log's records as Documents under the vectors the core chose (through the sealed store's
 embeddings shim), reads them back by id, and searches by vector. Listing every record, which LangChain's
 interface does not offer, is done per engine where the engine can: ``InMemoryVectorStore``, Chroma, FAISS
-(its docstore ids) and Qdrant (scroll); elsewhere :meth:`LangChainPort.enumerate` says it cannot.
+(its docstore ids), Qdrant (scroll) and Milvus (a query iterator, :mod:`._milvus`); elsewhere
+:meth:`LangChainPort.enumerate` says it cannot.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from textcrafter_rag.sealed.store_index import StoreIndexSearch
 from textcrafter_rag.sealed_records import ID_FIELD, canonical_record_id
 from textcrafter_rag.sealed_search import SealedSearch
 
+from ._milvus import is_milvus, milvus_records
 from .sealed_embeddings import SealedTextEmbeddings
 
 __all__ = ["LangChainPort", "attach_port"]
@@ -66,6 +68,9 @@ class LangChainPort:
             return
         elif hasattr(store, "client") and hasattr(store.client, "scroll"):  # Qdrant
             yield from self._qdrant(batch_size)
+            return
+        elif is_milvus(store):  # a Milvus query iterator
+            yield from milvus_records(store, batch_size)
             return
         else:
             raise NotSupportedError(f"{type(store).__name__} cannot list its records: rebuild_index() needs a listing")

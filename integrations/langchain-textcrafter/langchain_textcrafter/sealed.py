@@ -50,6 +50,7 @@ from textcrafter_rag.validation import check_store_vectors
 
 from ._copy import copy_records
 from ._ids import SealedIds
+from ._milvus import milvus_reads_by_id
 from ._port import LangChainPort, attach_port
 from ._reading import STORE_ID_FIELD, SealedReading, has_get_by_ids, store_id_field
 from .clean_vectors import CleanVectors, check_embedding_key
@@ -171,6 +172,7 @@ class SealedVectorStore(NotPicklable, SealedIds, SealedReading):
         self._marker_checked = False
         query = self._store_query if search is not None else None
         inner, shim = build_wrapped(store, embedding, query=query, aquery=self._astore_query if query else None)
+        inner = milvus_reads_by_id(inner, sealed=search is not None)  # langchain-milvus reads no ids itself
         if self._default_mode and not has_get_by_ids(inner):
             warnings.warn(
                 f"{type(inner).__name__} cannot read records by id, so sealed search falls back to candidates: the "
@@ -398,7 +400,7 @@ class SealedVectorStore(NotPicklable, SealedIds, SealedReading):
         """Rebuild the store-held index from the sealed records the wrapped store holds; how many were indexed.
 
         For a store whose records were written without it (an older release, the app-side index file) or
-        whose log was lost. Needs a store that can list its records (InMemory, Chroma, FAISS, Qdrant).
+        whose log was lost. Needs a store that can list its records (InMemory, Chroma, FAISS, Qdrant, Milvus).
         """
         if self._search is None or self._search.mode != "store-index":
             raise InvalidInputError("rebuild_index() is for the store-held index (search=StoreIndexSearch())")
