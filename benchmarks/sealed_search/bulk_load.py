@@ -51,6 +51,9 @@ from .store_index import _git, _load
 
 __all__ = ["NAME", "SCRIPT", "SIZES", "main", "run"]
 
+#: The repository root: the actors import the benchmark's own modules from it (and the caller's PYTHONPATH).
+ROOT = Path(__file__).resolve().parents[2]
+
 
 def _parser() -> argparse.ArgumentParser:
     ap = base_parser(SCRIPT, __doc__)
@@ -79,12 +82,13 @@ def run(cfg: Config, *, seed: int, progress: bool, work_dir: Path, log: Any = pr
     key_file.write_text(key)
     key_file.chmod(0o600)
     rows = []
+    python_path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     ray.init(
         num_cpus=os.cpu_count() or 2,
         include_dashboard=False,
         log_to_driver=False,
         configure_logging=False,
-        runtime_env={"env_vars": {"PYTHONPATH": str(Path(__file__).resolve().parents[2])}},
+        runtime_env={"env_vars": {"PYTHONPATH": python_path}},
     )
     ctx = ray.data.DataContext.get_current()
     ctx.enable_progress_bars = False
