@@ -21,7 +21,9 @@ Scripts (each ``main(argv) -> int``; writes ``benchmarks/results/<name>.*`` by d
   attacker, and at 1,000,000 records: the verdict of issues 29 and 30),
   ``python -m benchmarks.sealed_search.store_index`` (the store-held index: latency on Qdrant local and a
   Chroma server, open time, memory per record), ``python -m benchmarks.sealed_search.bulk_load`` (a Ray Data
-  bulk load into the store-held index on a Chroma server: records per second, then a fresh process's check);
+  bulk load into the store-held index on a Chroma server: records per second, then a fresh process's check),
+  ``python -m benchmarks.sealed_search.llama_index_ndcg`` (SciFact NDCG@10 and latency through LlamaIndex's
+  default sealed store on Qdrant local, beside a plain LlamaIndex store);
 * sealing_padding — ``python -m benchmarks.sealing_padding`` (what padding sealed values costs in bytes and time,
   and what token lengths still tell);
 * gpu_inverter — ``python -m benchmarks.gpu_inverter.prepare`` (here) and ``python -m benchmarks.gpu_inverter``
