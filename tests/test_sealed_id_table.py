@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import uuid
 
+import faiss
 import numpy as np
 import pytest
 
-from textcrafter_rag.sealed import id_table
+from textcrafter_rag.sealed import id_table, vector_index
 from textcrafter_rag.sealed.id_table import IdTable
 from textcrafter_rag.sealed.vector_index import VectorIndex
 
@@ -88,3 +89,51 @@ def test_the_trained_index_finds_upserts_and_forgets_by_id() -> None:
     assert index.remove([ids[1500], ids[3050], "unknown"]) == 2
     assert ids[1500] not in index.search(x[1500], 50) and ids[3050] not in index.search(x[3050], 50)
     assert sorted(index.ids()) == sorted(set(ids) - {ids[1500], ids[3050]})
+
+
+class _WritesDuringEncoding:
+    """The trained index, whose first encoding step lets a writer remove one id and replace another."""
+
+    def __init__(self, ivf, during) -> None:
+        self.ivf, self.during, self.calls = ivf, during, 0
+
+    def add_with_ids(self, vectors, labels) -> None:
+        self.calls += 1
+        if self.calls == 1:
+            self.during()  # a write at this exact point: after the chunk was copied, before it is dropped
+        self.ivf.add_with_ids(vectors, labels)
+
+    def remove_ids(self, selector) -> int:
+        return self.ivf.remove_ids(selector)
+
+
+def test_moving_into_the_trained_index_loses_no_write_made_meanwhile(monkeypatch) -> None:
+    monkeypatch.setattr(vector_index, "_MOVE_CHUNK", 1_000)
+    monkeypatch.setattr(vector_index, "_MOVE_LAST", 500)
+    rng = np.random.default_rng(6)
+    ids = _uuids(3_000, 6)
+    x = rng.standard_normal((3_000, 32)).astype(np.float32)
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    index = VectorIndex(32, code_bytes=32, train_at=1 << 30, background=False)  # never trains by itself
+    index.add(ids, x)
+    ivf = faiss.IndexIVFPQ(faiss.IndexFlatIP(32), 32, 8, 32, 8, faiss.METRIC_INNER_PRODUCT)
+    ivf.by_residual = False
+    ivf.train(x)
+    fresh = -x[10:11]
+
+    def during() -> None:
+        index.remove([ids[5]])  # in the chunk being encoded
+        index.add([ids[10]], fresh)  # replaced: the new vector must win
+        index.add(["late"], x[:1])  # a new entry: still searchable throughout
+
+    spy = _WritesDuringEncoding(ivf, during)
+    index._move_into(spy)
+    assert spy.calls >= 3 and index.trained  # several chunks, then the swap
+    index._index = ivf  # the spy stood in for the trained index
+    assert len(index) == ivf.ntotal == 3_000  # 3,000 - 1 removed + 1 late
+    inv = ivf.invlists
+    held = [int(v) for li in range(ivf.nlist) for v in faiss.rev_swig_ptr(inv.get_ids(li), inv.list_size(li))]
+    assert len(held) == len(set(held)) == 3_000  # no label twice: a replaced entry's old copy was dropped
+    assert ids[5] not in index.search(x[5], 50)
+    assert index.search(fresh[0], 1) == [ids[10]] and ids[10] not in index.search(x[10], 3)
+    assert "late" in index.search(x[0], 5)
