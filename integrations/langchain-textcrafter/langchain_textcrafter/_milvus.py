@@ -3,10 +3,10 @@
 ``langchain-milvus`` (0.4.0) defines no ``get_by_ids``, so a sealed store over Milvus fell back to candidates,
 where the store ranks noised vectors that an inserter can compare its own with. The Milvus server itself reads
 rows by primary key (``MilvusClient.query(ids=...)``) and lists them (``query_iterator``), so the sealed store
-gives the Milvus store it wraps that read: :func:`milvus_reads_by_id` turns its class into a subclass that adds
-``get_by_ids`` and nothing else (made once per class), and :func:`milvus_records` lists the collection for
-``rebuild_index()``. A Milvus store is recognised by its class's module, so nothing here imports
-``langchain_milvus``, which stays an optional dependency.
+reads the Milvus store it wraps through :class:`MilvusReads`, a view that adds ``get_by_ids`` and hands every
+other attribute to the store itself (the user's store object is never changed), and :func:`milvus_records`
+lists the collection for ``rebuild_index()``. A Milvus store is recognised by its class's module, so nothing
+here imports ``langchain_milvus``, which stays an optional dependency.
 
 Sealed modes also need ``enable_dynamic_field=True``: the sealed store's own records (the marker, the index
 log's heads and segments) and its data records carry different metadata fields, and a collection without
@@ -16,7 +16,7 @@ dynamic fields takes the first insert's fields as its schema and refuses every r
 
 from __future__ import annotations
 
-import threading
+import asyncio
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -27,41 +27,47 @@ from textcrafter_rag.errors import InvalidInputError
 from textcrafter_rag.sealed.port import PortRecord
 from textcrafter_rag.sealed_records import canonical_record_id
 
-__all__ = ["is_milvus", "milvus_reads_by_id", "milvus_records"]
-
-#: The subclass with ``get_by_ids`` made for each Milvus class (one per class, shared by every store of it).
-_READING: dict[type, type] = {}
-_LOCK = threading.Lock()
+__all__ = ["MilvusReads", "is_milvus", "milvus_reads_by_id", "milvus_records"]
 
 
 def is_milvus(store: Any) -> bool:
-    """Whether ``store`` is a ``langchain_milvus`` store (``Milvus``, ``Zilliz`` or a subclass of one)."""
+    """Whether ``store`` is a ``langchain_milvus`` store (``Milvus``, ``Zilliz`` or a subclass), or a view of one."""
+    if isinstance(store, MilvusReads):
+        return True
     return any(c.__module__.split(".")[0] == "langchain_milvus" for c in type(store).__mro__)
 
 
-def _get_by_ids(self: Any, ids: Sequence[str], /) -> list[Document]:
-    """The rows of ``ids`` (primary keys), as ``similarity_search`` returns rows, ``Document.id`` set."""
-    if not ids or self.col is None:  # no collection yet: nothing was ever written
-        return []
-    rows = self.client.query(self.collection_name, ids=list(ids), output_fields=self._get_output_fields())
-    out = []
-    for row in rows:
-        doc = self._parse_document(dict(row))
-        doc.id = str(row[self._primary_field])
-        out.append(doc)
-    return out
+class MilvusReads:
+    """A Milvus store read by id: ``get_by_ids`` is a Milvus query by primary key; all else is the store's own."""
+
+    def __init__(self, store: VectorStore) -> None:
+        self.store = store
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "store":  # not set yet (a copy being built): never recurse
+            raise AttributeError(name)
+        return getattr(self.store, name)
+
+    def get_by_ids(self, ids: Sequence[str], /) -> list[Document]:
+        """The rows of ``ids`` (primary keys), as ``similarity_search`` returns rows, ``Document.id`` set."""
+        store: Any = self.store
+        if not ids or store.col is None:  # no collection yet: nothing was ever written
+            return []
+        rows = store.client.query(store.collection_name, ids=list(ids), output_fields=store._get_output_fields())
+        out = []
+        for row in rows:
+            doc = store._parse_document(dict(row))
+            doc.id = str(row[store._primary_field])
+            out.append(doc)
+        return out
+
+    async def aget_by_ids(self, ids: Sequence[str], /) -> list[Document]:
+        """Async :meth:`get_by_ids` (pymilvus' client is synchronous: run in a worker thread)."""
+        return await asyncio.to_thread(self.get_by_ids, ids)
 
 
-def _reading_class(cls: type) -> type:
-    with _LOCK:
-        if cls not in _READING:
-            doc = f"{cls.__name__} with get_by_ids (a Milvus query by primary key), added by langchain-textcrafter."
-            _READING[cls] = type(cls.__name__, (cls,), {"get_by_ids": _get_by_ids, "__doc__": doc})
-        return _READING[cls]
-
-
-def milvus_reads_by_id(store: VectorStore, *, sealed: bool) -> VectorStore:
-    """``store`` itself, given ``get_by_ids`` if it is a Milvus store without one.
+def milvus_reads_by_id(store: VectorStore, *, sealed: bool) -> Any:
+    """``store`` itself, or a :class:`MilvusReads` view of it if it is a Milvus store without ``get_by_ids``.
 
     Args:
         store: The wrapped store.
@@ -79,7 +85,7 @@ def milvus_reads_by_id(store: VectorStore, *, sealed: bool) -> VectorStore:
             "collection without dynamic fields refuses every record that lacks a field of the first one stored"
         )
     if type(store).get_by_ids is VectorStore.get_by_ids:
-        store.__class__ = _reading_class(type(store))
+        return MilvusReads(store)
     return store
 
 

@@ -50,7 +50,7 @@ from textcrafter_rag.validation import check_store_vectors
 
 from ._copy import copy_records
 from ._ids import SealedIds
-from ._milvus import milvus_reads_by_id
+from ._milvus import MilvusReads, milvus_reads_by_id
 from ._port import LangChainPort, attach_port
 from ._reading import STORE_ID_FIELD, SealedReading, has_get_by_ids, store_id_field
 from .clean_vectors import CleanVectors, check_embedding_key
@@ -201,7 +201,7 @@ class SealedVectorStore(NotPicklable, SealedIds, SealedReading):
     @property
     def store(self) -> VectorStore:
         """The wrapped store (it holds ciphertext; reading from it directly returns ciphertext)."""
-        return self._store
+        return self._store.store if isinstance(self._store, MilvusReads) else self._store
 
     @property
     def embeddings(self) -> Embeddings:

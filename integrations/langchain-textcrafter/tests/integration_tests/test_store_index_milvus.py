@@ -107,6 +107,7 @@ def test_a_segment_of_several_full_chunks_fits_milvus_and_a_new_store_finds_ever
     texts, notes, ids = _records(N)
     first = _sealed(uri, key)
     assert isinstance(first.search_options, StoreIndexSearch)  # the default: Milvus now reads by id
+    assert type(first.store) is Milvus and "get_by_ids" not in vars(Milvus)  # the user's store is left as it is
     assert first.add_texts(texts, notes, ids=ids) == ids  # one add: one segment
     rows = _rows(first)
     chunks = [r for r in rows if r.get(LOG_FIELD) == "seg"]
