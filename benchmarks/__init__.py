@@ -23,7 +23,11 @@ Scripts (each ``main(argv) -> int``; writes ``benchmarks/results/<name>.*`` by d
   Chroma server, open time, memory per record), ``python -m benchmarks.sealed_search.bulk_load`` (a Ray Data
   bulk load into the store-held index on a Chroma server: records per second, then a fresh process's check),
   ``python -m benchmarks.sealed_search.llama_index_ndcg`` (SciFact NDCG@10 and latency through LlamaIndex's
-  default sealed store on Qdrant local, beside a plain LlamaIndex store);
+  default sealed store on Qdrant local, beside a plain LlamaIndex store),
+  ``python -m benchmarks.sealed_search.store_index_scale`` (the store-held index's in-memory index at 10,000,000
+  records: NDCG@10 against clean, records opened, app work, bytes a record),
+  ``python -m benchmarks.sealed_search.access_patterns`` (what the store learns from reads and writes, with and
+  without the local replica, and the replica's costs);
 * sealing_padding — ``python -m benchmarks.sealing_padding`` (what padding sealed values costs in bytes and time,
   and what token lengths still tell);
 * gpu_inverter — ``python -m benchmarks.gpu_inverter.prepare`` (here) and ``python -m benchmarks.gpu_inverter``

@@ -30,7 +30,6 @@ modes by construction: it is measured for both.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import time
@@ -41,6 +40,7 @@ from typing import Any
 import numpy as np
 from sklearn.metrics import roc_auc_score
 
+from benchmarks.common.options import script_parser
 from benchmarks.common.reporting import Script
 from textcrafter_rag.encoders import bundled_minilm
 
@@ -274,7 +274,7 @@ def verdict(attacks: list[dict[str, Any]], costs: list[dict[str, Any]]) -> list[
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = script_parser(SCRIPT, __doc__)
     p.add_argument("--size", choices=sorted(SIZES), default="full")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--cost-ns", type=int, nargs="*", default=None, help="store sizes of the cost part")
