@@ -198,7 +198,8 @@ class VectorIndex:
         """Move the exact entries into the trained index, a chunk at a time, then swap it in.
 
         The exact index stays the one searched until the swap, so nothing is ever missing from a search. A
-        chunk is copied under the lock, encoded outside it, and dropped from the exact index under the lock;
+        chunk (the newest entries: dropping them shifts only what was added meanwhile) is copied under the lock,
+        encoded outside it, and dropped from the exact index under the lock;
         an entry removed or replaced meanwhile (:attr:`_moving`) is dropped from the trained index instead.
         Writes go on into the exact index throughout; the last few entries move with the swap.
         """
@@ -210,9 +211,9 @@ class VectorIndex:
                     ivf.add_with_ids(vectors, labels)
                     self._index, self._trained, self._moving = ivf, True, None
                     return
-                n = min(_MOVE_CHUNK, exact.ntotal)
-                vectors = exact.index.reconstruct_n(0, n)
-                labels = self.faiss.vector_to_array(exact.id_map)[:n].astype(np.int64)
+                n = min(_MOVE_CHUNK, exact.ntotal)  # from the end: dropping it later moves no other entry
+                vectors = exact.index.reconstruct_n(exact.ntotal - n, n)
+                labels = self.faiss.vector_to_array(exact.id_map)[-n:].astype(np.int64)
                 self._moving = set()
             ivf.add_with_ids(vectors, labels)
             with self._lock:
