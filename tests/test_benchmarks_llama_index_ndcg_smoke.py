@@ -12,11 +12,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 pytest.importorskip("qdrant_client")
 pytest.importorskip("llama_index.vector_stores.qdrant")
+
+from _retrieval_helpers import synthetic_retrieval
 
 from benchmarks.common.reporting import write_results
 from benchmarks.sealed_search.llama_index_ndcg import FRESH, MODES, PLAIN, WRITER, measure, render_markdown
@@ -25,27 +26,8 @@ from benchmarks.sealed_search.store_index_parts import Retrieval
 DIM = 32
 
 
-def synthetic(n_docs: int = 150, n_queries: int = 12, seed: int = 0) -> Retrieval:
-    """Five clusters of documents; each query is a noisy copy of one document, its only relevant one."""
-    rng = np.random.default_rng(seed)
-    centers = rng.standard_normal((5, DIM))
-    docs = centers[rng.integers(5, size=n_docs)] + 0.6 * rng.standard_normal((n_docs, DIM))
-    docs /= np.linalg.norm(docs, axis=1, keepdims=True)
-    rel = rng.choice(n_docs, n_queries, replace=False)
-    queries = docs[rel] + 0.2 * rng.standard_normal((n_queries, DIM))
-    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
-    doc_ids = [f"d{i}" for i in range(n_docs)]
-    query_ids = [f"q{i}" for i in range(n_queries)]
-    return Retrieval(
-        doc_ids,
-        [f"document {i} about topic {i % 5}" for i in range(n_docs)],
-        docs.astype(np.float32),
-        query_ids,
-        [f"question {i}" for i in range(n_queries)],
-        queries.astype(np.float32),
-        {q: {doc_ids[r]} for q, r in zip(query_ids, rel)},
-        "synthetic: 150 documents",
-    )
+def synthetic(n_docs: int = 150, n_queries: int = 12) -> Retrieval:
+    return synthetic_retrieval(n_docs=n_docs, n_queries=n_queries, dim=DIM)
 
 
 @pytest.fixture(scope="module")

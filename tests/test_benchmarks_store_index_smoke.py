@@ -18,6 +18,8 @@ pytest.importorskip("qdrant_client")
 pytest.importorskip("langchain_qdrant")
 pytest.importorskip("psutil")
 
+from _retrieval_helpers import synthetic_retrieval
+
 from benchmarks.sealed_search import store_index, store_index_scale
 from benchmarks.sealed_search.store_index_parts import (
     DEFAULT,
@@ -35,26 +37,8 @@ from textcrafter_rag.sealed.store_index import StoreIndexSearch
 DIM = 32
 
 
-def synthetic(n_docs: int = 120, n_queries: int = 12, seed: int = 0) -> Retrieval:
-    rng = np.random.default_rng(seed)
-    centers = rng.standard_normal((5, DIM))
-    docs = centers[rng.integers(5, size=n_docs)] + 0.6 * rng.standard_normal((n_docs, DIM))
-    docs /= np.linalg.norm(docs, axis=1, keepdims=True)
-    rel = rng.choice(n_docs, n_queries, replace=False)
-    queries = docs[rel] + 0.2 * rng.standard_normal((n_queries, DIM))
-    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
-    doc_ids = [f"d{i}" for i in range(n_docs)]
-    query_ids = [f"q{i}" for i in range(n_queries)]
-    return Retrieval(
-        doc_ids,
-        [f"document {i} about topic {i % 5}" for i in range(n_docs)],
-        docs.astype(np.float32),
-        query_ids,
-        [f"question {i}" for i in range(n_queries)],
-        queries.astype(np.float32),
-        {q: {doc_ids[r]} for q, r in zip(query_ids, rel)},
-        "synthetic",
-    )
+def synthetic(n_docs: int = 120, n_queries: int = 12) -> Retrieval:
+    return synthetic_retrieval(n_docs=n_docs, n_queries=n_queries, dim=DIM)
 
 
 @pytest.fixture(scope="module")
