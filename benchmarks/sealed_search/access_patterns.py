@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -232,7 +233,10 @@ def _write_row(
 def render_markdown(doc: dict[str, Any]) -> str:
     """The results as Markdown (attacks, then costs, then the verdict against the targets)."""
     out = [f"# Access patterns: what the store learns from reads and writes ({doc['size']})", "",
-           f"Reproduce: `{doc['command']}`. {doc['about']}", "",
+           f"Reproduce: `{doc['command']}`"
+           + "".join(f"; the cost rows at {', '.join(f'{n:,}' for n in c['ns'])} records: `{c['command']}` "
+                     f"({c['seconds']:.0f} s)" for c in doc.get("cost_commands", ()))
+           + f". {doc['about']}", "",
            "| mode | attacker | attack | value | chance | x chance | 95% CI | data records read a query | "
            "distinct request logs |", "|---|---|---|---:|---:|---:|---|---:|---:|"]  # fmt: skip
     for r in doc["attacks"]:
@@ -280,8 +284,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--cost-ns", type=int, nargs="*", default=None, help="store sizes of the cost part")
     p.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1] / "results")
     p.add_argument("--toy-encoder", action="store_true", help="hash vectors instead of the bundled MiniLM")
+    p.add_argument(
+        "--costs-only",
+        action="store_true",
+        help="measure only the cost part at --cost-ns and merge its rows into the saved results",
+    )
     args = p.parse_args(argv)
     t0 = time.perf_counter()
+    stem = NAME if args.size == "full" else f"{NAME}_{args.size}"
+    if args.costs_only:
+        return _merge_costs(args.out / f"{stem}.json", args.cost_ns or SIZES[args.size]["cost_ns"], args.seed, argv)
     encode = toy_encoder() if args.toy_encoder else minilm()
     attacks = attack_rows(encode, size=args.size, seed=args.seed)
     costs = cost_rows(args.cost_ns or SIZES[args.size]["cost_ns"], seed=args.seed, progress=print)
@@ -292,9 +304,24 @@ def main(argv: Sequence[str] | None = None) -> int:
                      "(`access_world.WatchedPort`)."),
            "verdict": verdict(attacks, costs), "seconds": round(time.perf_counter() - t0, 1)}  # fmt: skip
     args.out.mkdir(parents=True, exist_ok=True)
-    stem = NAME if args.size == "full" else f"{NAME}_{args.size}"
     (args.out / f"{stem}.json").write_text(json.dumps(doc, indent=2, default=float) + "\n")
     (args.out / f"{stem}.md").write_text(render_markdown(doc))
+    print("\n".join(doc["verdict"]))
+    return 0
+
+
+def _merge_costs(path: Path, ns: Sequence[int], seed: int, argv: Sequence[str] | None) -> int:
+    """Measure the cost part at ``ns`` and put its rows into the results at ``path`` (same sizes replaced)."""
+    doc = json.loads(path.read_text())
+    t0 = time.perf_counter()
+    new = cost_rows(ns, seed=seed, progress=print)
+    doc["costs"] = sorted([r for r in doc["costs"] if r["n_records"] not in set(ns)] + new,
+                          key=lambda r: (r["n_records"], r["mode"]))  # fmt: skip
+    doc.setdefault("cost_commands", []).append({"command": SCRIPT.command(argv), "ns": list(ns),
+                                                "seconds": round(time.perf_counter() - t0, 1)})  # fmt: skip
+    doc["verdict"] = verdict(doc["attacks"], doc["costs"])
+    path.write_text(json.dumps(doc, indent=2, default=float) + "\n")
+    path.with_suffix(".md").write_text(render_markdown(doc))
     print("\n".join(doc["verdict"]))
     return 0
 
@@ -320,4 +347,4 @@ def minilm() -> Encode:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    sys.exit(main())
