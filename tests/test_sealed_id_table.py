@@ -8,7 +8,7 @@ import faiss
 import numpy as np
 import pytest
 
-from textcrafter_rag.sealed import id_table, vector_index
+from textcrafter_rag.sealed import exact_shards, id_table
 from textcrafter_rag.sealed.id_table import IdTable
 from textcrafter_rag.sealed.vector_index import VectorIndex
 
@@ -108,14 +108,14 @@ class _WritesDuringEncoding:
 
 
 def test_moving_into_the_trained_index_loses_no_write_made_meanwhile(monkeypatch) -> None:
-    monkeypatch.setattr(vector_index, "_MOVE_CHUNK", 1_000)
-    monkeypatch.setattr(vector_index, "_MOVE_LAST", 500)
+    monkeypatch.setattr(exact_shards, "SHARD", 1_000)
     rng = np.random.default_rng(6)
     ids = _uuids(3_000, 6)
     x = rng.standard_normal((3_000, 32)).astype(np.float32)
     x /= np.linalg.norm(x, axis=1, keepdims=True)
     index = VectorIndex(32, code_bytes=32, train_at=1 << 30, background=False)  # never trains by itself
     index.add(ids, x)
+    assert len(index._index.shards) == 3  # full shards are never copied: a new one is started
     ivf = faiss.IndexIVFPQ(faiss.IndexFlatIP(32), 32, 8, 32, 8, faiss.METRIC_INNER_PRODUCT)
     ivf.by_residual = False
     ivf.train(x)
@@ -128,7 +128,7 @@ def test_moving_into_the_trained_index_loses_no_write_made_meanwhile(monkeypatch
 
     spy = _WritesDuringEncoding(ivf, during)
     index._move_into(spy)
-    assert spy.calls >= 3 and index.trained  # several chunks, then the swap
+    assert spy.calls == 4 and index.trained  # three full shards one by one, then the newest with the swap
     index._index = ivf  # the spy stood in for the trained index
     assert len(index) == ivf.ntotal == 3_000  # 3,000 - 1 removed + 1 late
     inv = ivf.invlists

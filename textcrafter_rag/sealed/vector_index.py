@@ -28,6 +28,7 @@ import numpy as np
 
 from ..errors import InvalidInputError, MissingDependencyError
 from ..numerics import unit_rows
+from .exact_shards import ExactShards
 from .id_table import IdTable
 
 __all__ = ["SCAN_CODES", "VectorIndex"]
@@ -40,9 +41,6 @@ _MIN_PROBE = 16
 #: Lists of the inverted file at most, and training points a list at least: finer lists, more of them probed
 #: for the same codes scanned, keep more of a query's true neighbours at ten million records.
 _MAX_LISTS, _POINTS_PER_LIST = 2048, 10
-#: Exact entries moved into the trained index per step (each step holds the lock for one ``remove_ids``) and
-#: the most moved in the last step, under the lock, with the swap: each well under a second.
-_MOVE_CHUNK, _MOVE_LAST = 65_536, 16_384
 
 
 def _faiss() -> Any:
@@ -80,7 +78,7 @@ class VectorIndex:
         self.code_bytes = int(code_bytes)
         self.train_at = int(train_at)
         self.background = bool(background)
-        self._index = self.faiss.IndexIDMap(self.faiss.IndexFlatIP(self.dim))
+        self._index: Any = ExactShards(self.faiss, self.dim)
         self._ids = IdTable()
         self._trained = False
         self._training: threading.Thread | None = None
@@ -170,14 +168,9 @@ class VectorIndex:
             thread.join(timeout)
         return self._trained
 
-    def _vectors(self, index: Any) -> tuple[np.ndarray, np.ndarray]:
-        n = index.ntotal
-        labels = self.faiss.vector_to_array(index.id_map).astype(np.int64)
-        return index.index.reconstruct_n(0, n), labels
-
     def _train(self) -> None:
         with self._lock:
-            sample, _ = self._vectors(self._index)
+            sample = self._index.sample(4 * _TRAIN_SAMPLE)
         rng = np.random.default_rng(0)
         if len(sample) > _TRAIN_SAMPLE:
             sample = sample[np.sort(rng.choice(len(sample), _TRAIN_SAMPLE, replace=False))]
@@ -195,33 +188,30 @@ class VectorIndex:
         self._move_into(ivf)
 
     def _move_into(self, ivf: Any) -> None:
-        """Move the exact entries into the trained index, a chunk at a time, then swap it in.
+        """Move the exact shards into the trained index, oldest first, then swap it in.
 
         The exact index stays the one searched until the swap, so nothing is ever missing from a search. A
-        chunk (the newest entries: dropping them shifts only what was added meanwhile) is copied under the lock,
-        encoded outside it, and dropped from the exact index under the lock;
-        an entry removed or replaced meanwhile (:attr:`_moving`) is dropped from the trained index instead.
-        Writes go on into the exact index throughout; the last few entries move with the swap.
+        shard is copied under the lock, encoded outside it, and dropped under the lock (dropping a shard shifts
+        nothing); an entry removed or replaced meanwhile (:attr:`_moving`) is dropped from the trained index
+        instead. Writes go on into the newest shard throughout; the last one moves with the swap.
         """
+        exact: ExactShards = self._index
         while True:
             with self._lock:
-                exact = self._index
-                if exact.ntotal <= _MOVE_LAST:
-                    vectors, labels = self._vectors(exact)
-                    ivf.add_with_ids(vectors, labels)
+                if len(exact.shards) <= 1:
+                    for shard in exact.shards:
+                        ivf.add_with_ids(*exact.contents(shard))
                     self._index, self._trained, self._moving = ivf, True, None
                     return
-                n = min(_MOVE_CHUNK, exact.ntotal)  # from the end: dropping it later moves no other entry
-                vectors = exact.index.reconstruct_n(exact.ntotal - n, n)
-                labels = self.faiss.vector_to_array(exact.id_map)[-n:].astype(np.int64)
+                shard = exact.shards[0]
+                vectors, labels = exact.contents(shard)
                 self._moving = set()
             ivf.add_with_ids(vectors, labels)
             with self._lock:
-                gone = self._moving & set(labels.tolist())
-                moved = labels[~np.isin(labels, np.fromiter(gone, dtype=np.int64, count=len(gone)))]
-                if gone:
-                    ivf.remove_ids(self.faiss.IDSelectorBatch(np.fromiter(gone, dtype=np.int64, count=len(gone))))
-                exact.remove_ids(self.faiss.IDSelectorBatch(moved))
+                gone = np.fromiter(self._moving & set(labels.tolist()), dtype=np.int64)
+                if len(gone):
+                    ivf.remove_ids(self.faiss.IDSelectorBatch(gone))
+                exact.shards.remove(shard)  # what is left of it (a replaced entry is in a newer shard) moved
                 self._moving = None
 
     @property
