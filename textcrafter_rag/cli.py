@@ -87,6 +87,10 @@ class _Parser(argparse.ArgumentParser):
             shown = _shown_arg(token)
             if shown == token:
                 continue
+            if shown == _REDACTED and token.startswith("-") and not token.startswith("--"):
+                # a key that starts with "-" reads as a short option and its value: "-hKEY" is "-h" with the
+                # explicit argument "KEY", which argparse echoes ("ignored explicit argument 'KEY'")
+                message = message.replace(token[2:], _REDACTED)
             if token.startswith("-"):  # --opt=value, as in "ambiguous option: --key=... could match"
                 message = re.sub(rf"(?<!\S){re.escape(token)}(?!\S)", shown, message)
             # argparse quotes values: "invalid int value: '...'", "invalid choice: '...'"
