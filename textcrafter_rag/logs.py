@@ -12,8 +12,9 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["SearchCounts", "SearchStats", "logger"]
+__all__ = ["SearchCounters", "SearchCounts", "SearchStats", "logger"]
 
 #: The library's one logger: capped searches, skipped records, dead index entries, repairs.
 logger = logging.getLogger("textcrafter_rag")
@@ -59,3 +60,30 @@ class SearchCounts:
         """The counters now, with the ones other parts keep (capped searches, dead index entries)."""
         with self._lock:
             return SearchStats(self.searches, capped, dead, self.skipped)
+
+
+class SearchCounters:
+    """The counters a sealed store shows its user, read from its core search (``_search``; ``None``: single-stage).
+
+    One definition for both adapters' stores, which inherit it.
+    """
+
+    _search: Any
+
+    @property
+    def skipped(self) -> int:
+        """Records skipped so far because they did not open (another tenant under this key, edited, no vector)."""
+        return self._search.skipped if self._search is not None else 0
+
+    @property
+    def capped(self) -> int:
+        """Searches that reached ``fetch_k`` before their recall target (``TwoStageSearch(recall=...)``) was met."""
+        return self._search.capped if self._search is not None else 0
+
+    @property
+    def stats(self) -> SearchStats:
+        """Searches, capped searches, dead index entries and skipped records so far (zeros in single-stage).
+
+        Each capped search and each skipped batch is also a record on the ``textcrafter_rag`` logger (INFO).
+        """
+        return self._search.stats if self._search is not None else SearchStats()

@@ -23,7 +23,7 @@ from langchain_core.vectorstores import VectorStore
 from langchain_core.vectorstores.utils import maximal_marginal_relevance
 
 from textcrafter_rag.errors import InvalidInputError
-from textcrafter_rag.logs import SearchStats
+from textcrafter_rag.logs import SearchCounters
 from textcrafter_rag.sealed_records import ID_FIELD
 from textcrafter_rag.sealed_search import INDEX_MODES, MODE_KEY, SealedSearch
 from textcrafter_rag.two_stage import VECTOR_KEY
@@ -55,7 +55,7 @@ class Found(NamedTuple):
     vectors: np.ndarray
 
 
-class SealedReading(VectorStore):
+class SealedReading(SearchCounters, VectorStore):
     """Search methods over the steps a sealed store defines (see :class:`~langchain_textcrafter.SealedVectorStore`)."""
 
     _search: SealedSearch | None
@@ -86,26 +86,6 @@ class SealedReading(VectorStore):
     @abstractmethod
     def _opened_scored(self, pairs: Iterable[tuple[Document, float]]) -> list[tuple[Document, float]]:
         """Scored hits, opened."""
-
-    # -- counters --------------------------------------------------------------------------------
-
-    @property
-    def skipped(self) -> int:
-        """Hits skipped so far because they did not open (another tenant under this key, edited, no vector)."""
-        return self._search.skipped if self._search is not None else 0
-
-    @property
-    def capped(self) -> int:
-        """Searches that reached ``fetch_k`` before their recall target (``TwoStageSearch(recall=...)``) was met."""
-        return self._search.capped if self._search is not None else 0
-
-    @property
-    def stats(self) -> SearchStats:
-        """Searches, capped searches, dead index entries and skipped records so far (zeros in single-stage).
-
-        Each capped search and each skipped batch is also a record on the ``textcrafter_rag`` logger (INFO).
-        """
-        return self._search.stats if self._search is not None else SearchStats()
 
     # -- sealed search ---------------------------------------------------------------------------
 

@@ -28,7 +28,7 @@ from llama_index.core.vector_stores.types import (
 from textcrafter_rag.app_index import AppIndexSearch
 from textcrafter_rag.candidate_rounds import Rounds
 from textcrafter_rag.errors import InvalidInputError
-from textcrafter_rag.logs import SearchStats
+from textcrafter_rag.logs import SearchCounters
 from textcrafter_rag.sealed.layout import is_library_record
 from textcrafter_rag.sealed.marker import StoreMarker
 from textcrafter_rag.sealed.store_index import StoreIndexSearch
@@ -83,7 +83,7 @@ def shell_fields(shells: Sequence[BaseNode]) -> list[tuple[Any, Any, Any, Any, A
     return SealedSearchSteps._hit_fields([(s, None) for s in shells])
 
 
-class SealedSearchSteps:
+class SealedSearchSteps(SearchCounters):
     """Steps of sealed search over a wrapped LlamaIndex store (mixed into the sealed vector store)."""
 
     _search: SealedSearch | None
@@ -98,24 +98,6 @@ class SealedSearchSteps:
     _adopt: bool
 
     # ``open_node`` (a shell opened into its node) is the sealed vector store's own method.
-
-    @property
-    def skipped(self) -> int:
-        """Shells skipped so far because they did not open (another tenant under this key, edited, no vector)."""
-        return self._search.skipped if self._search is not None else 0
-
-    @property
-    def capped(self) -> int:
-        """Searches that reached ``fetch_k`` before their recall target (``TwoStageSearch(recall=...)``) was met."""
-        return self._search.capped if self._search is not None else 0
-
-    @property
-    def stats(self) -> SearchStats:
-        """Searches, capped searches, dead index entries and skipped shells so far (zeros in single-stage).
-
-        Each capped search and each skipped batch is also a record on the ``textcrafter_rag`` logger (INFO).
-        """
-        return self._search.stats if self._search is not None else SearchStats()
 
     def _open_mode(self, dim: int | None) -> None:
         """A store opened with the default mode takes the mode it was written in, before anything is sent.
