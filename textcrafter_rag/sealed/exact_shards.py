@@ -2,7 +2,7 @@
 
 One ``IndexFlatIP`` grows its storage by doubling, and each doubling copies every vector it holds: while a
 codebook trains, a reader opening a large log adds a million directions to the exact index, and the add that
-crossed a power of two stood still for seconds (4.7 s measured at 256,000 entries). Shards of
+crossed a power of two stood still for seconds. Shards of
 :data:`SHARD` entries never copy: a full shard stays as it is and a new one is started. They also move into the
 trained index whole: the oldest shard is encoded, then dropped, and dropping a shard shifts nothing.
 """
