@@ -84,13 +84,13 @@ def test_a_rolled_back_head_is_detected():
     writer = process(port)
     writer.add(["a"], x[:1])
     w = writer.log.writer
-    old = port.records[writer.log.head_id(w, 1)]
+    old = port.records[writer.log.records.head_id(w, 1)]
     reader = process(port)
     reader.refresh()
     writer.add(["b"], x[1:2])
     reader.refresh()
     port.records[old.id] = old  # the host puts back the older head, and deletes the newer head and segment
-    port.delete([writer.log.head_id(w, 2), writer.log.chunk_id(w, 2, 0)])
+    port.delete([writer.log.records.head_id(w, 2), writer.log.records.chunk_id(w, 2, 0)])
     with pytest.raises(IndexRollbackError):
         reader.refresh()
 
@@ -100,7 +100,7 @@ def test_a_segment_deleted_below_a_head_is_detected_by_a_fresh_process():
     writer = process(port)
     writer.add(["a"], x[:1])
     writer.add(["b"], x[1:2])
-    port.delete([writer.log.chunk_id(writer.log.writer, 1, 0)])
+    port.delete([writer.log.records.chunk_id(writer.log.writer, 1, 0)])
     with pytest.raises(IndexRollbackError):
         process(port).refresh()
 
@@ -111,7 +111,7 @@ def test_an_edited_or_swapped_segment_is_refused():
     writer.add(["a"], x[:1])
     writer.add(["b"], x[1:2])
     w = writer.log.writer
-    one, two = writer.log.chunk_id(w, 1, 0), writer.log.chunk_id(w, 2, 0)
+    one, two = writer.log.records.chunk_id(w, 1, 0), writer.log.records.chunk_id(w, 2, 0)
     moved = port.records[two]
     port.records[one] = PortRecord(one, moved.text, dict(moved.fields), port.records[one].vector)
     with pytest.raises(IndexTamperedError):
@@ -204,7 +204,7 @@ def test_a_head_the_search_misses_is_found_through_a_head_that_names_its_writer(
     first.add(["a"], x[:1])
     second.add(["b"], x[1:2])  # second read the log before writing: its head names the first writer
     port.hidden = {r.id for r in port.records.values() if r.fields.get(LOG_FIELD) == "head"}
-    port.hidden -= {second.log.head_id(second.log.writer, 1)}
+    port.hidden -= {second.log.records.head_id(second.log.writer, 1)}
     assert sorted(process(port).candidates(x[0], 5)) == ["a", "b"]
 
 

@@ -22,6 +22,8 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
+from ..errors import InvalidInputError
+
 __all__ = ["IdTable"]
 
 _VERSION_BITS = 0xF << 12
@@ -189,6 +191,25 @@ class IdTable:
         for label in others:
             del self._other[label]
         return np.concatenate([*out, np.asarray(others, dtype=np.int64)])
+
+    # -- snapshots ------------------------------------------------------------------------------------
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, dict[int, str]]:
+        """Everything held, for a snapshot: the sorted UUID4 labels, their second halves, and the other ids."""
+        if self._pn:
+            self._merge(self._p_hi[: self._pn], self._p_lo[: self._pn])
+            self._pn, self._p_order = 0, None
+        return self._hi, self._lo, dict(self._other)
+
+    @classmethod
+    def from_arrays(cls, hi: np.ndarray, lo: np.ndarray, other: dict[int, str]) -> IdTable:
+        """The table :meth:`arrays` gave (``hi`` sorted, ``lo`` aligned): every label as it was."""
+        if hi.shape != lo.shape or (len(hi) > 1 and not bool(np.all(hi[1:] > hi[:-1]))):
+            raise InvalidInputError("a snapshot's id table is not sorted and aligned")
+        table = cls()
+        table._hi, table._lo = hi.astype(np.int64), lo.astype(np.uint64)
+        table._other = {int(k): str(v) for k, v in other.items()}
+        table._other_label = {v: k for k, v in table._other.items()}
+        return table
 
     @property
     def nbytes(self) -> int:

@@ -110,6 +110,7 @@ class IndexModes:
                 )
                 if self.replica is not None:
                     self._store_index.listeners.append(self.replica.apply)
+                    self._store_index.resets.append(self.replica.reset)
             if self._store_index is not None and dim is not None and self._store_index.log.dim != dim:
                 raise InvalidInputError(
                     f"vectors of dimension {dim} for an index of dimension {self._store_index.log.dim}"

@@ -33,29 +33,31 @@ there are, and that a search reads the heads. Not the ids, vectors or texts.
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import heapq
-import hmac
 import json
 import secrets
 import struct
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from ..errors import InvalidInputError, TextcrafterError
-from ..keyed import keyed_normals
-from ..numerics import unit_rows
+from ..errors import InvalidInputError
 from ..sealing import NotPicklable, SecretKey
 from .layout import CHUNKS_FIELD, LOG_FIELD
+from .log_records import (
+    DEFAULT_SEGMENT_CHARS,
+    IndexLogError,
+    IndexRollbackError,
+    IndexTamperedError,
+    LogRecords,
+    chunk_count,
+)
 from .port import PortRecord, RecordPort
+from .segment import Segment
 
 __all__ = [
     "CHUNKS_FIELD",
@@ -68,14 +70,6 @@ __all__ = [
     "Segment",
 ]
 
-#: Characters of sealed text per log record (Milvus VARCHAR holds 65,535).
-DEFAULT_SEGMENT_CHARS = 60_000
-_PREFIX = "tclog1."
-_FORMAT = b"TCLOG1"
-_NONCE = 12
-#: How close a head's vector is to the "heads" direction: cosine 1/sqrt(1 + 0.3**2) = 0.958, far above the
-#: cosine of any keyed random vector with it (about 5/sqrt(dim) at the very most).
-_HEAD_SPREAD = 0.3
 #: Records the first head search asks for (beyond the heads this process knows): one non-head ends the search.
 _FIRST_HEAD_SEARCH = 4
 #: Other writers a head names (the most recent ones this process knows): a head an approximate engine's
@@ -85,50 +79,20 @@ _NAMED_WRITERS = 256
 _READ_BATCH = 16
 
 
-class IndexLogError(TextcrafterError, RuntimeError):
-    """The sealed index log in the store is not what this process expects."""
+def snapshot_order(pointer: dict[str, Any]) -> tuple[int, int]:
+    """How new a snapshot a head names is: newer epochs (a cleared store) first, then the most segments covered."""
+    return int(pointer.get("epoch", 0)), int(pointer.get("covered", 0))
 
 
-class IndexRollbackError(IndexLogError):
-    """A head is older than one seen before, or a segment below a head is missing: rolled back or deleted."""
+class SegmentGapError(IndexRollbackError):
+    """A segment below a head is missing: rolled back, or compacted into a snapshot (which then restores)."""
 
-
-class IndexTamperedError(IndexLogError):
-    """A log record under this key and tenant's id does not open: edited, swapped or truncated."""
-
-
-@dataclass(frozen=True)
-class Segment:
-    """One batch of index changes: ``adds`` (ids with clean directions, float16) and ``deletes`` (ids)."""
-
-    writer: str
-    seq: int
-    ts: int
-    adds: list[str]
-    vectors: np.ndarray
-    deletes: list[str]
-
-    def encode(self) -> bytes:
-        header = {
-            "writer": self.writer,
-            "seq": self.seq,
-            "ts": self.ts,
-            "dim": int(self.vectors.shape[1]) if self.vectors.ndim == 2 else 0,
-            "adds": self.adds,
-            "deletes": self.deletes,
-        }
-        head = json.dumps(header, separators=(",", ":")).encode("utf-8")
-        return struct.pack("<Q", len(head)) + head + np.ascontiguousarray(self.vectors, dtype="<f2").tobytes()
-
-    @classmethod
-    def decode(cls, data: bytes) -> Segment:
-        (n,) = struct.unpack_from("<Q", data, 0)
-        h = json.loads(data[8 : 8 + n].decode("utf-8"))
-        adds = [str(i) for i in h["adds"]]
-        vectors = np.frombuffer(data, dtype="<f2", offset=8 + n).reshape(len(adds), int(h["dim"]))
-        if 8 + n + vectors.nbytes != len(data):
-            raise InvalidInputError("an index segment has trailing bytes")
-        return cls(str(h["writer"]), int(h["seq"]), int(h["ts"]), adds, vectors, [str(i) for i in h["deletes"]])
+    def __init__(self, writer: str, seq: int, missing: int) -> None:
+        super().__init__(
+            f"an index segment below a head is missing ({missing} of them), and no snapshot covers it: the store's "
+            "index was rolled back or edited; nothing past the gap was applied"
+        )
+        self.writer, self.seq = writer, seq
 
 
 class IndexLog(NotPicklable):
@@ -143,20 +107,20 @@ class IndexLog(NotPicklable):
     """
 
     __slots__ = (
-        "_aead",
         "_applied",
-        "_context",
+        "_chunks",
         "_head_seen",
-        "_id_key",
         "_lock",
         "_port",
         "_seq",
-        "_vector_key",
         "_writer",
         "dim",
+        "epoch",
         "ignored",
         "others_seen",
-        "segment_chars",
+        "records",
+        "snapshot",
+        "snapshots",
     )
 
     def __init__(
@@ -168,16 +132,10 @@ class IndexLog(NotPicklable):
         dim: int,
         segment_chars: int = DEFAULT_SEGMENT_CHARS,
     ) -> None:
-        subkey = SecretKey(key).subkey("store-index", context=context)
-        self._aead = AESGCM(subkey)
-        self._id_key = hmac.new(subkey, b"log-record-ids", hashlib.sha256).digest()
-        self._vector_key = hmac.new(subkey, b"log-record-vectors", hashlib.sha256).digest()
-        self._context = context
+        #: How log messages become store records (ids, keyed vectors, sealing, chunks).
+        self.records = LogRecords(key, context=context, port=port, dim=dim, segment_chars=segment_chars)
         self._port = port
-        self.dim = int(dim)
-        if segment_chars < 1024:
-            raise InvalidInputError(f"segment_chars must be at least 1024, got {segment_chars}")
-        self.segment_chars = int(segment_chars)
+        self.dim = self.records.dim
         self._writer: str | None = None
         self._seq = 0
         #: Highest segment applied per writer (this process's own included).
@@ -189,49 +147,14 @@ class IndexLog(NotPicklable):
         self.others_seen = False
         #: Store ids of records that are not data (the store's marker record).
         self.ignored: set[str] = set()
-
-    # -- ids, vectors and sealing ------------------------------------------------------------------
-
-    def _id(self, label: str) -> str:
-        digest = hmac.new(self._id_key, label.encode("utf-8"), hashlib.sha256).digest()
-        return str(uuid.UUID(bytes=digest[:16], version=4))
-
-    def head_id(self, writer: str, seq: int) -> str:
-        """The store id of a writer's head record at sequence ``seq``."""
-        return self._id(f"head|{writer}|{seq}")
-
-    def chunk_id(self, writer: str, seq: int, chunk: int) -> str:
-        """The store id of one chunk of a segment."""
-        return self._id(f"seg|{writer}|{seq}|{chunk}")
-
-    def _keyed(self, label: str) -> np.ndarray:
-        seed = hmac.new(self._vector_key, label.encode("utf-8"), hashlib.sha256).digest()
-        return unit_rows(keyed_normals(seed, self.dim, self.dim).reshape(1, -1))[0]
-
-    def heads_direction(self) -> list[float]:
-        """The vector a head search sends (constant per key and tenant)."""
-        return self._keyed("heads").astype(np.float32).tolist()
-
-    def _head_vector(self, writer: str) -> list[float]:
-        v = self._keyed("heads") + _HEAD_SPREAD * self._keyed(f"head|{writer}")
-        return unit_rows(v.reshape(1, -1))[0].astype(np.float32).tolist()
-
-    def _aad(self, kind: str, ident: str) -> bytes:
-        return b"\x00".join((_FORMAT, kind.encode(), ident.encode(), self._context.encode("utf-8")))
-
-    def _seal(self, plain: bytes, *, kind: str, ident: str) -> str:
-        nonce = secrets.token_bytes(_NONCE)
-        sealed = self._aead.encrypt(nonce, plain, self._aad(kind, ident))
-        return _PREFIX + base64.urlsafe_b64encode(nonce + sealed).decode("ascii")
-
-    def _open(self, text: str, *, kind: str, ident: str) -> bytes:
-        if not isinstance(text, str) or not text.startswith(_PREFIX):
-            raise InvalidTag
-        try:
-            blob = base64.urlsafe_b64decode(text[len(_PREFIX) :].encode("ascii"))
-        except (ValueError, UnicodeEncodeError):
-            raise InvalidTag from None
-        return self._aead.decrypt(blob[:_NONCE], blob[_NONCE:], self._aad(kind, ident))
+        #: Chunk counts of the multi-chunk segments this process wrote or read (a compaction deletes them).
+        self._chunks: dict[tuple[str, int], int] = {}
+        #: The newest compaction snapshot this process knows (every head it writes names it).
+        self.snapshot: dict[str, Any] | None = None
+        #: The snapshots the last read of the heads named.
+        self.snapshots: list[dict[str, Any]] = []
+        #: The epoch of the snapshot this process's index started from (a clear starts a new one).
+        self.epoch = 0
 
     # -- writing -----------------------------------------------------------------------------------
 
@@ -252,43 +175,60 @@ class IndexLog(NotPicklable):
         if vecs.shape != (len(adds), self.dim):
             raise InvalidInputError(f"expected {len(adds)} vectors of dimension {self.dim}, got shape {vecs.shape}")
         with self._lock:
-            if self._writer is None:
-                self._writer = secrets.token_hex(16)
+            self.ensure_writer()
             seq = self._seq + 1
             seg = Segment(self._writer, seq, time.time_ns(), [str(i) for i in adds], vecs, [str(i) for i in deletes])
-            self._port.put(self._segment_records(seg))
+            self._chunks.pop((self._writer, seq), None)
+            if (
+                n := self.records.put_sealed("seg", f"{self._writer}|{seq}", seg.encode(), self._segment_chunk_ids(seq))
+            ) > 1:
+                self._chunks[(self._writer, seq)] = n
             self._seq = seq
             named = [w for w in self._head_seen if w != self._writer][-_NAMED_WRITERS:]
-            head = json.dumps({"writer": self._writer, "seq": seq, "ts": seg.ts, "seen": named}).encode("utf-8")
-            hid = self.head_id(self._writer, seq)
+            head = {"writer": self._writer, "seq": seq, "ts": seg.ts, "seen": named, "snap": self.snapshot}
+            head = json.dumps(head).encode("utf-8")
+            hid = self.records.head_id(self._writer, seq)
             self._port.put(
                 [
                     PortRecord(
                         hid,
-                        self._seal(head, kind="head", ident=hid),
+                        self.records.seal(head, kind="head", ident=hid),
                         {LOG_FIELD: "head"},
-                        self._head_vector(self._writer),
+                        self.records.head_vector(self._writer),
                     )
                 ]
             )
             if seq > 1:
-                self._port.delete([self.head_id(self._writer, seq - 1)])
+                self._port.delete([self.records.head_id(self._writer, seq - 1)])
             self._head_seen[self._writer] = seq
             if self._applied.get(self._writer, 0) == seq - 1:
                 self._applied[self._writer] = seq
             return seg
 
-    def _segment_records(self, seg: Segment) -> list[PortRecord]:
-        text = self._seal(seg.encode(), kind="seg", ident=f"{seg.writer}|{seg.seq}")
-        body = text[len(_PREFIX) :]
-        size = self.segment_chars - len(_PREFIX)
-        pieces = [body[i : i + size] for i in range(0, len(body), size)] or [""]
-        out = []
-        for c, piece in enumerate(pieces):
-            rid = self.chunk_id(seg.writer, seg.seq, c)
-            fields = {LOG_FIELD: "seg", CHUNKS_FIELD: str(len(pieces))} if c == 0 else {LOG_FIELD: "seg"}
-            out.append(PortRecord(rid, _PREFIX + piece, fields, self._keyed(rid).astype(np.float32).tolist()))
-        return out
+    def new_writer(self) -> None:
+        """Write on under a new writer id (the store was cleared: this writer's old segments are gone)."""
+        with self._lock:
+            self._writer, self._seq = None, 0
+
+    def ensure_writer(self) -> str:
+        """This process's writer id, taken now if it has none."""
+        with self._lock:
+            if self._writer is None:
+                self._writer = secrets.token_hex(16)
+            return self._writer
+
+    def chunks_of(self, writer: str, seq: int) -> int:
+        """How many chunks a segment this process wrote or read has."""
+        return self._chunks.get((writer, seq), 1)
+
+    def forget_chunks(self, covers: dict[str, int]) -> None:
+        """Drop the chunk counts of the segments ``covers`` names (a compaction deleted them)."""
+        with self._lock:
+            self._chunks = {k: n for k, n in self._chunks.items() if k[1] > covers.get(k[0], 0)}
+
+    def _segment_chunk_ids(self, seq: int, writer: str | None = None) -> Callable[[int], str]:
+        w = self._writer if writer is None else writer
+        return lambda c: self.records.chunk_id(w, seq, c)
 
     # -- reading -----------------------------------------------------------------------------------
 
@@ -302,9 +242,10 @@ class IndexLog(NotPicklable):
         """
         found: dict[str, int] = {}
         named: set[str] = set()
+        self.snapshots = []
         k = len(self._head_seen) + _FIRST_HEAD_SEARCH
         while True:
-            hits = self._port.search(self.heads_direction(), k)
+            hits = self._port.search(self.records.heads_direction(), k)
             self.others_seen = any(r.fields.get(LOG_FIELD) is None and r.id not in self.ignored for r in hits)
             for rec in hits:
                 self._read_head(rec, found, named)
@@ -323,22 +264,30 @@ class IndexLog(NotPicklable):
             found[writer] = max(found.get(writer, 0), seen)
         for writer in named - found.keys():  # its head was missed: refresh probes its segments from the first
             found[writer] = 0
+        for snap in self.snapshots:  # every head this process writes names the newest snapshot it knows
+            if self.snapshot is None or snapshot_order(snap) > snapshot_order(self.snapshot):
+                self.snapshot = snap
         return found
 
     def _read_head(self, rec: PortRecord, found: dict[str, int], named: set[str]) -> None:
         if rec.fields.get(LOG_FIELD) != "head":
             return
         try:
-            head = json.loads(self._open(rec.text, kind="head", ident=rec.id))
+            head = json.loads(self.records.open(rec.text, kind="head", ident=rec.id))
         except (InvalidTag, ValueError):
             return  # another tenant's head under the same collection (or a forged one): never ours
         writer, seq = str(head["writer"]), int(head["seq"])
-        if self.head_id(writer, seq) != rec.id:
+        if self.records.head_id(writer, seq) != rec.id:
             return
         found[writer] = max(found.get(writer, 0), seq)
         named.update(str(w) for w in head.get("seen", ()))
+        snap = head.get("snap")
+        if isinstance(snap, dict) and {"writer", "n", "chunks", "covered", "epoch"} <= snap.keys():
+            self.snapshots.append(snap)
 
-    def refresh(self, apply: Callable[[Segment], None]) -> int:
+    def refresh(
+        self, apply: Callable[[Segment], None], restore: Callable[[SegmentGapError | None], bool] | None = None
+    ) -> int:
         """Hand ``apply`` the segments written since this process last read; how many it was handed.
 
         Each writer's segments come in sequence order; different writers' are merged by (time, writer, seq).
@@ -346,13 +295,43 @@ class IndexLog(NotPicklable):
         then read :data:`_READ_BATCH` segments at a time, so opening a large log holds a few segments a writer
         in memory, never the whole log.
 
+        ``restore`` (a compacted log's reader) loads a snapshot and calls :meth:`start_from` with what it covers:
+        called with ``None`` by a process that has applied nothing yet, when the heads name a snapshot, and with
+        the gap when a segment below a head is missing (a compaction deleted it); it says whether it restored.
+
         Raises:
             IndexRollbackError: A head went back (nothing is handed over), or a segment below a head is missing
-                (the segments before the gap were handed over; none after it).
+                and no snapshot covers it (the segments before the gap were handed over; none after it).
             IndexTamperedError: A segment under this key's id does not open.
         """
         with self._lock:
             heads = self.heads()
+            newer = any(int(s.get("epoch", 0)) > self.epoch for s in self.snapshots)
+            if restore is not None and self.snapshots and (not self._applied or newer):
+                restore(None)  # a new process, or the store was cleared since this one last read
+            try:
+                return self._read(heads, apply)
+            except SegmentGapError as gap:
+                if restore is None or not restore(gap):
+                    raise
+                return self._read(self.heads(), apply)
+
+    def start_from(self, covers: dict[str, int], *, epoch: int) -> None:
+        """Forget what was applied: the caller's index now holds a snapshot of every writer's first ``covers``."""
+        with self._lock:
+            self.epoch = int(epoch)
+            self._applied = {str(w): int(s) for w, s in covers.items()}
+            for writer, seq in self._applied.items():
+                self._head_seen[writer] = max(self._head_seen.get(writer, 0), seq)
+
+    @property
+    def applied(self) -> dict[str, int]:
+        """The highest segment applied per writer (what a snapshot of this process's index covers)."""
+        with self._lock:
+            return dict(self._applied)
+
+    def _read(self, heads: dict[str, int], apply: Callable[[Segment], None]) -> int:
+        with self._lock:
             wanted = [cid for w in heads for cid in self._batch_ids(w, self._applied.get(w, 0) + 1, heads[w])]
             got = {r.id: r for r in self._port.get(wanted)} if wanted else {}
             streams = [self._segments(w, heads[w], got) for w in heads]
@@ -365,7 +344,7 @@ class IndexLog(NotPicklable):
 
     def _batch_ids(self, writer: str, seq: int, head: int) -> list[str]:
         """The first-chunk ids of the next read of ``writer`` from ``seq``: up to one past its head, a batch at most."""
-        return [self.chunk_id(writer, s, 0) for s in range(seq, seq + min(_READ_BATCH, max(1, head - seq + 2)))]
+        return [self.records.chunk_id(writer, s, 0) for s in range(seq, seq + min(_READ_BATCH, max(1, head - seq + 2)))]
 
     def _segments(self, writer: str, head: int, got: dict[str, PortRecord]) -> Iterator[tuple[int, str, int, Segment]]:
         """One writer's segments past those applied, in sequence order: up to its head, then while any follow.
@@ -376,16 +355,13 @@ class IndexLog(NotPicklable):
         asked = self._batch_ids(writer, seq, head)
         while True:
             batch = []
-            while self.chunk_id(writer, seq, 0) in got:
-                batch.append(self._read_segment(writer, seq, got.pop(self.chunk_id(writer, seq, 0))))
+            while self.records.chunk_id(writer, seq, 0) in got:
+                batch.append(self._read_segment(writer, seq, got.pop(self.records.chunk_id(writer, seq, 0))))
                 seq += 1
             for cid in asked:
                 got.pop(cid, None)
             if seq <= head and len(batch) < len(asked):
-                raise IndexRollbackError(
-                    f"an index segment below a head is missing ({head - seq + 1} of them): the store's index was "
-                    "rolled back or edited; nothing past the gap was applied"
-                )
+                raise SegmentGapError(writer, seq, head - seq + 1)
             self._head_seen[writer] = max(self._head_seen.get(writer, 0), head)
             for seg in batch:
                 yield seg.ts, seg.writer, seg.seq, seg
@@ -395,23 +371,12 @@ class IndexLog(NotPicklable):
             got = {r.id: r for r in self._port.get(asked)}
 
     def _read_segment(self, writer: str, seq: int, first: PortRecord) -> Segment:
+        plain = self.records.read_sealed("seg", f"{writer}|{seq}", first, self._segment_chunk_ids(seq, writer))
+        if (n := chunk_count(first)) > 1:
+            self._chunks[(writer, seq)] = n
         try:
-            n = int(first.fields.get(CHUNKS_FIELD, "1"))
-        except ValueError:
-            n = -1
-        if not 1 <= n <= 1_000_000:
-            raise IndexTamperedError("an index segment names no valid chunk count: edited")
-        texts = [first.text]
-        if n > 1:
-            ids = [self.chunk_id(writer, seq, c) for c in range(1, n)]
-            got = {r.id: r.text for r in self._port.get(ids)}
-            if len(got) != len(ids):
-                raise IndexRollbackError("an index segment is missing chunks: deleted or rolled back")
-            texts += [got[i] for i in ids]
-        text = texts[0] + "".join(t[len(_PREFIX) :] if isinstance(t, str) else "" for t in texts[1:])
-        try:
-            seg = Segment.decode(self._open(text, kind="seg", ident=f"{writer}|{seq}"))
-        except (InvalidTag, ValueError, KeyError, struct.error):
+            seg = Segment.decode(plain)
+        except (ValueError, KeyError, struct.error):
             raise IndexTamperedError("an index segment does not open under this key and tenant: edited") from None
         if seg.writer != writer or seg.seq != seq or (seg.vectors.size and seg.vectors.shape[1] != self.dim):
             raise IndexTamperedError("an index segment names another writer, sequence or dimension: edited")

@@ -47,6 +47,8 @@ __all__ = ["MATCH", "Fetch", "HitFieldsOf", "OpenVector", "Replica", "port_hit_f
 #: Cosine above which a fetched record's sealed vector is the one its segment logged (int8 against float16
 #: roundings of one direction agree to about 0.99996; two different texts rarely come within 0.999).
 MATCH = 0.999
+#: What a pending id reset from a snapshot expects: any version of its record.
+_ANY_VERSION = np.zeros(0, dtype=np.float16)
 #: Records fetched by id per read of a sync.
 DEFAULT_BATCH = 1_000
 
@@ -105,6 +107,15 @@ class Replica(NotPicklable):
             for rid, vector in zip(segment.adds, segment.vectors, strict=True):
                 self._expected[rid] = vector
 
+    def reset(self, ids: Sequence[str]) -> None:
+        """The index was replaced by a snapshot holding exactly ``ids``: records of other ids are dropped, and
+        every id is fetched again at the next sync (a snapshot keeps no clean vector to check a version against,
+        so the record the store holds then settles it)."""
+        with self._lock:
+            keep = set(ids)
+            self._records = {rid: r for rid, r in self._records.items() if rid in keep}
+            self._expected = dict.fromkeys(keep, _ANY_VERSION)
+
     def sync(self) -> int:
         """Fetch every pending id from the store, in batches; how many settled. Nothing fetched is ever deleted."""
         with self._lock:
@@ -131,7 +142,7 @@ class Replica(NotPicklable):
                 vector = self._open_vector(token, record_id=key, record_text=text if isinstance(text, str) else None)
             except SealError:
                 vector = None  # edited or another tenant's: kept as the store holds it, skipped at search
-            if vector is None or _matches(vector, expected):
+            if vector is None or expected is _ANY_VERSION or _matches(vector, expected):
                 del self._expected[key]
                 settled += 1
         return settled

@@ -9,6 +9,10 @@ Staleness: with ``refresh_every=0`` (the default) every search first reads the h
 so an add acknowledged before a search starts is found by that search, in every process. A positive
 ``refresh_every`` reads the log at most that often (seconds): an acknowledged add is then found at the latest
 ``refresh_every`` seconds later.
+
+Compaction (:mod:`.compaction`): once a process has written ``compact_every`` index entries since its last
+snapshot (and at least a quarter of the index), it stores the index as a sealed snapshot and deletes the
+segments it covers, so a new process reads the snapshot and the segments past it, not the whole log.
 """
 
 from __future__ import annotations
@@ -21,9 +25,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import InvalidInputError, InvalidTypeError
+from ..logs import logger
 from ..sealing import NotPicklable, SecretKey
 from ..validation import check_int
-from .log import DEFAULT_SEGMENT_CHARS, IndexLog, Segment
+from .compaction import Snapshots
+from .log import DEFAULT_SEGMENT_CHARS, IndexLog, Segment, SegmentGapError
 from .port import RecordPort
 from .vector_index import VectorIndex
 
@@ -48,6 +54,9 @@ class StoreIndexSearch:
         segment_chars: Characters of sealed text per log record (Milvus VARCHAR holds 65,535).
         background_training: Train the codebook in a background thread (``False``: in the write that
             crosses ``train_at``).
+        compact_every: Index entries this process writes before it compacts the log into a snapshot (and at
+            least a quarter of the index, so compaction rewrites at most a few times the index in all); ``0``
+            never compacts by itself (:meth:`StoreIndex.compact` still does).
         replica: Keep a local replica of the sealed records, synced from the store by the log
             (:mod:`.replica`), so that a query reads no record from the store: the store no longer sees which
             records a query reads. Opening then reads every record once, and memory holds every record.
@@ -59,12 +68,16 @@ class StoreIndexSearch:
     refresh_every: float = 0.0
     segment_chars: int = DEFAULT_SEGMENT_CHARS
     background_training: bool = True
+    compact_every: int = 50_000
     replica: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "open_k", check_int(self.open_k, name="open_k", low=1, high=100_000))
         object.__setattr__(self, "code_bytes", check_int(self.code_bytes, name="code_bytes", low=1, high=4096))
         object.__setattr__(self, "train_at", check_int(self.train_at, name="train_at", low=256, high=1 << 40))
+        object.__setattr__(
+            self, "compact_every", check_int(self.compact_every, name="compact_every", low=0, high=1 << 40)
+        )
         object.__setattr__(
             self, "segment_chars", check_int(self.segment_chars, name="segment_chars", low=1024, high=1 << 30)
         )
@@ -96,13 +109,20 @@ class StoreIndex(NotPicklable):
     ) -> None:
         self.options = options
         self.log = IndexLog(key, context=context, port=port, dim=dim, segment_chars=options.segment_chars)
-        self.index = VectorIndex(
-            dim, code_bytes=options.code_bytes, train_at=options.train_at, background=options.background_training
-        )
+        self.index = self._new_index()
+        self.snapshots = Snapshots(self.log)
         self._lock = threading.RLock()
         self._read_at: float | None = None
+        #: Index entries this process logged since its last snapshot.
+        self._since_snapshot = 0
         #: Called with every segment applied, read or written here (the replica follows the log through it).
         self.listeners: list[Callable[[Segment], None]] = []
+        #: Called with every id held after a snapshot replaced the index (the replica settles them again).
+        self.resets: list[Callable[[list[str]], None]] = []
+
+    def _new_index(self) -> VectorIndex:
+        o = self.options
+        return VectorIndex(self.log.dim, code_bytes=o.code_bytes, train_at=o.train_at, background=o.background_training)
 
     def _apply(self, segments: Iterable[Segment]) -> None:
         for seg in segments:
@@ -116,9 +136,68 @@ class StoreIndex(NotPicklable):
     def refresh(self) -> int:
         """Read the store's log now and apply what other processes wrote; how many segments were applied."""
         with self._lock:
-            count = self.log.refresh(lambda seg: self._apply([seg]))
+            count = self.log.refresh(lambda seg: self._apply([seg]), self._restore)
             self._read_at = time.monotonic()
             return count
+
+    def _restore(self, gap: SegmentGapError | None) -> bool:
+        """Replace the index by the newest snapshot (one that covers ``gap``); whether one was loaded."""
+
+        def restore(data: bytes) -> None:
+            self.index.restore(data)
+            ids = self.index.ids()
+            for reset in self.resets:
+                reset(ids)
+
+        if gap is None:
+            return self.snapshots.load(restore)
+        return self.snapshots.load(restore, writer=gap.writer, seq=gap.seq)
+
+    def compact(self) -> bool:
+        """Store this process's index as a sealed snapshot now, and delete the segments it covers.
+
+        Returns ``False`` (nothing written) while the codebook trains in the background: the next write retries.
+        """
+        with self._lock:
+            self.refresh()
+            data = self.index.to_bytes()
+            if data is None:
+                return False
+            self.snapshots.write(data, self.log.applied)
+            self._since_snapshot = 0
+            return True
+
+    def cleared(self, heads: dict[str, int]) -> None:
+        """The store was cleared, this key and tenant's log with it: start a new epoch of the log.
+
+        ``heads`` is every writer's head just *before* the clear (:meth:`IndexLog.heads`). This process writes on
+        under a new writer id, and stores an empty snapshot in a new epoch that covers ``heads``: every other
+        process drops what it holds at its next read, and a writer of another process that wrote before the
+        clear writes on, its new segments read from past its cleared ones. A write that races the clear (between
+        reading ``heads`` and the clear) may be taken for a rollback: clear while no other process writes.
+        """
+        with self._lock:
+            epoch = max([self.log.epoch, *(int(s.get("epoch", 0)) for s in self.log.snapshots)]) + 1
+            self.log.new_writer()
+            self.index = self._new_index()
+            for reset in self.resets:
+                reset([])
+            self.log.start_from(heads, epoch=epoch)
+            self.snapshots = Snapshots(self.log, deleted=heads)
+            empty = self.index.to_bytes()
+            assert empty is not None  # an empty index is never training
+            self.snapshots.write(empty, heads, epoch=epoch)
+            self._since_snapshot = 0
+            self._read_at = time.monotonic()
+
+    def _compact_if_due(self, entries: int) -> None:
+        self._since_snapshot += entries
+        every = self.options.compact_every
+        if every and self._since_snapshot >= max(every, len(self.index) // 4):
+            try:
+                self.compact()
+            except Exception as exc:  # the write itself is logged: a failed compaction is retried, never fatal
+                logger.warning("compacting the sealed index failed (retried at the next write): %s", exc)
 
     def _refresh_if_due(self) -> None:
         every = self.options.refresh_every
@@ -134,6 +213,7 @@ class StoreIndex(NotPicklable):
                 part = list(ids[start : start + _SEGMENT_ENTRIES])
                 seg = self.log.append(adds=part, vectors=clean[start : start + len(part)])
                 self._apply([seg])
+            self._compact_if_due(len(ids))
 
     def remove(self, ids: Sequence[str]) -> None:
         """Log tombstones for these ids (after the caller deleted the records), then forget them here."""
@@ -142,6 +222,7 @@ class StoreIndex(NotPicklable):
                 self.refresh()
             for start in range(0, len(ids), _SEGMENT_ENTRIES):
                 self._apply([self.log.append(deletes=list(ids[start : start + _SEGMENT_ENTRIES]))])
+            self._compact_if_due(len(ids))
 
     def candidates(self, query: np.ndarray, k: int) -> list[str]:
         """The ids of the ``k`` records the index ranks best for the clean query (after reading the log if due)."""

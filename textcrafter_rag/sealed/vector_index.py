@@ -19,7 +19,9 @@ true top ``k`` among the first ``open_k``.
 
 from __future__ import annotations
 
+import json
 import math
+import struct
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -213,6 +215,72 @@ class VectorIndex:
                     ivf.remove_ids(self.faiss.IDSelectorBatch(gone))
                 exact.shards.remove(shard)  # what is left of it (a replaced entry is in a newer shard) moved
                 self._moving = None
+
+    # -- snapshots ---------------------------------------------------------------------------------
+
+    def to_bytes(self) -> bytes | None:
+        """The whole index as bytes (a compaction snapshot seals them); ``None`` while a training runs.
+
+        Trained: FAISS's own serialization of the inverted file (codebook, lists, codes, labels). Exact: every
+        direction as float32 with its label. Either way with the id table's arrays, so every label stays the same.
+        """
+        with self._lock:
+            if self._training is not None and not self._trained:
+                return None
+            hi, lo, other = self._ids.arrays()
+            if self._trained:
+                body = [np.asarray(self.faiss.serialize_index(self._index), dtype=np.uint8).tobytes()]
+            else:
+                parts = [self._index.contents(s) for s in self._index.shards]
+                vectors = np.concatenate([v for v, _ in parts]) if parts else np.zeros((0, self.dim), np.float32)
+                labels = np.concatenate([la for _, la in parts]) if parts else np.zeros(0, np.int64)
+                body = [labels.astype("<i8").tobytes(), vectors.astype("<f4").tobytes()]
+            header = {
+                "dim": self.dim,
+                "trained": self._trained,
+                "ids": len(hi),
+                "exact": 0 if self._trained else int(sum(s.ntotal for s in self._index.shards)),
+                "other": [[label, rid] for label, rid in other.items()],
+            }
+            head = json.dumps(header, separators=(",", ":")).encode("utf-8")
+            return b"".join(
+                [struct.pack("<Q", len(head)), head, hi.astype("<i8").tobytes(), lo.astype("<u8").tobytes(), *body]
+            )
+
+    def restore(self, data: bytes) -> None:
+        """Replace everything held by what :meth:`to_bytes` gave (a snapshot's index).
+
+        Raises:
+            InvalidInputError: The bytes are not such an index, or one of another dimension.
+        """
+        try:
+            (n,) = struct.unpack_from("<Q", data, 0)
+            header = json.loads(data[8 : 8 + n].decode("utf-8"))
+            at, ids, exact = 8 + n, int(header["ids"]), int(header["exact"])
+            hi = np.frombuffer(data, dtype="<i8", count=ids, offset=at)
+            lo = np.frombuffer(data, dtype="<u8", count=ids, offset=at + 8 * ids)
+            at += 16 * ids
+            table = IdTable.from_arrays(hi.copy(), lo.copy(), {int(k): str(v) for k, v in header["other"]})
+            if int(header["dim"]) != self.dim:
+                raise InvalidInputError(f"a snapshot of dimension {header['dim']} for an index of dimension {self.dim}")
+            if header["trained"]:
+                index = self.faiss.deserialize_index(np.frombuffer(data, dtype=np.uint8, offset=at).copy())
+            else:
+                labels = np.frombuffer(data, dtype="<i8", count=exact, offset=at).astype(np.int64)
+                vectors = np.frombuffer(data, dtype="<f4", offset=at + 8 * exact).reshape(exact, self.dim)
+                index = ExactShards(self.faiss, self.dim)
+                index.add_with_ids(np.ascontiguousarray(vectors, dtype=np.float32), labels)
+        except (ValueError, KeyError, TypeError, struct.error, RuntimeError) as exc:
+            raise InvalidInputError(f"a snapshot's index does not read back: {exc}") from None
+        if index.ntotal != len(table):
+            raise InvalidInputError("a snapshot's index and its ids disagree")
+        self.wait_trained()  # a training running now would swap its own index in after this one
+        with self._lock:
+            self._index, self._ids, self._trained, self._moving = index, table, bool(header["trained"]), None
+            self._training = None
+            start = not self._trained and len(self._ids) >= self.train_at
+        if start:
+            self._start_training()
 
     @property
     def bytes_per_record(self) -> int:

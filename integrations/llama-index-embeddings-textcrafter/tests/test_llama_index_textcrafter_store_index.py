@@ -203,6 +203,20 @@ def test_deletes_by_source_document_and_clear_reach_every_worker(base) -> None:
     assert set(_texts(other, base, "x", 5)) == set(TEXTS[:3])
 
 
+def test_a_writer_that_wrote_before_a_clear_writes_on_after_it(base) -> None:
+    """A clear took every writer's log with the store; a worker that had written before it writes on under its
+    old writer id, and no reader takes its next segment (above the cleared ones) for a rollback."""
+    client, key = QdrantClient(":memory:"), generate_key()
+    clearer, live = _worker(client, key), _worker(client, key)
+    clearer.add(_nodes(base, range(6)))
+    live.add(_nodes(base, range(6, 12)))  # segment 1 of the live worker's log
+    clearer.clear()
+    live.add(_nodes(base, range(12, 15)))  # its segment 2, above a cleared segment 1
+    for reader in (_worker(client, key), clearer, live):
+        assert set(_texts(reader, base, "x", 24)) == set(TEXTS[12:15])
+        assert reader.dead == 0
+
+
 def test_async_paths(base) -> None:
     client, key = QdrantClient(":memory:"), generate_key()
     store = _worker(client, key)

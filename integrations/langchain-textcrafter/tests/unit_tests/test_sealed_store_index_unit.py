@@ -37,7 +37,7 @@ def test_exact_results_and_the_store_is_searched_only_for_the_log_heads(base) ->
     store.add_texts(TEXTS, ids=IDS)
     for query in ("who was treated at ward 3?", "condition 5"):
         assert [d.page_content for d in store.similarity_search(query, k=5)] == exact_top(base, TEXTS, query, 5)
-    heads = store._search.store_index().log.heads_direction()
+    heads = store._search.store_index().log.records.heads_direction()
     assert store.store.searched and all(v == heads for v in store.store.searched)
     rows = list(store.store.store.values())
     assert all(Sealer.is_sealed(r["text"]) or r["text"].startswith("tclog1.") for r in rows)

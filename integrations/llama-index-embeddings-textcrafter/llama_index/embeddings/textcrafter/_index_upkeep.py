@@ -6,7 +6,7 @@ protocol's: the store deletes first, the index forgets after (a tombstone), so a
 entry whose record is gone, which searches skip and count (:attr:`~SealedIndexUpkeep.dead`), never a record
 that no search finds. Where the store cannot list what a delete removes (a filter on ``ref_doc_id``, or on
 plain fields), the entries stay and are skipped and counted the same way. A clear empties the store-held
-index's log with the store, so this process writes on as a new writer afterwards.
+index's log with the store, and starts a new epoch of it that every process follows.
 
 Without an index (single-stage, candidates) they reach the wrapped store alone, your ids mapped to its own.
 """
@@ -14,13 +14,13 @@ Without an index (single-stage, candidates) they reach the wrapped store alone, 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from llama_index.core.vector_stores.types import BasePydanticVectorStore, MetadataFilters
 
 from textcrafter_rag.errors import InvalidInputError
-from textcrafter_rag.sealed_search import INDEX_MODES, SealedSearch, SearchOptions
+from textcrafter_rag.sealed_search import INDEX_MODES, SealedSearch
 
 __all__ = ["SealedIndexUpkeep"]
 
@@ -32,7 +32,6 @@ class SealedIndexUpkeep:
     _store: BasePydanticVectorStore
     _marker_checked: bool
     _ids_scheme: str | None
-    _new_search: Callable[[SearchOptions | None], SealedSearch | None]
 
     # ``_check`` is the sealed vector store's own method; ``_open_mode``, ``_marker``, ``_ref_doc_nodes`` and
     # ``_filtered_nodes`` are the search steps' (:mod:`._sealed_steps`), ``_ref_doc_ids`` and
@@ -100,57 +99,52 @@ class SealedIndexUpkeep:
             self._marker(write=False)  # a process that deletes before it adds or searches: the index's dimension
             self._search.index_remove(list(store_ids))
 
-    def _indexed_ids(self) -> list[str]:
-        """Every id this store's index holds now (before a clear): the store-held one read up to date."""
+    def _before_clear(self) -> tuple[list[str], dict[str, int] | None]:
+        """What a clear needs to know first: the app-side index's ids, or every writer's head of the store-held
+        index's log (read up to date, just before the store is cleared)."""
         if self._search is None or self._search.mode not in INDEX_MODES:
-            return []
+            return [], None
         if self._search.mode == "index":
             index = self._search.index()
-            return index.ids() if index is not None else []
+            return (index.ids() if index is not None else []), None
         self._marker(write=False)  # the marker names the index's dimension
         held = self._search.store_index()
-        if held is None:
-            return []
-        held.refresh()  # other processes' entries too
-        return held.index.ids()
+        return [], (held.log.heads() if held is not None else None)
 
-    def _cleared(self, ids: list[str]) -> None:
+    def _cleared(self, ids: list[str], heads: dict[str, int] | None) -> None:
         """After the wrapped store was cleared: the index forgets every id it held, the marker is gone.
 
-        The store-held index's log went with the store, so this process writes on as a new writer (a fresh
-        core: its old writer's next segment would sit above segments that are gone, which readers take for a
-        rollback), and tombstones the ids: other processes that hold them in memory drop them at their next
-        read, and a new process reads a log that starts over.
+        The store-held index's log went with the store: this process starts a new epoch of it (an empty
+        snapshot covering every writer's head before the clear), so every other process drops what it holds at
+        its next read, and a writer that wrote before the clear writes on
+        (:meth:`~textcrafter_rag.sealed.StoreIndex.cleared`).
         """
         self._marker_checked = False
         self._ids_scheme = None
         if self._search is None:
             return
         if self._search.mode == "store-index":
-            old = self._search.store_index()
-            if old is not None:
-                self._search = self._new_search(self._search.options)
-                assert self._search is not None
-                self._search.store_index(old.log.dim)
-        if ids:
+            held = self._search.store_index()
+            if held is not None and heads is not None:
+                held.cleared(heads)
+        elif ids:
             self._search.index_remove(ids)
 
     def clear(self) -> None:
         """Clear the wrapped store, and the index (app-side or store-held) of every id it held.
 
-        The store-held index's log is cleared with the store: another process that has *written* to it must
-        open the store anew (a new ``SealedVectorStore``) before it writes again, or readers take its next
-        segment, above the cleared ones, for a rollback (:class:`~textcrafter_rag.sealed.IndexRollbackError`).
+        Other processes, writers included, follow a clear of the store-held index at their next read. Clear
+        while no other process writes: a write that races the clear may be taken for a rollback by readers.
         """
-        ids = self._indexed_ids()
+        ids, heads = self._before_clear()
         self._store.clear()
-        self._cleared(ids)
+        self._cleared(ids, heads)
 
     async def aclear(self) -> None:
         """Async :meth:`clear`."""
-        ids = await asyncio.to_thread(self._indexed_ids)
+        ids, heads = await asyncio.to_thread(self._before_clear)
         await self._store.aclear()
-        await asyncio.to_thread(self._cleared, ids)
+        await asyncio.to_thread(self._cleared, ids, heads)
 
     def rebuild_index(self, *, batch_size: int = 1_000, progress: bool = True) -> int:
         """Rebuild the store-held index from the sealed shells the wrapped store holds; how many were indexed.

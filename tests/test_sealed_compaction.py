@@ -1,0 +1,177 @@
+"""Compaction of the store-held index's log into sealed snapshots, over a dict-backed port.
+
+Each property is forced at a chosen point (a reader left behind before a compaction, a chunk edited, a segment
+deleted that no snapshot covers), never by timing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+
+from textcrafter_rag.sealed import IndexRollbackError, IndexTamperedError, PortRecord, StoreIndex, StoreIndexSearch
+from textcrafter_rag.sealed.log import LOG_FIELD
+from textcrafter_rag.sealed.replica import Replica
+from textcrafter_rag.sealing import SecretKey
+from textcrafter_rag.testing.memory_port import MemoryPort
+
+KEY = SecretKey(bytes(range(32)))
+DIM = 16
+
+
+def vectors(n: int, seed: int) -> np.ndarray:
+    x = np.random.default_rng(seed).standard_normal((n, DIM)).astype(np.float32)
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def process(port: MemoryPort, **options) -> StoreIndex:
+    """What a new process builds: the key, the store, nothing else (no automatic compaction unless asked)."""
+    options.setdefault("compact_every", 0)
+    return StoreIndex(KEY, context="t", options=StoreIndexSearch(**options), port=port, dim=DIM)
+
+
+def kinds(port: MemoryPort) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for r in port.records.values():
+        kind = r.fields.get(LOG_FIELD, "data")
+        out[kind] = out.get(kind, 0) + 1
+    return out
+
+
+class CountingPort(MemoryPort):
+    """Counts the log segments' first chunks that reads ask for."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked = 0
+
+    def get(self, ids: Sequence[str]) -> list[PortRecord]:
+        got = super().get(ids)
+        self.asked += sum(1 for r in got if r.fields.get(LOG_FIELD) == "seg")
+        return got
+
+
+def write_in_batches(index: StoreIndex, x: np.ndarray, *, prefix: str, first: int = 0, batch: int = 10) -> None:
+    """Add ``x`` as ``{prefix}{first}``, ``{prefix}{first + 1}``, ..., ``batch`` records a segment."""
+    for start in range(0, len(x), batch):
+        index.add([f"{prefix}{first + i}" for i in range(start, start + batch)], x[start : start + batch])
+
+
+def test_a_new_process_opens_from_the_snapshot_and_reads_only_the_segments_past_it():
+    port, x = CountingPort(), vectors(200, 0)
+    writer = process(port)
+    write_in_batches(writer, x[:150], prefix="r")
+    assert kinds(port)["seg"] == 15
+    assert writer.compact()
+    assert kinds(port)["seg"] == 1  # the fifteen covered segments are deleted; the pointer's empty one remains
+    assert kinds(port)["snap"] >= 1
+    other = process(port)
+    other.add([f"r{i}" for i in range(150, 200)], x[150:])  # a second writer, after the snapshot
+    port.asked = 0
+    reader = process(port)
+    for i in (0, 77, 149, 150, 199):
+        assert reader.candidates(x[i], 1) == [f"r{i}"]
+    assert len(reader) == 200
+    assert reader.snapshots.loaded == 1
+    assert port.asked == 2  # the pointer's empty segment and the second writer's one: not the fifteen
+
+
+def test_a_reader_left_behind_by_a_compaction_restores_from_the_snapshot():
+    port, x = MemoryPort(), vectors(100, 1)
+    writer, behind = process(port), process(port)
+    write_in_batches(writer, x[:30], prefix="r")
+    assert len(behind.candidates(x[0], 30)) == 30  # it has read the first three segments
+    write_in_batches(writer, x[30:], prefix="r", first=30)
+    writer.remove(["r5"])
+    assert writer.compact()  # deletes segments 4-11 that the reader never read
+    found = behind.candidates(x[40], 100)
+    assert found[0] == "r40" and len(found) == 99 and "r5" not in found
+    assert behind.snapshots.loaded == 1
+
+
+def test_deletes_and_replacements_before_the_snapshot_hold_in_a_new_process():
+    port, x = MemoryPort(), vectors(40, 2)
+    writer = process(port)
+    write_in_batches(writer, x[:20], prefix="r")
+    writer.remove(["r3", "r4"])
+    writer.add(["r7"], x[30:31])  # r7 now has another vector
+    writer.compact()
+    reader = process(port)
+    assert "r3" not in reader.candidates(x[3], 20) and len(reader) == 18
+    assert reader.candidates(x[30], 1) == ["r7"]
+
+
+def test_a_trained_index_round_trips_through_a_snapshot():
+    port, x = MemoryPort(), vectors(700, 3)
+    writer = process(port, train_at=300, background_training=False)
+    write_in_batches(writer, x, prefix="r", batch=100)
+    assert writer.index.trained
+    writer.compact()
+    reader = process(port, train_at=300, background_training=False)
+    assert reader.candidates(x[0], 5) == writer.candidates(x[0], 5)
+    assert reader.index.trained and len(reader) == 700
+    assert reader.snapshots.loaded == 1
+
+
+def test_compaction_runs_by_itself_after_compact_every_entries():
+    port, x = MemoryPort(), vectors(60, 4)
+    writer = process(port, compact_every=25)
+    write_in_batches(writer, x[:20], prefix="r")
+    assert "snap" not in kinds(port)
+    write_in_batches(writer, x[20:30], prefix="r", first=20)
+    assert writer.snapshots.written == 1 and "snap" in kinds(port)
+    write_in_batches(writer, x[30:60], prefix="r", first=30)
+    assert writer.snapshots.written == 2
+    snaps = [r for r in port.records.values() if r.fields.get(LOG_FIELD) == "snap"]
+    assert len(snaps) == 1  # the writer's previous snapshot was deleted
+    assert len(process(port).candidates(x[0], 60)) == 60
+
+
+def test_an_edited_snapshot_is_refused():
+    port, x = MemoryPort(), vectors(20, 5)
+    writer = process(port)
+    writer.add([f"r{i}" for i in range(20)], x)
+    writer.compact()
+    (snap,) = [r for r in port.records.values() if r.fields.get(LOG_FIELD) == "snap"]
+    port.records[snap.id] = PortRecord(snap.id, snap.text[:-8] + "AAAAAAAA", snap.fields, snap.vector)
+    with pytest.raises(IndexTamperedError):
+        process(port).candidates(x[0], 1)
+
+
+def test_a_segment_deleted_past_the_snapshot_is_still_a_rollback():
+    port, x = MemoryPort(), vectors(40, 6)
+    writer = process(port)
+    write_in_batches(writer, x[:20], prefix="r")
+    writer.compact()
+    write_in_batches(writer, x[20:40], prefix="r", first=20)  # segments past the snapshot: no snapshot covers them
+    w = writer.log.writer
+    assert w is not None
+    port.delete([writer.log.records.chunk_id(w, writer.log.applied[w] - 1, 0)])
+    with pytest.raises(IndexRollbackError):
+        process(port).candidates(x[0], 1)
+
+
+def test_a_replica_opened_from_a_snapshot_holds_every_record():
+    port, x = MemoryPort(), vectors(30, 7)
+    writer = process(port)
+    for i in range(30):
+        port.put([PortRecord(f"r{i}", f"sealed {i}", {}, x[i].tolist())])
+    write_in_batches(writer, x, prefix="r")
+    writer.compact()
+    reader = process(port)
+    replica = Replica(fetch=port.get, fields=_fields, open_vector=_open_vector)
+    reader.listeners.append(replica.apply)
+    reader.resets.append(replica.reset)
+    reader.refresh()
+    assert replica.pending == 30
+    assert replica.sync() == 30 and len(replica) == 30 and replica.pending == 0
+
+
+def _fields(records: Sequence[PortRecord]) -> list[tuple]:
+    return [(r.id, r.id, r.vector, None, r.text) for r in records]
+
+
+def _open_vector(token, *, record_id, record_text=None) -> np.ndarray:
+    return np.asarray(token, dtype=np.float32)

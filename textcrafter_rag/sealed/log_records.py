@@ -1,0 +1,190 @@
+"""How the index log's messages become store records: keyed ids, keyed vectors, sealing and chunks.
+
+Every log message (a segment, a head, a compaction snapshot) is sealed as one AES-256-GCM message under the
+key's ``"store-index"`` subkey for the tenant, its associated data naming its kind, its identity and the tenant,
+base64'd and cut into chunks of at most ``segment_chars`` characters (Milvus VARCHAR holds 65,535). Each chunk is
+a store record under a keyed id, stored under a keyed random vector; the first chunk's plain fields name the
+chunk count. The store sees ciphertext, chunk counts and sizes; never an id, a vector or a text of the index.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import secrets
+import uuid
+from collections.abc import Callable
+
+import numpy as np
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from ..errors import InvalidInputError, TextcrafterError
+from ..keyed import keyed_normals
+from ..numerics import unit_rows
+from ..sealing import NotPicklable, SecretKey
+from .layout import CHUNKS_FIELD, LOG_FIELD
+from .port import PortRecord, RecordPort
+
+__all__ = [
+    "DEFAULT_SEGMENT_CHARS",
+    "IndexLogError",
+    "IndexRollbackError",
+    "IndexTamperedError",
+    "LogRecords",
+]
+
+#: Characters of sealed text per log record (Milvus VARCHAR holds 65,535).
+DEFAULT_SEGMENT_CHARS = 60_000
+_PREFIX = "tclog1."
+_FORMAT = b"TCLOG1"
+_NONCE = 12
+#: How close a head's vector is to the "heads" direction: cosine 1/sqrt(1 + 0.3**2) = 0.958, far above the
+#: cosine of any keyed random vector with it (about 5/sqrt(dim) at the very most).
+_HEAD_SPREAD = 0.3
+#: Chunks written or read by one store call (60,000 characters each).
+_CHUNK_BATCH = 64
+_KINDS = {"seg": "segment", "snap": "snapshot", "head": "head"}
+
+
+class IndexLogError(TextcrafterError, RuntimeError):
+    """The sealed index log in the store is not what this process expects."""
+
+
+class IndexRollbackError(IndexLogError):
+    """A head is older than one seen before, or a segment below a head is missing: rolled back or deleted."""
+
+
+class IndexTamperedError(IndexLogError):
+    """A log record under this key and tenant's id does not open: edited, swapped or truncated."""
+
+
+class LogRecords(NotPicklable):
+    """The store records of one key and tenant's index log.
+
+    Args:
+        key: The store's key.
+        context: The tenant.
+        port: The store.
+        dim: The dimension of the vectors the store holds (log records are stored under vectors of it).
+        segment_chars: Characters of sealed text per store record.
+    """
+
+    __slots__ = ("_aead", "_context", "_id_key", "_vector_key", "dim", "port", "segment_chars")
+
+    def __init__(self, key: SecretKey, *, context: str, port: RecordPort, dim: int, segment_chars: int) -> None:
+        subkey = SecretKey(key).subkey("store-index", context=context)
+        self._aead = AESGCM(subkey)
+        self._id_key = hmac.new(subkey, b"log-record-ids", hashlib.sha256).digest()
+        self._vector_key = hmac.new(subkey, b"log-record-vectors", hashlib.sha256).digest()
+        self._context = context
+        self.port = port
+        self.dim = int(dim)
+        if segment_chars < 1024:
+            raise InvalidInputError(f"segment_chars must be at least 1024, got {segment_chars}")
+        self.segment_chars = int(segment_chars)
+
+    # -- ids and vectors ---------------------------------------------------------------------------
+
+    def record_id(self, label: str) -> str:
+        """The store id of the log record ``label`` names (a keyed UUID4)."""
+        digest = hmac.new(self._id_key, label.encode("utf-8"), hashlib.sha256).digest()
+        return str(uuid.UUID(bytes=digest[:16], version=4))
+
+    def head_id(self, writer: str, seq: int) -> str:
+        """The store id of a writer's head record at sequence ``seq``."""
+        return self.record_id(f"head|{writer}|{seq}")
+
+    def chunk_id(self, writer: str, seq: int, chunk: int) -> str:
+        """The store id of one chunk of a segment."""
+        return self.record_id(f"seg|{writer}|{seq}|{chunk}")
+
+    def keyed(self, label: str) -> np.ndarray:
+        """A keyed random unit vector (no relation to any text)."""
+        seed = hmac.new(self._vector_key, label.encode("utf-8"), hashlib.sha256).digest()
+        return unit_rows(keyed_normals(seed, self.dim, self.dim).reshape(1, -1))[0]
+
+    def heads_direction(self) -> list[float]:
+        """The vector a head search sends (constant per key and tenant)."""
+        return self.keyed("heads").astype(np.float32).tolist()
+
+    def head_vector(self, writer: str) -> list[float]:
+        """A writer's head's vector: close to :meth:`heads_direction`, far from every other record's."""
+        v = self.keyed("heads") + _HEAD_SPREAD * self.keyed(f"head|{writer}")
+        return unit_rows(v.reshape(1, -1))[0].astype(np.float32).tolist()
+
+    # -- sealing -----------------------------------------------------------------------------------
+
+    def _aad(self, kind: str, ident: str) -> bytes:
+        return b"\x00".join((_FORMAT, kind.encode(), ident.encode(), self._context.encode("utf-8")))
+
+    def seal(self, plain: bytes, *, kind: str, ident: str) -> str:
+        """One sealed text (prefixed, base64)."""
+        nonce = secrets.token_bytes(_NONCE)
+        sealed = self._aead.encrypt(nonce, plain, self._aad(kind, ident))
+        return _PREFIX + base64.urlsafe_b64encode(nonce + sealed).decode("ascii")
+
+    def open(self, text: str, *, kind: str, ident: str) -> bytes:
+        """The plain bytes of a sealed text. Raises ``InvalidTag`` when it does not open."""
+        if not isinstance(text, str) or not text.startswith(_PREFIX):
+            raise InvalidTag
+        try:
+            blob = base64.urlsafe_b64decode(text[len(_PREFIX) :].encode("ascii"))
+        except (ValueError, UnicodeEncodeError):
+            raise InvalidTag from None
+        return self._aead.decrypt(blob[:_NONCE], blob[_NONCE:], self._aad(kind, ident))
+
+    # -- chunked messages --------------------------------------------------------------------------
+
+    def put_sealed(self, kind: str, ident: str, plain: bytes, ids: Callable[[int], str]) -> int:
+        """Seal ``plain`` as one message and store it in chunks under ``ids(0), ids(1), ...``; how many chunks."""
+        body = self.seal(plain, kind=kind, ident=ident)[len(_PREFIX) :]
+        size = self.segment_chars - len(_PREFIX)
+        pieces = [body[i : i + size] for i in range(0, len(body), size)] or [""]
+        for start in range(0, len(pieces), _CHUNK_BATCH):
+            out = []
+            for c in range(start, min(start + _CHUNK_BATCH, len(pieces))):
+                rid = ids(c)
+                fields = {LOG_FIELD: kind, CHUNKS_FIELD: str(len(pieces))} if c == 0 else {LOG_FIELD: kind}
+                out.append(PortRecord(rid, _PREFIX + pieces[c], fields, self.keyed(rid).astype(np.float32).tolist()))
+            self.port.put(out)
+        return len(pieces)
+
+    def read_sealed(self, kind: str, ident: str, first: PortRecord, ids: Callable[[int], str]) -> bytes:
+        """Open a message :meth:`put_sealed` stored, given its first chunk (the rest are read by id).
+
+        Raises:
+            IndexRollbackError: A chunk is missing (deleted, or rolled back).
+            IndexTamperedError: The message does not open under this key and tenant, or names no chunk count.
+        """
+        n = chunk_count(first)
+        texts = [first.text]
+        for start in range(1, n, _CHUNK_BATCH):
+            wanted = [ids(c) for c in range(start, min(start + _CHUNK_BATCH, n))]
+            got = {r.id: r.text for r in self.port.get(wanted)}
+            if len(got) != len(wanted):
+                raise IndexRollbackError(f"an index {_KINDS[kind]} is missing chunks: deleted or rolled back")
+            texts += [got[i] for i in wanted]
+        text = texts[0] + "".join(t[len(_PREFIX) :] if isinstance(t, str) else "" for t in texts[1:])
+        try:
+            return self.open(text, kind=kind, ident=ident)
+        except InvalidTag:
+            raise IndexTamperedError(
+                f"an index {_KINDS[kind]} does not open under this key and tenant: edited"
+            ) from None
+
+
+def chunk_count(first: PortRecord) -> int:
+    """How many chunks a message's first chunk names.
+
+    Raises:
+        IndexTamperedError: It names no valid count.
+    """
+    try:
+        n = int(first.fields.get(CHUNKS_FIELD, "1"))
+    except (TypeError, ValueError):
+        n = -1
+    if not 1 <= n <= 1_000_000:
+        raise IndexTamperedError("an index log record names no valid chunk count: edited")
+    return n
