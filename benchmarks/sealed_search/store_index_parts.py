@@ -35,7 +35,7 @@ from textcrafter_rag.data import load_scifact
 from textcrafter_rag.encoders import bundled_minilm
 from textcrafter_rag.metrics import retrieval_metrics
 from textcrafter_rag.numerics import unit_rows
-from textcrafter_rag.sealed.log import IndexLog
+from textcrafter_rag.sealed.log import LOG_FIELD, IndexLog
 from textcrafter_rag.sealed.store_index import StoreIndex, StoreIndexSearch
 from textcrafter_rag.testing.memory_port import MemoryPort
 
@@ -330,6 +330,17 @@ def memory_child(n: int, dim: int, seed: int) -> dict[str, Any]:
     after = _rss()
     trimmed = _trimmed_rss()
     vi = index.index
+    # compaction: the index stored as a sealed snapshot, then opened from it by another fresh StoreIndex
+    segments_before = sum(1 for r in port.records.values() if r.fields.get(LOG_FIELD) == "seg")
+    t1 = time.perf_counter()
+    compacted = index.compact()
+    compact_s = time.perf_counter() - t1
+    snap = [r for r in port.records.values() if r.fields.get(LOG_FIELD) == "snap"]
+    t1 = time.perf_counter()
+    reopened = StoreIndex(key, options=options, port=port, dim=dim)
+    reopened.refresh()
+    snapshot_open_s = time.perf_counter() - t1
+    same = reopened.candidates(q, options.open_k) == got and len(reopened) == len(index)
     # what the process holds per record, as far as FAISS and the id table say (an accounting, not a measurement)
     faiss_bytes = vi.bytes_per_record  # codes (or float32 rows) + the int64 label
     id_bytes = vi.id_bytes_per_record
@@ -354,6 +365,15 @@ def memory_child(n: int, dim: int, seed: int) -> dict[str, Any]:
         "accounted_faiss_bytes_per_record": faiss_bytes,
         "accounted_id_table_bytes_per_record": id_bytes,
         "open_k_found": len(got),
+        "compacted": compacted,
+        "compact_seconds": round(compact_s, 2),
+        "log_chunks_before_compaction": segments_before,
+        "log_chunks_after_compaction": sum(1 for r in port.records.values() if r.fields.get(LOG_FIELD) == "seg"),
+        "snapshot_records": len(snap),
+        "snapshot_mb": round(sum(len(r.text) for r in snap) / 2**20, 1),
+        "open_from_snapshot_seconds": round(snapshot_open_s, 2),
+        "opened_from_snapshot": reopened.snapshots.loaded == 1,
+        "snapshot_same_candidates": bool(same),
     }
 
 

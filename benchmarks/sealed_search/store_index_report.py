@@ -255,6 +255,44 @@ def render_markdown(rows: Sequence[dict[str, Any]], meta: dict[str, Any]) -> str
             "Interpretation: " + "; ".join(_memory_sentence(r) for r in mem) + ".",
             "",
         ]
+        snaps = [r for r in mem if "open_from_snapshot_seconds" in r]
+        if snaps:
+            lines += [
+                "### Opening from a compaction snapshot",
+                "",
+                "The same process then compacts the log (`StoreIndex.compact()`: the index sealed as one snapshot, the "
+                "segments it covers deleted), and a second fresh `StoreIndex` opens the port with only the key: it "
+                "reads the newest snapshot and the segments past it. `same`: its `open_k` candidates for the query "
+                "above and its size equal the first index's.",
+                "",
+                md_table(
+                    snaps,
+                    [
+                        "n_records",
+                        "build_seconds",
+                        "compact_seconds",
+                        "log_chunks_before_compaction",
+                        "log_chunks_after_compaction",
+                        "snapshot_records",
+                        "snapshot_mb",
+                        "open_from_snapshot_seconds",
+                        "snapshot_same_candidates",
+                    ],
+                    headers=[
+                        "records",
+                        "open from the log s",
+                        "compact s",
+                        "log records before",
+                        "log records after",
+                        "snapshot records",
+                        "snapshot MB",
+                        "open from the snapshot s",
+                        "same",
+                    ],
+                    digits=2,
+                ),
+                "",
+            ]
     else:
         lines += ["Not measured in this run.", ""]
     verdicts = _verdicts(rows)
