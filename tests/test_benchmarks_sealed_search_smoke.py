@@ -100,7 +100,15 @@ def _acc(rows: list[dict], mode: str, attacker: str, attack: str) -> float:
 def test_battery_covers_every_mode_attacker_and_attack(results: tuple[list[dict], dict, Path]) -> None:
     rows = [r for r in results[0] if r["part"] == "battery"]
     modes = {r["mode"] for r in rows}
-    assert modes == {"none", "candidates-norot", "candidates", "index", "index-open1000"}
+    assert modes == {
+        "none",
+        "candidates-norot",
+        "candidates",
+        "index",
+        "index-open1000",
+        "store-index",
+        "store-index-replica",
+    }
     for mode in modes:
         got = {(r["attacker"], r["attack"]) for r in rows if r["mode"] == mode}
         for attacker in ("thief", "pairs-40", "pairs-200", "inserter-20", "inserter-60", "key-holder"):
@@ -123,8 +131,23 @@ def test_guessing_can_succeed_and_can_be_stopped(results: tuple[list[dict], dict
     assert _acc(rows, "candidates", "thief", "guess-disease") <= 0.25
     # the index mode's vectors are keyed random: the key holder's recomputation says nothing about the text
     for attacker in ("thief", "pairs-200", "inserter-60", "key-holder"):
-        assert _acc(rows, "index", attacker, "guess-disease") <= 0.25, attacker
-        assert _acc(rows, "index", attacker, "membership") <= 0.75, attacker
+        for mode in ("index", "store-index", "store-index-replica"):
+            assert _acc(rows, mode, attacker, "guess-disease") <= 0.25, (mode, attacker)
+            assert _acc(rows, mode, attacker, "membership") <= 0.75, (mode, attacker)
+
+
+def test_the_store_held_modes_are_attacked_in_a_real_store(results: tuple[list[dict], dict, Path]) -> None:
+    rows = [r for r in results[0] if r.get("part") == "battery"]
+    access = {(r["mode"], r["attacker"]): r for r in rows if r["attack"] == "access-pattern"}
+    # without the replica each query has the store read its open_k records, and an inserter whose own records
+    # are read learns the disease; with the replica no query has the store read a record it ranked
+    assert access[("store-index", "pairs-200")]["store_reads_per_query"] == 100
+    assert access[("store-index", "inserter-20")]["own_opened_share"] == 1.0
+    assert access[("store-index", "inserter-20")]["value"] >= 0.5
+    assert access[("store-index-replica", "pairs-200")]["store_reads_per_query"] == 0
+    # the replica's sync reads an inserter's new records at the next query, all of them, whatever it asks
+    for b in (20, 60):
+        assert access[("store-index-replica", f"inserter-{b}")]["value"] <= 0.25
 
 
 def test_scale_rows_and_ratios(results: tuple[list[dict], dict, Path]) -> None:

@@ -21,6 +21,11 @@ stored queries (disease), membership (members vs non-members of the same family,
 stored vector, AUC), and the access pattern (which records a query opens: the inserter's own records, or the
 pair holder's known notes, vote for the value). Every function takes plain arrays, so the smoke test drives it
 with a toy encoder.
+
+The store-held modes' store is a real one (:mod:`.battery_store`): the attackers there also hold the library's
+own records (membership compares with every vector the store holds), the vector the store is searched with per
+query, and the reads it receives: the pair holder votes with the records a victim query had the store read,
+and the inserter stores its records per victim query through the app and sees which of them the query reads.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from sklearn.metrics import roc_auc_score
 
 from textcrafter_rag.numerics import unit_rows
 
+from .battery_store import BatteryStore
 from .modes import Mode
 from .notes import ATTRIBUTES, DISEASES, NoteSet
 
@@ -186,38 +192,6 @@ def embed_battery(
     )
 
 
-class _Store:
-    """One mode's store for the battery: what it holds, and the releases an attacker can have made."""
-
-    def __init__(self, mode: Mode, inp: BatteryInputs) -> None:
-        self.mode, self.inp = mode, inp
-        self.bg_ids = [f"bg-{i}" for i in range(len(inp.background))]
-        self.member_ids = [f"member-{i}" for i in range(len(inp.members))]
-        self.bg = mode.store_docs(inp.background, self.bg_ids)
-        self.mem = mode.store_docs(inp.members, self.member_ids)
-        self.all = np.concatenate([self.bg, self.mem])
-        self.q = mode.store_queries(inp.queries)
-        self._fresh = 0
-
-    def insert(self, clean: np.ndarray) -> np.ndarray:
-        """What the store holds for records the attacker had inserted (fresh ids), any leading shape."""
-        flat = np.asarray(clean, dtype=np.float32).reshape(-1, clean.shape[-1])
-        ids = [f"inserted-{self._fresh + i}" for i in range(len(flat))]
-        self._fresh += len(flat)
-        if not len(flat):
-            return flat.reshape(clean.shape)
-        return self.mode.store_docs(flat, ids).reshape(clean.shape)
-
-    def replicate_docs(self, clean: np.ndarray, record_ids: Sequence[str]) -> np.ndarray:
-        """The key holder's recomputation: what the store would hold for ``clean`` under ``record_ids``."""
-        flat = np.asarray(clean, dtype=np.float32).reshape(-1, clean.shape[-1])
-        return self.mode.store_docs(flat, list(record_ids)).reshape(clean.shape)
-
-    def replicate_queries(self, clean: np.ndarray) -> np.ndarray:
-        flat = np.asarray(clean, dtype=np.float32).reshape(-1, clean.shape[-1])
-        return self.mode.store_queries(flat).reshape(clean.shape)
-
-
 def _guess_scores_transform(guesses: np.ndarray, targets: np.ndarray, r: np.ndarray | None) -> np.ndarray:
     g = guesses if r is None else guesses @ r
     g = _u(g.reshape(-1, g.shape[-1])).reshape(g.shape)
@@ -236,7 +210,7 @@ def _compare_scores(targets: np.ndarray, exact: np.ndarray, extra: np.ndarray | 
     return s.max(axis=-1) if how == "max" else s.mean(axis=-1)
 
 
-def _attacker_maps(store: _Store, inp: BatteryInputs, pair_counts: Sequence[int], seed: int) -> dict[str, Any]:
+def _attacker_maps(store: BatteryStore, inp: BatteryInputs, pair_counts: Sequence[int], seed: int) -> dict[str, Any]:
     """Each transform-based attacker's ``R`` (``None``: compares its embeddings as they are)."""
     maps: dict[str, np.ndarray | None] = {"thief": None}
     for n in pair_counts:
@@ -280,7 +254,7 @@ def _mode_rows(
     n_values = len(DISEASES)
     chance = 1.0 / n_values
     rng = np.random.default_rng(seed + 7)
-    store = _Store(mode, inp)
+    store = BatteryStore(mode, inp.background, inp.members, inp.queries)
     maps = _attacker_maps(store, inp, pair_counts, seed)
     base = {"part": "battery", "mode": mode.name, "mechanism": mode.name, "mode_label": mode.label}
 
@@ -335,6 +309,7 @@ def _mode_rows(
     probes = np.concatenate([inp.member_probe, inp.non_member_probe])
     labels = np.r_[np.ones(len(inp.member_probe)), np.zeros(len(inp.non_member_probe))]
     n_probe = len(labels)
+    held = np.concatenate([store.all, store.library])  # every vector the store holds (and the library's records)
 
     def auc(scores: np.ndarray) -> float:
         return float(roc_auc_score(labels, scores))
@@ -345,12 +320,12 @@ def _mode_rows(
             name,
             "membership",
             "auc",
-            auc((p @ store.all.T).max(axis=1)),
+            auc((p @ held.T).max(axis=1)),
             n_probe,
             "best cosine to any stored vector",
         )
     inserted = store.insert(probes)  # the inserter stores each probed text and looks for its twin
-    twin = auc((inserted @ store.all.T).max(axis=1))
+    twin = auc((inserted @ held.T).max(axis=1))
     for b in insert_budgets:  # one insertion per probed text: the same for every budget >= 1
         row(f"inserter-{b}", "membership", "auc", twin, n_probe, "insert the text, best cosine of its stored vector")
     fresh = [f"probe-{i}" for i in range(n_probe)]
@@ -358,7 +333,7 @@ def _mode_rows(
         "key-holder",
         "membership",
         "auc",
-        auc((store.replicate_docs(probes, fresh) @ store.all.T).max(axis=1)),
+        auc((store.replicate_docs(probes, fresh) @ held.T).max(axis=1)),
         n_probe,
         "recompute the release",
     )
@@ -368,7 +343,8 @@ def _mode_rows(
     first = mode.first_stage(clean_all, store.all, inp.queries, store.q)  # (queries, records)
     k = mode.opened
     qexact_clean, qextra_clean = inp.query_guesses, inp.query_variants
-    qexact, qextra = store.insert(qexact_clean), store.insert(qextra_clean)
+    if store.world is None:  # the store-held modes' inserter stores its records per query (opened_own)
+        qexact, qextra = store.insert(qexact_clean), store.insert(qextra_clean)
     n_q = len(inp.query_truth)
     for b in insert_budgets:
         hits = 0.0
@@ -376,17 +352,22 @@ def _mode_rows(
         v_use = max(0, b // n_values - 1) if b > n_values else 0
         for i in range(n_q):
             own_clean = qexact_clean[i]
-            own_stored = qexact[i]
             own_vals = list(range(n_values))
             if v_use:
                 own_clean = np.concatenate([own_clean, qextra_clean[:, :v_use].reshape(-1, own_clean.shape[-1])])
-                own_stored = np.concatenate([own_stored, qextra[:, :v_use].reshape(-1, own_stored.shape[-1])])
                 own_vals += [v for v in range(n_values) for _ in range(v_use)]
-            own_scores = mode.first_stage(own_clean, own_stored, inp.queries[i : i + 1], store.q[i : i + 1])[0]
-            scores = np.concatenate([first[i], own_scores])
-            top = np.argpartition(-scores, min(k, len(scores)) - 1)[:k]
-            top = top[np.argsort(-scores[top], kind="stable")]
-            mine = [int(t) - len(first[i]) for t in top if t >= len(first[i])]
+            if store.world is not None:  # inserted in a random order: the order of its records says nothing
+                order = rng.permutation(len(own_clean))
+                mine = [int(order[j]) for j in store.opened_own(own_clean[order], inp.queries[i])]
+            else:
+                own_stored = qexact[i]
+                if v_use:
+                    own_stored = np.concatenate([own_stored, qextra[:, :v_use].reshape(-1, own_stored.shape[-1])])
+                own_scores = mode.first_stage(own_clean, own_stored, inp.queries[i : i + 1], store.q[i : i + 1])[0]
+                scores = np.concatenate([first[i], own_scores])
+                top = np.argpartition(-scores, min(k, len(scores)) - 1)[:k]
+                top = top[np.argsort(-scores[top], kind="stable")]
+                mine = [int(t) - len(first[i]) for t in top if t >= len(first[i])]
             if mine:
                 opened_own += 1
                 guess = own_vals[mine[0]]
@@ -408,8 +389,11 @@ def _mode_rows(
         known[idx] = inp.bg_labels[idx]
         hits = 0.0
         for i in range(n_q):
-            top = np.argpartition(-first[i], min(k, len(first[i])) - 1)[:k]
-            top = top[np.argsort(-first[i][top], kind="stable")]
+            if store.reads is not None:  # the store-held modes: the records the store was asked for, in order
+                top = np.asarray(store.reads[i], dtype=np.int64)
+            else:
+                top = np.argpartition(-first[i], min(k, len(first[i])) - 1)[:k]
+                top = top[np.argsort(-first[i][top], kind="stable")]
             votes = np.zeros(n_values)
             for rank, t in enumerate(top):
                 if known[t] >= 0:
@@ -423,5 +407,6 @@ def _mode_rows(
             hits / n_q,
             n_q,
             "rank-weighted vote of its known notes opened",
+            **({} if store.reads is None else {"store_reads_per_query": float(np.mean([len(r) for r in store.reads]))}),
         )
     return rows

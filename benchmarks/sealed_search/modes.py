@@ -6,10 +6,15 @@
 * ``candidates``: :meth:`SealedSearch.store_vectors` / :meth:`SealedSearch.store_query` in candidate mode
   (``Q unit(unit(x) + r u)``, doc strength 2.0, query 0.5, fetch_k 200);
 * ``index``: the same calls in app-side index mode (a keyed random unit vector per record id; every query
-  sends one keyed vector), the app keeping PQ codes of the clean vectors.
+  sends one keyed vector), the app keeping PQ codes of the clean vectors;
+* ``store-index``: the store-held index with the shipped defaults (:class:`StoreIndexSearch`, the adapters'
+  default): the same keyed random vectors per record, and the index's sealed log in the store beside them; the
+  battery writes and searches it through a real store (:mod:`.battery_store`);
+* ``store-index-replica``: the same with ``replica=True`` (queries read their records from a local replica).
 
 ``first_stage`` gives the scores that decide which records a query opens, as the store (candidates) or the
-app (index) ranks them; the access-pattern attack watches that list.
+app (index) ranks them; the access-pattern attack watches that list (the store-held modes: the reads the store
+receives, recorded).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import numpy as np
 
 from textcrafter_rag.app_index import AppIndexSearch
 from textcrafter_rag.numerics import unit_rows
+from textcrafter_rag.sealed import StoreIndexSearch
 from textcrafter_rag.sealed_search import SealedSearch
 from textcrafter_rag.sealing import SecretKey
 from textcrafter_rag.two_stage import TwoStage, TwoStageSearch
@@ -39,6 +45,8 @@ BATTERY_MODES = (
     ("candidates", "candidates (rotation + noise 2.0/0.5, fetch_k 200)"),
     ("index", "app-side index (PQ 48 B, open_k 100)"),
     ("index-open1000", "app-side index (open_k 1000)"),
+    ("store-index", "store-held index (the default, open_k 100)"),
+    ("store-index-replica", "store-held index, replica=True"),
 )
 
 
@@ -51,11 +59,13 @@ class Mode:
     """One mode of the store: what it receives for documents and queries, and how many records a query opens.
 
     Attributes:
-        name: ``none``, ``candidates-norot``, ``candidates``, ``index`` or ``index-open1000``.
+        name: One of :data:`BATTERY_MODES`.
         label: For tables.
         opened: Records a query opens: ``k`` = 10 for a plain store, ``fetch_k``, or ``open_k``.
         search: The core object (``None`` for ``none``).
         two_stage: The candidate release's rotation holder (``candidates-norot`` un-rotates with it).
+        held: The store-held modes' options (their store is a real one, written through the core).
+        key, context: The key and tenant (the store-held modes build their store's writer with them).
     """
 
     name: str
@@ -63,10 +73,13 @@ class Mode:
     opened: int
     search: SealedSearch | None = None
     two_stage: TwoStage | None = None
+    held: StoreIndexSearch | None = None
+    key: bytes = BENCH_KEY
+    context: str = CONTEXT
 
     @property
     def family(self) -> str:
-        """``none``, ``candidates`` or ``index``."""
+        """``none``, ``candidates``, ``index`` or ``store`` (the store-held index)."""
         return self.name.split("-")[0]
 
     def store_docs(self, clean: np.ndarray, ids: Sequence[str]) -> np.ndarray:
@@ -95,10 +108,10 @@ class Mode:
     ) -> np.ndarray:
         """Scores ``(queries, records)`` that pick the opened records.
 
-        The store ranks by what it holds (``none``, candidates); the app-side index ranks by the clean vectors
-        (below ``train_at`` it scans them exactly as float16, the same scores as here).
+        The store ranks by what it holds (``none``, candidates); the app-side and store-held indexes rank by the
+        clean vectors (below ``train_at`` they scan them exactly as float16, the same scores as here).
         """
-        if self.family == "index":
+        if self.family in ("index", "store"):
             docs = np.asarray(_unit32(clean_docs), dtype=np.float16).astype(np.float32)
             return _unit32(clean_q) @ docs.T
         return stored_q @ stored_docs.T
@@ -109,6 +122,10 @@ def make_mode(name: str, label: str, *, key: bytes = BENCH_KEY, context: str = C
     if name == "none":
         return Mode(name, label, opened=10)
     secret = SecretKey(key)
+    if name.startswith("store-index"):
+        held = StoreIndexSearch(replica=name.endswith("-replica"))
+        search = SealedSearch(secret, context=context, options=held)
+        return Mode(name, label, opened=held.open_k, search=search, held=held, key=key, context=context)
     if name.startswith("candidates"):
         options: Any = TwoStageSearch()
         two = TwoStage(secret, context=context, search=options)

@@ -240,22 +240,28 @@ def _scale_tables(rows: Sequence[dict[str, Any]]) -> list[str]:
 
 def render_markdown(rows: Sequence[dict[str, Any]], meta: dict[str, Any], plot_name: str) -> str:
     """The whole report."""
+    carried = meta.get("parts_carried") or {}
     lines = [
         "# Sealed search: every mode against every store-side attacker, and at a million records",
         "",
         f"`{meta['command']}` on {meta['date']} ({meta['size']}); encoder {meta.get('encoder', '?')}; "
         f"measured in {_part_times(meta)}; this invocation {meta.get('runtime_seconds', '?')} s; "
         f"machine: {meta['machine'].get('cpu_count')} CPUs, load average {meta['machine'].get('load_avg_1m', '?')}. "
-        f"Parts: {', '.join(meta.get('parts', []))}.",
+        f"Parts: {', '.join(meta.get('parts', []))}."
+        + "".join(
+            f" The {p} part is carried from {src}, not measured by this invocation." for p, src in carried.items()
+        ),
         "",
         "Modes: **none** (clean vectors in the store, the reference); **candidates, no rotation** (the previous "
         "release: `unit(unit(x) + 2.0 u)`, queries at 0.5); **candidates** (shipped: the same under the tenant's "
         "secret Haar rotation `Q`; the battery's access pattern reads the store's top 200; the scale grid adds "
         "the shipped search in rounds to an expected recall of 0.95, at most 2,000 records); **app-side index** "
-        "(the store holds a keyed random vector per "
-        "record id; the app scans PQ codes of the clean vectors and opens `open_k` records by id). Everything the "
-        "store receives comes from the core (`SealedSearch.store_vectors` / `store_query`) under one fixed "
-        "benchmark key.",
+        "(the store holds a keyed random vector per record id; the app scans PQ codes of the clean vectors and "
+        "opens `open_k` records by id); **store-held index** "
+        "(`StoreIndexSearch()`, the adapters' default; battery only: the same keyed random vectors, and the index's "
+        "sealed log in the store; with and without `replica=True`). Everything the store receives comes from the "
+        "core (`SealedSearch.store_vectors` / `store_query`; the store-held modes: written and searched through the "
+        "core into a dict store that records every request, as the adapters do) under one fixed benchmark key.",
         "",
         "## Verdict",
         "",
@@ -320,7 +326,13 @@ def _battery_note(meta: dict[str, Any]) -> str:
         "200 texts nine more notes per value). Access pattern: the store sees the ranked ids a query opens "
         "(candidates: the store's own top fetch_k; index: the ids fetched; none: the top 10); the inserter "
         "guesses the value of its best-ranked opened record, the pair holder takes a rank-weighted vote of its "
-        "known notes' diseases, a random value when nothing it knows is opened. Access-pattern rows are measured "
+        "known notes' diseases, a random value when nothing it knows is opened. Store-held modes: the attackers hold "
+        "every record of the store, the library's own (marker, log heads and segment chunks) included (membership "
+        "compares with all of them); the query vector is the one the store was searched with (the log's heads "
+        "search); the pair holder votes with the records the store was asked for per victim query "
+        "(`store_reads_per_query`), and the inserter stores its records through the app before each victim query "
+        "(in a random order), sees which of them the store is asked for, and deletes them after (with the replica, "
+        "the next query's sync reads all of them, whatever it asks). Access-pattern rows are measured "
         f"at the battery's store size ({b.get('n_background', 0) + b.get('n_members', 0):,} records), the small "
         "store where they leak most."
     )

@@ -35,7 +35,7 @@ NAME = "sealed_search"
 SCRIPT = Script(NAME, "benchmarks.sealed_search")
 PARTS = ("battery", "scale")
 #: Bump when a part's code changes, so its cached rows are measured again.
-PART_VERSIONS = {"battery": "1", "scale": "4"}
+PART_VERSIONS = {"battery": "2", "scale": "4"}
 
 
 @dataclass(frozen=True)
@@ -92,6 +92,9 @@ NOT_COVERED = [
     "stored record or query is the victim's (the worst case), so keyed record ids do not change its rows.",
     "The access pattern is measured at the battery's store size only; at a million records fewer of the "
     "inserter's records may be opened.",
+    "The store-held modes' battery attacks the vectors, the query's search vector and the reads; what their "
+    "writes tell (segment and record sizes, times, writers) is measured by `benchmarks.sealed_search.access_patterns`, "
+    "and the store-held index's NDCG at scale by `store_index` and `store_index_scale`, not by this scale grid.",
     "One seed; no confidence intervals on NDCG; 10,000,000 records were not simulated.",
 ]
 
@@ -120,6 +123,12 @@ def _parser() -> argparse.ArgumentParser:
         help="parts to measure (the others are reported from the part cache when measured before)",
     )
     ap.add_argument("--redo", action="store_true", help="measure the selected parts again, ignoring the part cache")
+    ap.add_argument(
+        "--parts-from",
+        metavar="JSON",
+        help="report the parts neither measured now nor in the part cache from an earlier results file of this "
+        "script (its rows and part meta; the report names the file, command and date they come from)",
+    )
     ap.add_argument(
         "--gaussian",
         action="store_true",
@@ -228,6 +237,23 @@ class _PartCache:
         p.write_text(json.dumps(clean_json({"rows": rows, "meta": meta})), encoding="utf-8")
 
 
+def _carry(path: str | None, wanted: Sequence[str], done: dict[str, dict[str, Any]], size: str) -> dict[str, str]:
+    """Put the ``wanted`` parts of an earlier results file into ``done``; per part carried, where it comes from."""
+    if not path or not wanted:
+        return {}
+    prev = json.loads(Path(path).read_text(encoding="utf-8"))
+    pm = prev.get("meta", {})
+    if pm.get("size") != size:
+        raise SystemExit(f"--parts-from {path} was measured at size {pm.get('size')!r}, not {size!r}")
+    carried = {}
+    for part in wanted:
+        rows = [r for r in prev.get("rows", []) if r.get("part") == part]
+        if rows:
+            done[part] = {"rows": rows, "meta": pm.get(part, {})}
+            carried[part] = f"{Path(path).name} (`{pm.get('command', '?')}` on {pm.get('date', '?')})"
+    return carried
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(None if argv is None else list(argv))
     size = resolve_size(args)
@@ -277,6 +303,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         cache, size=size, seed=args.seed, configs={"battery": repr(battery_cfg), "scale": repr(scale_cfg)}
     )
     done: dict[str, dict[str, Any]] = {p: got for p in PARTS if (got := parts.load(p)) is not None}
+    carried = _carry(args.parts_from, [p for p in PARTS if p not in args.parts and p not in done], done, size)
     for part in PARTS:
         if part not in args.parts or (part in done and not args.redo):
             continue
@@ -307,6 +334,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         dataset={"name": "BEIR SciFact (test qrels)", "n_docs": len(docs), "n_queries": len(queries)},
         parts=[p for p in PARTS if p in done],
         parts_missing=[p for p in PARTS if p not in done],
+        parts_carried=carried,
         part_seconds={p: done[p]["meta"].get("seconds") for p in done},
         battery=done.get("battery", {}).get("meta", {}),
         scale=done.get("scale", {}).get("meta", {}),
