@@ -175,3 +175,20 @@ def _fields(records: Sequence[PortRecord]) -> list[tuple]:
 
 def _open_vector(token, *, record_id, record_text=None) -> np.ndarray:
     return np.asarray(token, dtype=np.float32)
+
+
+def test_covered_heads_are_deleted_and_a_writer_that_writes_again_is_found():
+    port, x = MemoryPort(), vectors(40, 8)
+    compactor, quiet = process(port), process(port)
+    compactor.add([f"a{i}" for i in range(10)], x[:10])
+    quiet.add([f"b{i}" for i in range(10)], x[10:20])
+    reader = process(port)
+    assert len(reader.candidates(x[0], 40)) == 20
+    compactor.compact()
+    heads = [r for r in port.records.values() if r.fields.get(LOG_FIELD) == "head"]
+    assert len(heads) == 1  # the quiet writer's head is covered by the snapshot: only the compactor's remains
+    fresh = process(port)
+    assert len(fresh.candidates(x[0], 40)) == 20 and fresh.log.searched_heads.keys() == {compactor.log.writer}
+    quiet.add(["b10"], x[20:21])  # its next head; deleting its previous one (gone already) is not an error
+    for r in (fresh, reader, process(port)):
+        assert r.candidates(x[20], 1) == ["b10"] and len(r) == 21

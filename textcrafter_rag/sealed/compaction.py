@@ -9,9 +9,11 @@ stored in chunks like a segment. The protocol, in order:
 2. **Point at it**: the writer appends an empty segment whose head names the snapshot. From here it is
    durable: every later head of every process that read it names the newest snapshot it knows, so one head
    an approximate engine's search misses does not hide it.
-3. **Delete what it covers**: this writer's previous snapshot, and every segment the snapshot covers that this
-   process read (best effort: a failed delete loses nothing, it only leaves records the next compaction
-   deletes).
+3. **Delete what it covers**: this writer's previous snapshot, the heads of other writers it covers (a writer
+   that writes again writes a new head, found by the next head search; a new process starts each covered writer
+   from the snapshot and reads it again only once a new head of it appears), and every segment it covers that
+   this process read. Best effort: a failed delete loses nothing, it only leaves records the next compaction
+   deletes.
 
 A process that has applied nothing (a new process) loads the newest snapshot the heads name, then reads only
 the segments past it. A process that finds a segment missing below a head (a compaction deleted it while it
@@ -82,9 +84,12 @@ class Snapshots(NotPicklable):
         log.append()  # an empty segment: its head names the snapshot, which is durable from here
         previous, self._own = self._own, pointer
         self.written += 1
-        stale = []
+        # other writers' heads that the snapshot covers: a writer that writes again writes a new head
+        stale = [
+            log.records.head_id(w, s) for w, s in log.searched_heads.items() if w != writer and s <= covers.get(w, 0)
+        ]
         if previous is not None:
-            stale = [self._chunk_ids(writer, int(previous["n"]))(c) for c in range(int(previous["chunks"]))]
+            stale += [self._chunk_ids(writer, int(previous["n"]))(c) for c in range(int(previous["chunks"]))]
         self._delete(stale + self._covered_segments(covers))
         logger.info(
             "compacted the sealed index: a snapshot of %d bytes in %d store records covers %d segments",

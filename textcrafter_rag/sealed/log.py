@@ -46,6 +46,7 @@ import numpy as np
 from cryptography.exceptions import InvalidTag
 
 from ..errors import InvalidInputError
+from ..logs import logger
 from ..sealing import NotPicklable, SecretKey
 from .layout import CHUNKS_FIELD, LOG_FIELD
 from .log_records import (
@@ -119,6 +120,7 @@ class IndexLog(NotPicklable):
         "ignored",
         "others_seen",
         "records",
+        "searched_heads",
         "snapshot",
         "snapshots",
     )
@@ -153,6 +155,8 @@ class IndexLog(NotPicklable):
         self.snapshot: dict[str, Any] | None = None
         #: The snapshots the last read of the heads named.
         self.snapshots: list[dict[str, Any]] = []
+        #: The heads the last search of them returned (writer: sequence number), before known ones were added.
+        self.searched_heads: dict[str, int] = {}
         #: The epoch of the snapshot this process's index started from (a clear starts a new one).
         self.epoch = 0
 
@@ -199,7 +203,7 @@ class IndexLog(NotPicklable):
                 ]
             )
             if seq > 1:
-                self._port.delete([self.records.head_id(self._writer, seq - 1)])
+                self._delete_quietly([self.records.head_id(self._writer, seq - 1)])
             self._head_seen[self._writer] = seq
             if self._applied.get(self._writer, 0) == seq - 1:
                 self._applied[self._writer] = seq
@@ -209,6 +213,14 @@ class IndexLog(NotPicklable):
         """Write on under a new writer id (the store was cleared: this writer's old segments are gone)."""
         with self._lock:
             self._writer, self._seq = None, 0
+
+    def _delete_quietly(self, ids: list[str]) -> None:
+        """Delete log records that are clean-up only (a compaction may have deleted them already: some stores
+        refuse to delete an id they do not hold); a failure leaves an extra record, which loses nothing."""
+        try:
+            self._port.delete(ids)
+        except Exception as exc:  # clean-up only, see above
+            logger.info("a log record was not deleted (left for a later compaction): %s", exc)
 
     def ensure_writer(self) -> str:
         """This process's writer id, taken now if it has none."""
@@ -252,6 +264,7 @@ class IndexLog(NotPicklable):
             if len(hits) < k or any(rec.fields.get(LOG_FIELD) != "head" for rec in hits):
                 break  # every head ranks above every other record: one non-head means all heads were returned
             k *= 4
+        self.searched_heads = dict(found)
         # A writer this process knows but whose head the search missed (approximate engines) is still read:
         # refresh probes every known writer's next segment by id.
         for writer, seq in found.items():
@@ -321,8 +334,8 @@ class IndexLog(NotPicklable):
         with self._lock:
             self.epoch = int(epoch)
             self._applied = {str(w): int(s) for w, s in covers.items()}
-            for writer, seq in self._applied.items():
-                self._head_seen[writer] = max(self._head_seen.get(writer, 0), seq)
+            # not added to the heads seen: a writer the snapshot covers is read again once a head of it is found
+            # (its next write), so a new process does not probe every writer that ever wrote
 
     @property
     def applied(self) -> dict[str, int]:
