@@ -262,7 +262,7 @@ def render_markdown(rows: Sequence[dict[str, Any]], meta: dict[str, Any]) -> str
                 "",
                 "The same process then compacts the log (`StoreIndex.compact()`: the index sealed as one snapshot, the "
                 "segments it covers deleted), and a second fresh `StoreIndex` opens the port with only the key: it "
-                "reads the newest snapshot and the segments past it. `same`: its `open_k` candidates for the query "
+                "reads the newest snapshot and the segments past it (a trained snapshot needs no training after it). `same`: its `open_k` candidates for the query "
                 "above and its size equal the first index's.",
                 "",
                 md_table(
@@ -270,6 +270,7 @@ def render_markdown(rows: Sequence[dict[str, Any]], meta: dict[str, Any]) -> str
                     [
                         "n_records",
                         "build_seconds",
+                        "build_and_train_seconds",
                         "compact_seconds",
                         "log_chunks_before_compaction",
                         "log_chunks_after_compaction",
@@ -281,6 +282,7 @@ def render_markdown(rows: Sequence[dict[str, Any]], meta: dict[str, Any]) -> str
                     headers=[
                         "records",
                         "open from the log s",
+                        "and trained s",
                         "compact s",
                         "log records before",
                         "log records after",
