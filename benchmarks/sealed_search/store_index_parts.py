@@ -330,20 +330,25 @@ def memory_child(n: int, dim: int, seed: int) -> dict[str, Any]:
     after = _rss()
     trimmed = _trimmed_rss()
     vi = index.index
+    # what the process holds per record, as far as FAISS and the id table say (an accounting, not a measurement)
+    faiss_bytes = vi.bytes_per_record  # codes (or float32 rows) + the int64 label
+    id_bytes = vi.id_bytes_per_record
+    trained = bool(vi.trained)
     # compaction: the index stored as a sealed snapshot, then opened from it by another fresh StoreIndex
     segments_before = sum(1 for r in port.records.values() if r.fields.get(LOG_FIELD) == "seg")
     t1 = time.perf_counter()
     compacted = index.compact()
     compact_s = time.perf_counter() - t1
     snap = [r for r in port.records.values() if r.fields.get(LOG_FIELD) == "snap"]
+    n_first = len(index)
+    del index, vi
+    base_snapshot = _trimmed_rss() or _rss()  # the first index gone: the port (log and snapshot) remains
     t1 = time.perf_counter()
     reopened = StoreIndex(key, options=options, port=port, dim=dim)
     reopened.refresh()
     snapshot_open_s = time.perf_counter() - t1
-    same = reopened.candidates(q, options.open_k) == got and len(reopened) == len(index)
-    # what the process holds per record, as far as FAISS and the id table say (an accounting, not a measurement)
-    faiss_bytes = vi.bytes_per_record  # codes (or float32 rows) + the int64 label
-    id_bytes = vi.id_bytes_per_record
+    same = reopened.candidates(q, options.open_k) == got and len(reopened) == n_first
+    after_snapshot, trimmed_snapshot = _rss(), _trimmed_rss()
     return {
         "part": "memory",
         "n_records": n,
@@ -355,8 +360,8 @@ def memory_child(n: int, dim: int, seed: int) -> dict[str, Any]:
         "build_seconds": round(read_s, 2),
         "build_and_train_seconds": round(trained_s, 2),
         "first_scan_ms": round(scan_ms, 2),
-        "index_entries": len(index),
-        "trained": bool(vi.trained),
+        "index_entries": n_first,
+        "trained": trained,
         "rss_before_mb": round(before / 2**20, 1),
         "rss_after_mb": round(after / 2**20, 1),
         "rss_bytes_per_record": (after - before) / n,
@@ -374,6 +379,10 @@ def memory_child(n: int, dim: int, seed: int) -> dict[str, Any]:
         "open_from_snapshot_seconds": round(snapshot_open_s, 2),
         "opened_from_snapshot": reopened.snapshots.loaded == 1,
         "snapshot_same_candidates": bool(same),
+        "rss_snapshot_bytes_per_record": (after_snapshot - base_snapshot) / n,
+        "rss_snapshot_trimmed_bytes_per_record": None
+        if trimmed_snapshot is None
+        else (trimmed_snapshot - base_snapshot) / n,
     }
 
 

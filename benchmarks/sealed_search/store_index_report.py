@@ -260,10 +260,13 @@ def render_markdown(rows: Sequence[dict[str, Any]], meta: dict[str, Any]) -> str
             lines += [
                 "### Opening from a compaction snapshot",
                 "",
-                "The same process then compacts the log (`StoreIndex.compact()`: the index sealed as one snapshot, the "
-                "segments it covers deleted), and a second fresh `StoreIndex` opens the port with only the key: it "
-                "reads the newest snapshot and the segments past it (a trained snapshot needs no training after it). `same`: its `open_k` candidates for the query "
-                "above and its size equal the first index's.",
+                "The same process then compacts the log (`StoreIndex.compact()`: the index sealed as one snapshot, "
+                "the segments it covers deleted), and a second fresh `StoreIndex` opens the port with only the key: "
+                "it reads the newest snapshot and the segments past it (a trained snapshot needs no training after "
+                "it). RSS: the process's growth by the second index, from a baseline taken after the first was "
+                "deleted and the heap trimmed (FAISS reads each inverted list at its size, where a list built by adds "
+                "grows by doubling). `same`: its `open_k` candidates for the query above and its size equal the first "
+                "index's.",
                 "",
                 md_table(
                     snaps,
@@ -278,6 +281,8 @@ def render_markdown(rows: Sequence[dict[str, Any]], meta: dict[str, Any]) -> str
                         "snapshot_mb",
                         "open_from_snapshot_seconds",
                         "snapshot_same_candidates",
+                        "rss_snapshot_bytes_per_record",
+                        "rss_snapshot_trimmed_bytes_per_record",
                     ],
                     headers=[
                         "records",
@@ -290,6 +295,8 @@ def render_markdown(rows: Sequence[dict[str, Any]], meta: dict[str, Any]) -> str
                         "snapshot MB",
                         "open from the snapshot s",
                         "same",
+                        "RSS B / record",
+                        "after malloc_trim",
                     ],
                     digits=2,
                 ),
