@@ -130,10 +130,19 @@ class LogRecords(NotPicklable):
         if not isinstance(text, str) or not text.startswith(_PREFIX):
             raise InvalidTag
         try:
-            blob = base64.urlsafe_b64decode(text[len(_PREFIX) :].encode("ascii"))
-        except (ValueError, UnicodeEncodeError):
+            body = text[len(_PREFIX) :].encode("ascii")
+        except UnicodeEncodeError:
             raise InvalidTag from None
-        return self._aead.decrypt(blob[:_NONCE], blob[_NONCE:], self._aad(kind, ident))
+        return self.open_body(body, kind=kind, ident=ident)
+
+    def open_body(self, body: bytes, *, kind: str, ident: str) -> bytes:
+        """The plain bytes of a sealed text's base64 body (the text without its prefix)."""
+        try:
+            blob = base64.urlsafe_b64decode(body)
+        except ValueError:
+            raise InvalidTag from None
+        view = memoryview(blob)
+        return self._aead.decrypt(view[:_NONCE], view[_NONCE:], self._aad(kind, ident))
 
     # -- chunked messages --------------------------------------------------------------------------
 
@@ -159,20 +168,31 @@ class LogRecords(NotPicklable):
             IndexTamperedError: The message does not open under this key and tenant, or names no chunk count.
         """
         n = chunk_count(first)
-        texts = [first.text]
+        # the chunks' text, appended one at a time (a large snapshot is never held as both pieces and a whole)
+        body = bytearray(_chunk_body(first.text))
         for start in range(1, n, _CHUNK_BATCH):
             wanted = [ids(c) for c in range(start, min(start + _CHUNK_BATCH, n))]
             got = {r.id: r.text for r in self.port.get(wanted)}
             if len(got) != len(wanted):
                 raise IndexRollbackError(f"an index {_KINDS[kind]} is missing chunks: deleted or rolled back")
-            texts += [got[i] for i in wanted]
-        text = texts[0] + "".join(t[len(_PREFIX) :] if isinstance(t, str) else "" for t in texts[1:])
+            for i in wanted:
+                body += _chunk_body(got.pop(i))
         try:
-            return self.open(text, kind=kind, ident=ident)
+            return self.open_body(bytes(body), kind=kind, ident=ident)
         except InvalidTag:
             raise IndexTamperedError(
                 f"an index {_KINDS[kind]} does not open under this key and tenant: edited"
             ) from None
+
+
+def _chunk_body(text: object) -> bytes:
+    """A chunk's base64 text without the prefix, as ASCII bytes (anything else fails to open)."""
+    if not isinstance(text, str) or not text.startswith(_PREFIX):
+        raise IndexTamperedError("an index log record is not a sealed chunk: edited")
+    try:
+        return text[len(_PREFIX) :].encode("ascii")
+    except UnicodeEncodeError:
+        raise IndexTamperedError("an index log record is not a sealed chunk: edited") from None
 
 
 def chunk_count(first: PortRecord) -> int:

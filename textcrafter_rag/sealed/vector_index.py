@@ -264,7 +264,7 @@ class VectorIndex:
             if int(header["dim"]) != self.dim:
                 raise InvalidInputError(f"a snapshot of dimension {header['dim']} for an index of dimension {self.dim}")
             if header["trained"]:
-                index = self.faiss.deserialize_index(np.frombuffer(data, dtype=np.uint8, offset=at).copy())
+                index = self.faiss.deserialize_index(np.frombuffer(data, dtype=np.uint8, offset=at))
             else:
                 labels = np.frombuffer(data, dtype="<i8", count=exact, offset=at).astype(np.int64)
                 vectors = np.frombuffer(data, dtype="<f4", offset=at + 8 * exact).reshape(exact, self.dim)
