@@ -50,7 +50,7 @@ def test_every_capped_search_is_logged_at_info_and_warned_once(caplog: pytest.Lo
         warnings.simplefilter("error")  # the warning is once per store object ...
         caps.add()
         caps.add()
-    logged = _records(caplog, "stopped at fetch_k=120")
+    logged = _records(caplog, "stopped at open_k=120")
     assert [r.levelno for r in logged] == [logging.INFO] * 3  # ... the log record every time
     assert "(3 so far)" in logged[-1].getMessage() and caps.count == 3
 

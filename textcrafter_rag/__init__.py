@@ -9,21 +9,26 @@ Quick use::
 Layout: the method in :mod:`textcrafter_rag.textcrafter`, the baselines in
 :mod:`textcrafter_rag.mechanisms`, infrastructure (validation, randomness, encoders, files, CLI)
 at the top level, attacks in :mod:`textcrafter_rag.attacks` and the store audit in
-:mod:`textcrafter_rag.audit`.
+:mod:`textcrafter_rag.audit`. The sealed stores' search modes are chosen with ``search=`` and one of
+:class:`StoreIndexSearch` (the store-held index), :class:`TwoStageSearch` (candidates) or
+:class:`AppIndexSearch` (an app-side index file), all exported here and by both adapters.
 """
 
 from __future__ import annotations
 
 from ._version import __version__
+from .app_index import AppIndexSearch
 from .encoders import Encoder, as_encoder, bundled_minilm
 from .errors import ArtifactError, FingerprintMismatch, MissingPolicyError, TextcrafterError, VectorFileError
 from .keyed import KeyedRotation, TenantKey
 from .mechanisms import GaussianNoise, LDPGaussian, Mechanism, NoDefense, Purkayastha, Shuffle
 from .options import ProtectionOptions
 from .protector import Protector
+from .sealed.store_index import StoreIndexSearch
 from .sealing import SecretKey, generate_key
 from .specs import from_spec, resolve_mechanism, resolve_policy
 from .textcrafter import TextCrafter, fit_textcrafter
+from .two_stage import TwoStageSearch
 
 __all__ = [
     "Protector",
@@ -46,6 +51,9 @@ __all__ = [
     "generate_key",
     "KeyedRotation",
     "TenantKey",
+    "StoreIndexSearch",
+    "TwoStageSearch",
+    "AppIndexSearch",
     "TextcrafterError",
     "ArtifactError",
     "FingerprintMismatch",

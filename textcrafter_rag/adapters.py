@@ -16,10 +16,20 @@ from typing import Any
 
 from .deprecation import warn_renamed
 from .encoders import Encoder, bundled_minilm
+from .errors import InvalidInputError
+from .keyed import TenantKey
 from .options import ProtectionOptions
 from .protector import Protector
+from .sealing import SecretKey
 
-__all__ = ["ProtectionOptions", "EncoderPaths", "ProtectedBase", "build_protector", "per_text_encoder"]
+__all__ = [
+    "ProtectionOptions",
+    "EncoderPaths",
+    "ProtectedBase",
+    "build_protector",
+    "check_sealed_key",
+    "per_text_encoder",
+]
 
 #: ``base -> (document base, query base or None)``: how an adapter reaches its framework model's
 #: document and query paths. ``None`` for the query base means "queries go through the document path".
@@ -80,6 +90,22 @@ def per_text_encoder(
         return [await aembed_one(t) for t in texts]
 
     return Encoder(encode, async_fn=aencode, model_id=model_id)
+
+
+def check_sealed_key(protector: Protector, key: SecretKey) -> None:
+    """A keyed protector read by a sealed store (both adapters take its base encoder) must hold the store's key.
+
+    In sealed search the store's key rotates (and noises) everything the store receives, and the protected
+    embeddings are read through their base encoder. The same key is that rotation; another key would be a
+    second secret the user believes protects the store and that does nothing: refused.
+    """
+    if not protector.keyed:
+        return
+    if TenantKey.of(key, tenant=protector.options.tenant).fingerprint != protector.key_fingerprint:
+        raise InvalidInputError(
+            "the protected embeddings were given another key than this sealed store: in sealed search the store's "
+            "key rotates and noises everything the store receives; give both the same key (or the embeddings none)"
+        )
 
 
 def __getattr__(name: str) -> Any:

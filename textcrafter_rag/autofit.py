@@ -185,7 +185,7 @@ def _cannot_fit(encoder: Encoder, root: Path, reason: str) -> MissingPolicyError
     return MissingPolicyError(
         f"no TextCrafter policy ships or is cached for encoder {encoder.model_id!r}, and the policy cache {root} "
         f"cannot be written ({reason}), so none can be fitted and kept. Set {HOME_ENV} to a writable folder, or "
-        "fit one once (`textcrafter fit --out DIR`) and pass policy=DIR"
+        "fit one once (`textcrafter fit --out DIR`) and pass mechanism=DIR"
     )
 
 
@@ -210,7 +210,7 @@ def _refuse_to_fit(encoder: Encoder, cfg: AutoFitConfig, root: Path, lock: Path)
         return MissingPolicyError(
             f"no TextCrafter policy ships or is cached for encoder {encoder.model_id!r}, and {AUTO_FIT_ENV}=0 "
             "forbids fitting one. Fit one once (`fit_textcrafter(encoder, ...)` then `.save(DIR)`, or "
-            f"`textcrafter fit --out DIR`) and pass policy=DIR, or unset {AUTO_FIT_ENV} to fit it on first use"
+            f"`textcrafter fit --out DIR`) and pass mechanism=DIR, or unset {AUTO_FIT_ENV} to fit it on first use"
         )
     missing = missing_packages("fit")
     if missing:

@@ -1,9 +1,9 @@
 """Candidate search in rounds: ask the store for more records until a better one is unlikely to remain.
 
-A fixed ``fetch_k`` is sized by hand for one store size and quietly loses quality as the store grows
+A fixed ``open_k`` is sized by hand for one store size and quietly loses quality as the store grows
 (``benchmarks/results/sealed_search.md``: 0.95 of clean NDCG@10 on SciFact, 0.60 at a million records, both at
-``fetch_k=200``). With a recall target (``TwoStageSearch(recall=0.99)``) the application searches in rounds
-(``first``, then doubling, up to ``fetch_k``) and stops on a rule that follows from the known noise model:
+``open_k=200``). With a recall target (``TwoStageSearch(recall=0.99)``) the application searches in rounds
+(``first``, then doubling, up to ``open_k``) and stops on a rule that follows from the known noise model:
 
 * The store ranks records by ``s = <q', c>``, the cosine of the noised query ``q' = unit(q + r_q v)`` and the
   record's candidate ``c = unit(x + r u)`` (the rotation keeps inner products). The application knows ``s`` for
@@ -19,7 +19,7 @@ A fixed ``fetch_k`` is sized by hand for one store size and quietly loses qualit
 This is an estimate, not a bound: it is checked on held-out stores (``tests/test_candidate_rounds.py``:
 clustered synthetic vectors; ``python -m benchmarks.sealed_search``: SciFact and SciFact grown by distractors).
 
-Where the rule is not met at ``fetch_k``, the search stops there and says so: :attr:`Rounds.capped` (counted by
+Where the rule is not met at ``open_k``, the search stops there and says so: :attr:`Rounds.capped` (counted by
 :class:`~textcrafter_rag.sealed_search.SealedSearch`, warned once per store, logged at INFO on the
 ``textcrafter_rag`` logger each time), never a silent loss. Records
 sealed before the noise seed was sealed beside the vector count as unscored: a round with none scored cannot
@@ -65,11 +65,11 @@ FIRST_ROUND = 100
 
 
 class RecallCapWarning(UserWarning):
-    """A candidate search reached ``fetch_k`` before its recall target (counted in ``SealedSearch.capped``)."""
+    """A candidate search reached ``open_k`` before its recall target (counted in ``SealedSearch.capped``)."""
 
 
 class CapCounter:
-    """How many searches of one store stopped at ``fetch_k`` short of the rule; the first one warns."""
+    """How many searches of one store stopped at ``open_k`` short of the rule; the first one warns."""
 
     def __init__(self, fetch_k: int) -> None:
         self.fetch_k = fetch_k
@@ -82,11 +82,11 @@ class CapCounter:
             self.count += 1
             count = self.count
         logger.info(
-            "a candidate search stopped at fetch_k=%d short of its recall target (%d so far)", self.fetch_k, count
+            "a candidate search stopped at open_k=%d short of its recall target (%d so far)", self.fetch_k, count
         )
         if count == 1:
             warnings.warn(
-                f"a search reached fetch_k={self.fetch_k} before its recall target was met: raise fetch_k (or lower "
+                f"a search reached open_k={self.fetch_k} before its recall target was met: raise open_k (or lower "
                 "recall); SealedSearch.capped counts such searches",
                 RecallCapWarning,
                 stacklevel=6,
@@ -150,7 +150,7 @@ class Rounds(Generic[T]):
         k: Hits wanted.
         fields: Reads the hit fields of the store's records.
         open_hits: Opens new hits: ``(positions, ids, vectors, seeds)``, the first call raising if none opens.
-        cap: The most records asked for (``fetch_k``).
+        cap: The most records asked for (``open_k``).
         recall: The target, or ``None`` for one round of ``cap`` records.
         first: The first round's size (at least ``k``).
         caps: Counts this search if it stops at ``cap`` with the rule not met.

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import argparse
 import warnings
-from typing import Any
+from typing import Any, TypeVar
 
-__all__ = ["warn_renamed", "RenamedFlag", "add_renamed_flag"]
+from .errors import InvalidInputError
+
+__all__ = ["warn_renamed", "renamed_keyword", "RenamedFlag", "add_renamed_flag"]
+
+T = TypeVar("T")
 
 
 def warn_renamed(old: str, new: str, *, stacklevel: int = 3, category: type[Warning] = DeprecationWarning) -> None:
@@ -15,6 +19,20 @@ def warn_renamed(old: str, new: str, *, stacklevel: int = 3, category: type[Warn
     ``stacklevel`` counts from the caller of this helper, as :func:`warnings.warn` does from its own caller.
     """
     warnings.warn(f"{old} is deprecated and will be removed; use {new}", category, stacklevel=stacklevel)
+
+
+def renamed_keyword(value: T, old_value: T | None, *, new: str, old: str, default: T, stacklevel: int = 4) -> T:
+    """The value of a renamed keyword: ``value``, or the deprecated ``old_value`` (warned) where it was given.
+
+    ``old_value`` is ``None`` when the old keyword was left out; giving both (``value`` not at its ``default``)
+    is refused. ``stacklevel`` counts from the caller of this helper (4: the user of a public function).
+    """
+    if old_value is None:
+        return value
+    warn_renamed(old, new, stacklevel=stacklevel)
+    if value != default:
+        raise InvalidInputError(f"give either {new} or its deprecated name {old}, not both")
+    return old_value
 
 
 class RenamedFlag(argparse.Action):

@@ -26,7 +26,7 @@ class SearchStats:
 
     Attributes:
         searches: Sealed searches that asked the store (candidates) or the index (index modes) for records.
-        capped_searches: Candidate searches that stopped at ``fetch_k`` short of their recall target.
+        capped_searches: Candidate searches that stopped at ``open_k`` short of their recall target.
         dead_entries_skipped: Index entries a search read whose records the store did not return.
         records_skipped: Records that did not open (another tenant, edited, no sealed vector), passed over.
     """
@@ -77,7 +77,7 @@ class SearchCounters:
 
     @property
     def capped(self) -> int:
-        """Searches that reached ``fetch_k`` before their recall target (``TwoStageSearch(recall=...)``) was met."""
+        """Searches that reached ``open_k`` before their recall target (``TwoStageSearch(recall=...)``) was met."""
         return self._search.capped if self._search is not None else 0
 
     @property

@@ -42,6 +42,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .deprecation import renamed_keyword
 from .errors import InvalidInputError, InvalidTypeError
 from .record_ids import RECORD_ID_SCHEMES, RecordIds, canonical_record_id
 from .sealing import KeyHolder, Sealer, SealError, SecretKey
@@ -107,8 +108,8 @@ class RecordSealer(KeyHolder):
             :class:`~textcrafter_rag.sealing.SecretKey`.
         sealed_metadata: Metadata fields to encrypt. The others stay plain (filterable); list
             every field that may hold personal data.
-        context: Tenant or collection name mixed into the key: records sealed under one context
-            do not open under another.
+        tenant: Tenant or collection name mixed into the key: records sealed under one tenant do not open
+            under another (``context=``: its deprecated name).
         record_ids: ``"keyed"`` (default): the store holds each record under its keyed id
             (:meth:`keyed_id`), the user's id sealed inside. ``"sealed"``: under an id only the key turns
             back (for stores that answer with ids alone). ``"clear"``: under the user's id itself, for
@@ -131,10 +132,12 @@ class RecordSealer(KeyHolder):
         key: bytes | str | SecretKey,
         *,
         sealed_metadata: Sequence[str] = (),
-        context: str = "",
+        tenant: str = "",
         record_ids: str = "keyed",
         legacy_clear_ids: bool = False,
+        context: str | None = None,
     ) -> None:
+        context = renamed_keyword(tenant, context, new="tenant=", old="RecordSealer(context=)", default="")
         if isinstance(sealed_metadata, (str, bytes)):
             raise InvalidTypeError("sealed_metadata must be a sequence of field names, e.g. ('author',), not a string")
         fields = tuple(dict.fromkeys(sealed_metadata))
@@ -260,7 +263,7 @@ class RecordSealer(KeyHolder):
             if not Sealer.is_sealed(token):
                 raise
             raise SealError(
-                f"record {rid!r} cannot be opened: wrong key or context, edited, moved from another record, or a "
+                f"record {rid!r} cannot be opened: wrong key or tenant, edited, moved from another record, or a "
                 "sealed metadata field was removed or added (or sealed_metadata differs from when it was sealed)"
             ) from None
         for name in self._fields:

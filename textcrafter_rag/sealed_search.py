@@ -1,23 +1,21 @@
 """The one framework-free core of sealed search: what the store receives, what the application opens and ranks.
 
 Both adapters' sealed stores (LangChain ``SealedVectorStore``, LlamaIndex ``sealed_storage_context``)
-build one :class:`SealedSearch` from one parsed key and only translate Documents and Nodes. It has two
-modes, chosen by the options object it is given:
+build one :class:`SealedSearch` from one parsed key and only translate Documents and Nodes. Its modes are
+chosen by the options object it is given (the store-held index, :mod:`textcrafter_rag.sealed`, is the third):
 
 * **candidates** (:class:`~textcrafter_rag.two_stage.TwoStageSearch`): the store ranks rotated, noised
-  candidate vectors (:class:`~textcrafter_rag.two_stage.TwoStage`) and returns ``fetch_k`` records;
-* **index** (:class:`~textcrafter_rag.app_index.AppIndexSearch`): the store ranks nothing. Its vector for
-  a record is a keyed random unit vector of the record id (no relation to the text); the application scans
-  its own compressed index (:class:`~textcrafter_rag.app_index.AppIndex`) and fetches ``open_k`` records
-  by id.
+  candidate vectors (:class:`~textcrafter_rag.two_stage.TwoStage`) and returns up to ``open_k`` records;
+* **index** (:class:`~textcrafter_rag.app_index.AppIndexSearch`): the store ranks nothing (its vector for a
+  record is a keyed random unit vector of the id); the application scans its own compressed index
+  (:class:`~textcrafter_rag.app_index.AppIndex`) and fetches ``open_k`` records by id.
 
-In both, every record carries its clean direction sealed (``_tc_vec``, bound to the record id) and the
+In all, every record carries its clean direction sealed (``_tc_vec``, bound to the record id) and the
 plain mode marker ``_tc_mode``; hits are opened here, de-duplicated, capped, and ranked by exact cosine.
 A hit that does not open (another tenant under the same key, edited, no sealed vector) is skipped and
 counted (:attr:`SealedSearch.skipped`, one warning per process and store, a record on the ``textcrafter_rag``
 logger at each search), or raises with ``strict=True``; :attr:`SealedSearch.stats` reads every counter.
-A marker record (:meth:`SealedSearch.marker_id`) tells a store's mode to a process that opens it in
-another mode, before any query is sent.
+A marker record (:meth:`SealedSearch.marker_id`) tells a store's mode to a process opening it in another mode.
 """
 
 from __future__ import annotations
@@ -33,6 +31,7 @@ import numpy as np
 
 from .app_index import AppIndex, AppIndexSearch
 from .candidate_rounds import FIRST_ROUND, CapCounter, HitFields, OpenedHits, RecallCapWarning, Rounds
+from .deprecation import renamed_keyword, warn_renamed
 from .errors import InvalidInputError, InvalidTypeError
 from .keyed import keyed_normals
 from .logs import SearchCounts, SearchStats, logger
@@ -101,14 +100,17 @@ class SealedSearch(NotPicklable):
 
     Args:
         key: The store's key, parsed once by the caller (:class:`~textcrafter_rag.sealing.SecretKey`).
-        context: The tenant or collection name.
+        tenant: The tenant or collection name mixed into the key (``context=``: its deprecated name).
         options: :class:`TwoStageSearch` (candidates) or :class:`AppIndexSearch` (app-side index).
         strict: Raise on the first hit that does not open, instead of skipping and counting it.
 
     Instances hold key material and refuse to be pickled.
     """
 
-    def __init__(self, key: SecretKey, *, context: str = "", options: SearchOptions, strict: bool = False) -> None:
+    def __init__(
+        self, key: SecretKey, *, tenant: str = "", options: SearchOptions, strict: bool = False, context: Any = None
+    ) -> None:
+        context = renamed_keyword(tenant, context, new="tenant=", old="SealedSearch(context=)", default="")
         if not isinstance(key, SecretKey):
             raise InvalidTypeError(f"key must be a SecretKey (parsed once by the caller), got {type(key).__name__}")
         if not isinstance(options, (TwoStageSearch, StoreIndexSearch, AppIndexSearch)):
@@ -130,7 +132,7 @@ class SealedSearch(NotPicklable):
         )
         self._lock = threading.RLock()
         self._counts = SearchCounts()
-        self._caps = CapCounter(self.fetch_k)
+        self._caps = CapCounter(self.open_k)
         #: Whether this store's marker record was found (the store was written before, in this mode).
         self.marker_seen = False
         #: The index side, in the modes where the application picks the records (``None`` in candidates).
@@ -143,19 +145,22 @@ class SealedSearch(NotPicklable):
     # -- limits -------------------------------------------------------------------------------------
 
     @property
+    def open_k(self) -> int:
+        """The most records one query reads: candidates the store returns, or records fetched by id (index)."""
+        return self.options.open_k
+
+    @property
     def fetch_k(self) -> int:
-        """Records the store returns (candidates) or that are fetched by id (index) per query."""
-        return self.options.fetch_k if isinstance(self.options, TwoStageSearch) else self.options.open_k
+        """The deprecated name of :attr:`open_k` (warns)."""
+        warn_renamed("SealedSearch.fetch_k", "SealedSearch.open_k")
+        return self.open_k
 
     def check_k(self, k: int) -> int:
-        """``k`` itself, refused if more than :attr:`fetch_k` records would be needed."""
+        """``k`` itself, refused if more than :attr:`open_k` records would be needed."""
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
             raise InvalidInputError(f"k must be a positive int, got {k!r}")
-        if k > self.fetch_k:
-            name = "open_k" if self.mode in INDEX_MODES else "fetch_k"
-            raise InvalidInputError(
-                f"k={k} exceeds this store's {name}={self.fetch_k}: raise {name} to return more hits"
-            )
+        if k > self.open_k:
+            raise InvalidInputError(f"k={k} exceeds this store's open_k={self.open_k}: raise open_k for more hits")
         return int(k)
 
     # -- writing ------------------------------------------------------------------------------------
@@ -255,7 +260,7 @@ class SealedSearch(NotPicklable):
         :meth:`~textcrafter_rag.sealed_records.RecordSealer.resolve_record_id`), ``_tc_vec``, ``_tc_mode`` and
         the record's sealed text as the store holds it (the vector is bound to it).
 
-        Duplicates (one record returned twice, in any id spelling) are dropped, at most :attr:`fetch_k`
+        Duplicates (one record returned twice, in any id spelling) are dropped, at most :attr:`open_k`
         hits are opened, the marker record is passed over, and hits that do not open are skipped and counted;
         if none opens, the key or tenant is wrong and that is an error, not an empty answer (``require_one``:
         a later round of the same search may find none new that opens).
@@ -272,7 +277,7 @@ class SealedSearch(NotPicklable):
         seen: set[str] = set()
         unmarked = failed = 0
         for pos, (store_id, stored_id, token, mode, text) in enumerate(hits):
-            if len(positions) >= self.fetch_k:
+            if len(positions) >= self.open_k:
                 break
             try:
                 rid = RecordSealer.resolve_record_id(store_id, stored_id)
@@ -311,7 +316,7 @@ class SealedSearch(NotPicklable):
             )
         if not positions and failed and require_one:
             raise SealError(
-                f"none of the {failed} records returned opens under this key and tenant: wrong key or context "
+                f"none of the {failed} records returned opens under this key and tenant: wrong key or tenant "
                 "(or every record was edited); nothing is returned"
             )
         dim = len(vectors[0]) if vectors else 0
@@ -323,7 +328,7 @@ class SealedSearch(NotPicklable):
         """One candidate search's rounds (:mod:`~textcrafter_rag.candidate_rounds`): the adapter asks the store.
 
         Drive it with ``while r.size is not None: r.take(store_search(store_query, k=r.size))``; a search that
-        stopped at ``fetch_k`` short of the recall target is counted in :attr:`capped` and warned once.
+        stopped at ``open_k`` short of the recall target is counted in :attr:`capped` and warned once.
         """
         assert isinstance(self.options, TwoStageSearch)
         self._counts.search()
@@ -333,7 +338,7 @@ class SealedSearch(NotPicklable):
             self.check_k(k),
             fields=fields,
             open_hits=lambda new, first: self.open_hits(new, require_one=first),
-            cap=self.options.fetch_k,
+            cap=self.options.open_k,
             recall=self.options.recall,
             first=FIRST_ROUND,
             caps=self._caps,
@@ -341,7 +346,7 @@ class SealedSearch(NotPicklable):
 
     @property
     def capped(self) -> int:
-        """Searches that reached ``fetch_k`` before the recall target's rule was met (their recall may be lower)."""
+        """Searches that reached ``open_k`` before the recall target's rule was met (their recall may be lower)."""
         return self._caps.count
 
     @property
@@ -412,9 +417,9 @@ class SealedSearch(NotPicklable):
         return self._indexes().records(ids)
 
     def index_candidates(self, query: Any) -> list[str]:
-        """The ids of the :attr:`fetch_k` records the index ranks best for the clean query."""
+        """The ids of the :attr:`open_k` records the index ranks best for the clean query."""
         self._counts.search()
-        return self._indexes().candidates(query, self.fetch_k, marker_id=self.marker_id(), marker_seen=self.marker_seen)
+        return self._indexes().candidates(query, self.open_k, marker_id=self.marker_id(), marker_seen=self.marker_seen)
 
     @property
     def dead(self) -> int:
@@ -439,7 +444,7 @@ class SealedSearch(NotPicklable):
             opened = self.open_hits(port_hit_fields(part), require_one=False)
             return opened.record_ids, opened.vectors
 
-        return self._indexes().rebuild(open_records, batch_size=batch_size, group=self.fetch_k, progress=progress)
+        return self._indexes().rebuild(open_records, batch_size=batch_size, group=self.open_k, progress=progress)
 
     def __repr__(self) -> str:
         return f"SealedSearch(options={self.options!r}, key=<redacted>)"

@@ -11,7 +11,7 @@ an encrypted payload beside each vector, so it can split the two jobs:
    float16 in ``benchmarks/results/two_stage.md``), is sealed into the payload like the text, bound to
    the record id;
 2. **search** — the store receives a protected query vector (``query_strength``; the clean query
-   never leaves the process) and returns ``fetch_k`` candidates; the application opens their sealed
+   never leaves the process) and returns ``open_k`` candidates; the application opens their sealed
    vectors and ranks them by exact cosine with the clean query.
 
 Rescaling to ``||x||`` makes L2, inner-product and cosine stores rank candidates alike.
@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from .deprecation import warn_renamed
 from .errors import InvalidInputError, InvalidTypeError, NotPicklableError
 from .keyed import KeyedRotation, keyed_normals
 from .numerics import row_norms, unit_rows
@@ -85,27 +86,48 @@ _SEED_MARK = ";n="
 _ROTATION_TENANT = "\x00two-stage\x00"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class TwoStageSearch:
     """The options of two-stage search, validated once here.
 
     Args:
-        fetch_k: Candidates the store returns per query; the application opens and ranks them.
-            Must be at least the ``k`` of every search. Without ``recall`` it has to grow with the store's
-            size; with it, it is the cap of the rounds.
+        open_k: The most records one query reads: candidates the store returns, which the application opens
+            and ranks (the name every mode's options use). Must be at least the ``k`` of every search.
+            Without ``recall`` it has to grow with the store's size; with it, it is the cap of the rounds.
         doc_strength: Norm ``r`` of the noise on each (unit) document vector the store receives.
         query_strength: Norm of the noise on each query vector the store receives (0 sends the clean query).
         recall: Search in rounds until each record of the exact top ``k`` is found with at least this
-            probability, by the rule of :mod:`textcrafter_rag.candidate_rounds`; reaching ``fetch_k`` first is
-            counted and warned. ``None``: one round of ``fetch_k`` records.
+            probability, by the rule of :mod:`textcrafter_rag.candidate_rounds`; reaching ``open_k`` first is
+            counted and warned. ``None``: one round of ``open_k`` records.
+        fetch_k: The deprecated name of ``open_k`` (warns).
     """
 
-    fetch_k: int = DEFAULT_FETCH_K
+    open_k: int = DEFAULT_FETCH_K
     doc_strength: float = DEFAULT_DOC_STRENGTH
     query_strength: float = DEFAULT_QUERY_STRENGTH
     recall: float | None = None
 
-    def __post_init__(self) -> None:
+    def __init__(
+        self,
+        open_k: int | None = None,
+        doc_strength: float = DEFAULT_DOC_STRENGTH,
+        query_strength: float = DEFAULT_QUERY_STRENGTH,
+        recall: float | None = None,
+        *,
+        fetch_k: int | None = None,
+    ) -> None:
+        if fetch_k is not None:
+            warn_renamed("TwoStageSearch(fetch_k=...)", "TwoStageSearch(open_k=...)")
+            if open_k is not None:
+                raise InvalidInputError("give either open_k= or its deprecated name fetch_k=, not both")
+            open_k = fetch_k
+        object.__setattr__(self, "open_k", DEFAULT_FETCH_K if open_k is None else open_k)
+        object.__setattr__(self, "doc_strength", doc_strength)
+        object.__setattr__(self, "query_strength", query_strength)
+        object.__setattr__(self, "recall", recall)
+        self._check()
+
+    def _check(self) -> None:
         if self.recall is not None:
             if isinstance(self.recall, bool) or not isinstance(self.recall, (int, float, np.floating)):
                 raise InvalidInputError(
@@ -114,32 +136,38 @@ class TwoStageSearch:
             if not 0.5 < float(self.recall) < 1.0:
                 raise InvalidInputError("recall must be in (0.5, 1): 1 would mean fetching every record")
             object.__setattr__(self, "recall", float(self.recall))
-        if isinstance(self.fetch_k, bool) or not isinstance(self.fetch_k, (int, np.integer)):
-            raise InvalidInputError(f"fetch_k must be an int, got {type(self.fetch_k).__name__}")
-        if not 1 <= int(self.fetch_k) <= _MAX_FETCH_K:
-            raise InvalidInputError(f"fetch_k must be between 1 and {_MAX_FETCH_K}, got {int(self.fetch_k)}")
+        if isinstance(self.open_k, bool) or not isinstance(self.open_k, (int, np.integer)):
+            raise InvalidInputError(f"open_k must be an int, got {type(self.open_k).__name__}")
+        if not 1 <= int(self.open_k) <= _MAX_FETCH_K:
+            raise InvalidInputError(f"open_k must be between 1 and {_MAX_FETCH_K}, got {int(self.open_k)}")
         for name in ("doc_strength", "query_strength"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
                 raise InvalidInputError(f"{name} must be a finite number >= 0, got {type(value).__name__}")
             if not (math.isfinite(value) and value >= 0):
                 raise InvalidInputError(f"{name} must be a finite number >= 0")
-        object.__setattr__(self, "fetch_k", int(self.fetch_k))
+        object.__setattr__(self, "open_k", int(self.open_k))
         object.__setattr__(self, "doc_strength", float(self.doc_strength))
         object.__setattr__(self, "query_strength", float(self.query_strength))
 
+    @property
+    def fetch_k(self) -> int:
+        """The deprecated name of :attr:`open_k` (warns)."""
+        warn_renamed("TwoStageSearch.fetch_k", "TwoStageSearch.open_k", stacklevel=3)
+        return self.open_k
+
     @classmethod
     def of(cls, value: int | TwoStageSearch | None) -> TwoStageSearch | None:
-        """``None`` (single-stage), a ``fetch_k`` with the default strengths, or the options themselves."""
+        """``None`` (single-stage), an ``open_k`` with the default strengths, or the options themselves."""
         if value is None or isinstance(value, TwoStageSearch):
             return value
-        return cls(fetch_k=value)
+        return cls(open_k=value)
 
 
 #: LangChain's default candidate search: rounds until the expected recall of the exact top ``k`` reaches 0.95,
 #: at most 2,000 records (on SciFact it keeps all of clean NDCG@10 reading a median 800; past about 20,000
 #: records most searches reach the cap and are warned and counted: ``benchmarks/results/sealed_search.md``).
-DEFAULT_SEARCH = TwoStageSearch(fetch_k=2000, recall=0.95)
+DEFAULT_SEARCH = TwoStageSearch(open_k=2000, recall=0.95)
 
 
 def random_directions(n: int, dim: int, rng: np.random.Generator) -> np.ndarray:
@@ -250,7 +278,7 @@ class TwoStage(KeyHolder):  # refuses pickling and __getstate__ (the key); copie
         key: The store's secret (``textcrafter keygen``), also used for sealing; noise and rotation have
             their own HKDF subkeys, so nothing shares key material.
         context: The tenant or collection name, as given to the sealed store.
-        search: The options (fetch_k and the two strengths).
+        search: The options (open_k and the two strengths).
 
     Instances hold key material and refuse to be pickled.
     """
@@ -399,7 +427,7 @@ class TwoStage(KeyHolder):  # refuses pickling and __getstate__ (the key); copie
         if token is None:
             raise SealError(
                 f"record {rid!r} has no sealed vector ({VECTOR_KEY!r}): it was added without sealed search "
-                "(open such a store with fetch_k=None)"
+                "(open such a store with search=None)"
             )
         token = token if isinstance(token, str) else ""
         if record_text is not None:

@@ -7,11 +7,14 @@ named metadata fields reach it::
     from langchain_textcrafter import ProtectedEmbeddings, SealedVectorStore
     embeddings = ProtectedEmbeddings(base=OpenAIEmbeddings())  # mechanism="auto"
     store = SealedVectorStore(InMemoryVectorStore, embedding=embeddings, key=KEY, sealed_metadata=("author",))
+
+The search mode is chosen with ``search=``: ``StoreIndexSearch()`` (the default where the store reads by id),
+``TwoStageSearch(open_k=...)`` (candidates), ``AppIndexSearch(...)`` or ``None`` (single-stage).
 """
 
 from __future__ import annotations
 
-from textcrafter_rag import FingerprintMismatch, MissingPolicyError
+from textcrafter_rag import AppIndexSearch, FingerprintMismatch, MissingPolicyError, StoreIndexSearch, TwoStageSearch
 from textcrafter_rag.sealing import SealError
 
 from .embeddings import ProtectedEmbeddings, RawVectorCacheWarning
@@ -20,11 +23,14 @@ from .sealed import SealedVectorStore
 __version__ = "0.1.0"
 
 __all__ = [
+    "AppIndexSearch",
     "FingerprintMismatch",
     "MissingPolicyError",
     "ProtectedEmbeddings",
     "RawVectorCacheWarning",
     "SealError",
     "SealedVectorStore",
+    "StoreIndexSearch",
+    "TwoStageSearch",
     "__version__",
 ]

@@ -35,7 +35,7 @@ def copy_records(
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise InvalidInputError(f"batch_size must be a positive int, got {batch_size!r}")
     if source._search is not None:
-        batch_size = min(batch_size, source._search.fetch_k)
+        batch_size = min(batch_size, source._search.open_k)
     ids = list(ids)
     out: list[str] = []
     with tqdm(total=len(ids), desc="copying sealed records", unit="records", disable=not progress) as bar:

@@ -7,7 +7,7 @@ this process. :class:`SealedReading` holds that dispatch and the counters search
 the sealed store defines the steps.
 
 MMR's ``fetch_k`` is honoured in sealed search: its picks come from the first ``fetch_k`` opened records by exact
-cosine, and a ``fetch_k`` above the records one search opens (the store's ``fetch_k`` or ``open_k``) is refused.
+cosine, and a ``fetch_k`` above the records one search opens (the store's ``open_k``) is refused.
 """
 
 from __future__ import annotations
@@ -157,15 +157,14 @@ class SealedReading(SearchCounters, VectorStore):
         return core.first_that_open(ranked, lambda i: self._open(found.hits[found.positions[i]]), k)
 
     def _mmr_fetch_k(self, fetch_k: int) -> int:
-        """MMR's ``fetch_k``, checked: a search opens at most the store's ``fetch_k`` (``open_k``) records."""
+        """MMR's ``fetch_k``, checked: a search opens at most the store's ``open_k`` records."""
         core = self._core()
         if isinstance(fetch_k, bool) or not isinstance(fetch_k, (int, np.integer)) or fetch_k < 1:
             raise InvalidInputError(f"fetch_k must be a positive int, got {fetch_k!r}")
-        if fetch_k > core.fetch_k:
-            name = "open_k" if core.mode in INDEX_MODES else "fetch_k"
+        if fetch_k > core.open_k:
             raise InvalidInputError(
-                f"MMR's fetch_k={fetch_k} exceeds the {core.fetch_k} records a search of this store opens (its "
-                f"{name}): pass fetch_k<={core.fetch_k}, or raise the store's {name}"
+                f"MMR's fetch_k={fetch_k} exceeds the {core.open_k} records a search of this store opens (its "
+                f"open_k): pass fetch_k<={core.open_k}, or raise the store's open_k"
             )
         return int(fetch_k)
 

@@ -12,8 +12,7 @@ from __future__ import annotations
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
-from textcrafter_rag.errors import InvalidInputError
-from textcrafter_rag.keyed import TenantKey
+from textcrafter_rag.adapters import check_sealed_key
 from textcrafter_rag.sealing import SecretKey
 
 from .embeddings import ProtectedEmbeddings
@@ -70,16 +69,7 @@ def as_row(vector: object) -> np.ndarray:
 def check_embedding_key(embedding: Embeddings, key: SecretKey) -> None:
     """A keyed ``ProtectedEmbeddings`` is used, never silently dropped: its key must be the store's.
 
-    In sealed search the store's key rotates (and noises) everything the store receives, and the
-    embeddings are read through their base encoder. The same key is that rotation; another key would be
-    a second secret the user believes protects the store and that does nothing: refused.
+    The one rule of both adapters (:func:`textcrafter_rag.adapters.check_sealed_key`).
     """
-    protector = embedding.protector if isinstance(embedding, ProtectedEmbeddings) else None
-    if protector is None or not protector.keyed:
-        return
-    tenant = protector.options.tenant
-    if TenantKey.of(key, tenant=tenant).fingerprint != protector.key_fingerprint:
-        raise InvalidInputError(
-            "the ProtectedEmbeddings were given another key than this sealed store: in sealed search the store's "
-            "key rotates and noises everything the store receives; give both the same key (or the embeddings none)"
-        )
+    if isinstance(embedding, ProtectedEmbeddings):
+        check_sealed_key(embedding.protector, key)

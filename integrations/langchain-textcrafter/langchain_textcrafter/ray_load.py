@@ -44,6 +44,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 
 from textcrafter_rag.batches import column_to_matrix
+from textcrafter_rag.deprecation import renamed_keyword
 from textcrafter_rag.errors import InvalidInputError, InvalidTypeError, MissingColumnError
 from textcrafter_rag.record_ids import canonical_record_id
 from textcrafter_rag.sealed.store_index import StoreIndexSearch
@@ -129,7 +130,8 @@ class SealedLoad:
         key_env: Instead of ``key_file``, the name of an environment variable holding the key on every worker.
         embedding: Embeds ``text_column`` where a batch has no ``vector_column`` (its clean vectors); leave it
             out when every batch carries them.
-        context: Tenant or collection name mixed into the key (as ``SealedVectorStore`` takes it).
+        tenant: Tenant or collection name mixed into the key (as ``SealedVectorStore`` takes it; ``context=``:
+            its deprecated name).
         sealed_metadata: Metadata fields to encrypt.
         search: :class:`~textcrafter_rag.sealed.StoreIndexSearch` (the default) or a ``TwoStageSearch``
             (candidates, no index). The app-side index file (one process) and single-stage are refused.
@@ -153,15 +155,17 @@ class SealedLoad:
         key_file: str | os.PathLike[str] | None = None,
         key_env: str | None = None,
         embedding: Embeddings | None = None,
-        context: str = "",
+        tenant: str = "",
         sealed_metadata: Sequence[str] = (),
         search: StoreIndexSearch | TwoStageSearch | None = None,
         id_column: str | None = "id",
         text_column: str = "text",
         vector_column: str | None = "embedding",
         metadata_columns: Sequence[str] = (),
+        context: str | None = None,
         **refused: Any,
     ) -> None:
+        tenant = renamed_keyword(tenant, context, new="tenant=", old="SealedLoad(context=)", default="")
         if "key" in refused:
             raise InvalidInputError(_KEY_BY_VALUE)
         if refused:
@@ -184,7 +188,7 @@ class SealedLoad:
             key=key,
             embedding=embedding if embedding is not None else _GivenVectors(),
             sealed_metadata=sealed_metadata,
-            context=context,
+            tenant=tenant,
             search=search,
         )
         self.id_column, self.text_column, self.vector_column = id_column, text_column, vector_column

@@ -32,6 +32,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 
 from textcrafter_rag.app_index import AppIndexSearch
+from textcrafter_rag.deprecation import renamed_keyword, warn_renamed
 from textcrafter_rag.errors import InvalidInputError, InvalidTypeError
 from textcrafter_rag.sealed.layout import RESERVED_FIELDS, guarded_filters, is_library_record
 from textcrafter_rag.sealed.marker import StoreMarker
@@ -83,15 +84,15 @@ class SealedVectorStore(NotPicklable, SealedIds, SealedReading):
             (``InMemoryVectorStore`` itself, or ``lambda e: QdrantVectorStore(..., embedding=e)``,
             ``lambda e: FAISS.load_local(path, e, ...)``); the store must keep those embeddings (they
             answer for sealed texts with their plaintext's vector). Or the :attr:`store` of another
-            sealed store, to open the same records under another key or context.
-        embedding: The user's embeddings: documents and queries are embedded with it, in this process.
+            sealed store, to open the same records under another key or tenant.
+        embedding: The user's embeddings: documents and queries are embedded with it, in this process. In
+            sealed search a ``ProtectedEmbeddings`` is read through its base encoder (the store protects).
         key: 32 bytes or their URL-safe base64 string, as printed by ``textcrafter keygen`` (or a
             :class:`~textcrafter_rag.sealing.SecretKey`). Parsed once; never in a repr, error or log.
         sealed_metadata: Metadata fields to encrypt; the others stay plain and filterable.
-        context: Tenant or collection name mixed into the key: documents sealed under one context
-            do not open under another.
-        fetch_k: Candidate search with a hand-sized number of candidates per query (an int), or ``None``
-            (single-stage); prefer ``search=``.
+        tenant: Tenant or collection name mixed into the key: documents sealed under one tenant do not
+            open under another (``context=``: its deprecated name, warned).
+        fetch_k: Deprecated (warned): an int is ``search=TwoStageSearch(open_k=...)``, ``None`` is ``search=None``.
         search: The mode's options. Left out: :class:`~textcrafter_rag.sealed.StoreIndexSearch` (the store-held
             index) where the store reads by id, else the candidate rounds
             (:data:`~textcrafter_rag.two_stage.DEFAULT_SEARCH`, warned); a store written in candidates opens in
@@ -99,7 +100,7 @@ class SealedVectorStore(NotPicklable, SealedIds, SealedReading):
             ``None`` (single-stage, the store ranks the vectors of ``embedding``: protect them).
         strict: Raise on a hit that does not open instead of skipping and counting it (:attr:`skipped`).
         record_ids: ``"keyed"`` (default): the wrapped store holds each record under a keyed UUID of its id
-            (HMAC under the key and context), which links no stored record to a known text; reads and
+            (HMAC under the key and tenant), which links no stored record to a known text; reads and
             ``get_by_ids``/``delete`` use your ids. ``"clear"``: your ids themselves, for external systems
             keyed by them; weaker (meaningful ids give a thief known (text, stored vector) pairs).
         legacy_clear_ids: The store may hold records under your clear ids (written by a release before ids
@@ -120,7 +121,7 @@ class SealedVectorStore(NotPicklable, SealedIds, SealedReading):
     returned as text. Other methods of the wrapped store (``FAISS.save_local``) are reached through :attr:`store`.
 
     In sealed search scores are the exact cosine similarity of the clean vectors (higher is closer),
-    for every search; ``k`` may not exceed ``fetch_k`` (``open_k``). The store never receives a clean vector.
+    for every search; ``k`` may not exceed ``open_k``. The store never receives a clean vector.
     A store written in one mode refuses to be opened in another (a marker record holds the mode).
     """
 
@@ -131,20 +132,23 @@ class SealedVectorStore(NotPicklable, SealedIds, SealedReading):
         key: bytes | str | SecretKey,
         embedding: Embeddings | None = None,
         sealed_metadata: Sequence[str] = (),
-        context: str = "",
+        tenant: str = "",
         fetch_k: int | TwoStageSearch | None = _DEFAULT,
         search: SearchOptions | None = _FROM_FETCH_K,
         strict: bool = False,
         record_ids: str = "keyed",
         legacy_clear_ids: bool = False,
+        context: str | None = None,
     ) -> None:
         secret = SecretKey(key)
+        tenant = renamed_keyword(tenant, context, new="tenant=", old="SealedVectorStore(context=)", default="")
         ids = {"record_ids": record_ids, "legacy_clear_ids": legacy_clear_ids}
-        self._records = RecordSealer(secret, sealed_metadata=sealed_metadata, context=context, **ids)
+        self._records = RecordSealer(secret, sealed_metadata=sealed_metadata, tenant=tenant, **ids)
         self._default_mode = search is _FROM_FETCH_K and fetch_k is _DEFAULT
         if self._default_mode:
             search = StoreIndexSearch()  # or candidates, for a store that cannot read by id (below)
         elif search is _FROM_FETCH_K:
+            warn_renamed("SealedVectorStore(fetch_k=...)", "search=TwoStageSearch(open_k=...) (search=None for None)")
             search = TwoStageSearch.of(fetch_k)
         elif fetch_k is not _DEFAULT:
             raise InvalidInputError("give either fetch_k= or search=, not both")
@@ -165,9 +169,9 @@ class SealedVectorStore(NotPicklable, SealedIds, SealedReading):
         if search is not None:
             check_embedding_key(embedding, secret)
         self._clean = CleanVectors(embedding)
-        self._secret, self._context, self._strict = secret, context, strict
+        self._secret, self._context, self._strict = secret, tenant, strict
         self._search: SealedSearch | None = None
-        self._store_marker = StoreMarker(secret, context=context)
+        self._store_marker = StoreMarker(secret, context=tenant)
         self._marker_id = self._store_marker.id
         self._marker_checked = False
         query = self._store_query if search is not None else None
@@ -193,7 +197,7 @@ class SealedVectorStore(NotPicklable, SealedIds, SealedReading):
     def _use(self, search: SearchOptions | None) -> None:
         """Search in the mode of these options (at construction, or the mode an existing store was written in)."""
         self._search = (
-            SealedSearch(self._secret, context=self._context, options=search, strict=self._strict) if search else None
+            SealedSearch(self._secret, tenant=self._context, options=search, strict=self._strict) if search else None
         )
         if self._search is not None and self._search.mode == "store-index":
             attach_port(self._search, LangChainPort(self._store, self._shim, id_field=self._id_field), self._hit_fields)
@@ -324,7 +328,7 @@ class SealedVectorStore(NotPicklable, SealedIds, SealedReading):
         progress: bool = False,
         **kwargs: Any,
     ) -> list[str]:
-        """Open these records and add them to ``target``: rekeying, a new tenant context, another collection.
+        """Open these records and add them to ``target``: rekeying, a new tenant, another collection.
 
         Sealed search to sealed search, no text goes through an encoder: the clean vectors are opened and
         sealed again under the target's key. Each copy's candidate is drawn with the noise seed sealed in

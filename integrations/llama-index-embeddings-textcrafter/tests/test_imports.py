@@ -10,6 +10,9 @@ EXPECTED_ALL = [
     "SealedVectorStore",
     "SealedKVStore",
     "sealed_storage_context",
+    "StoreIndexSearch",
+    "TwoStageSearch",
+    "AppIndexSearch",
 ]
 
 

@@ -66,7 +66,7 @@ def test_query_modes_async_and_refusals(base, tmp_path) -> None:
     q = base.query("q")
     mmr = store.query(VectorStoreQuery(query_embedding=q, similarity_top_k=3, mode=VectorStoreQueryMode.MMR))
     assert len(mmr.nodes) == 3
-    with pytest.raises(ValueError, match="exceeds this store's fetch_k"):
+    with pytest.raises(ValueError, match="exceeds this store's open_k"):
         store.query(VectorStoreQuery(query_embedding=q, similarity_top_k=26))
     with pytest.raises(SealError):  # another key opens no candidate
         SealedVectorStore(store.store, key=generate_key(), fetch_k=24).query(

@@ -8,6 +8,9 @@ EXPECTED_ALL = [
     "MissingPolicyError",
     "FingerprintMismatch",
     "__version__",
+    "StoreIndexSearch",
+    "TwoStageSearch",
+    "AppIndexSearch",
 ]
 
 

@@ -93,9 +93,8 @@ def test_mmr_picks_among_the_first_fetch_k_opened_records(store: SealedVectorSto
 
 
 def test_a_fetch_k_beyond_what_a_search_opens_is_refused(store: SealedVectorStore) -> None:
-    opened = store._search.fetch_k  # type: ignore[union-attr]
-    name = "open_k" if isinstance(store.search_options, (StoreIndexSearch, AppIndexSearch)) else "fetch_k"
-    with pytest.raises(InvalidInputError, match=rf"fetch_k={opened + 1} exceeds .* \(its {name}\)"):
+    opened = store._search.open_k  # type: ignore[union-attr]
+    with pytest.raises(InvalidInputError, match=rf"fetch_k={opened + 1} exceeds .* \(its open_k\)"):
         store.max_marginal_relevance_search("query", k=2, fetch_k=opened + 1)
     with pytest.raises(InvalidInputError, match="exceeds"):
         asyncio.run(store.amax_marginal_relevance_search_by_vector(VECTORS["query"], k=2, fetch_k=opened + 1))

@@ -82,7 +82,7 @@ def test_search_ranks_by_exact_cosine_and_never_sends_the_clean_query(base) -> N
     store.similarity_search_with_score(query, k=5)
     assert store.store.searched[-1] == sent  # the same query is always sent the same way: nothing to average
     assert base.known.served["embed_query"] == [query, query]
-    with pytest.raises(ValueError, match="exceeds this store's fetch_k"):
+    with pytest.raises(ValueError, match="exceeds this store's open_k"):
         store.similarity_search(query, k=32)
 
 

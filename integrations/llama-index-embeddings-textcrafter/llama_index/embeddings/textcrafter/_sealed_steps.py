@@ -222,7 +222,7 @@ class SealedSearchSteps(SearchCounters):
             query,
             query_embedding=protected,
             query_str=None,
-            similarity_top_k=self._search.fetch_k,
+            similarity_top_k=self._search.open_k,
             mode=VectorStoreQueryMode.DEFAULT,
         )
 
@@ -279,7 +279,7 @@ class SealedSearchSteps(SearchCounters):
         if query.filters is not None or kwargs:
             raise InvalidInputError(
                 "the index ranks in this process and passes nothing to the store: filters and store "
-                "arguments cannot be applied (use candidate search, fetch_k=, to filter in the store)"
+                "arguments cannot be applied (use candidate search, search=TwoStageSearch(), to filter in the store)"
             )
         if query.node_ids:
             return [str(i) for i in query.node_ids], False
@@ -297,9 +297,9 @@ class SealedSearchSteps(SearchCounters):
         if query.doc_ids:
             docs = {canonical_record_id(d) for d in query.doc_ids}
             out = [s for s in out if s.ref_doc_id is not None and canonical_record_id(s.ref_doc_id) in docs]
-        if len(out) > self._search.fetch_k:
+        if len(out) > self._search.open_k:
             raise InvalidInputError(
-                f"the query names {len(out)} nodes, more than this store's open_k={self._search.fetch_k} that a "
+                f"the query names {len(out)} nodes, more than this store's open_k={self._search.open_k} that a "
                 "search opens and ranks: raise open_k, or name fewer node_ids"
             )
         return out

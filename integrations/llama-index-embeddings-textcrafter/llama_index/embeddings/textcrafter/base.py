@@ -156,6 +156,14 @@ class ProtectedEmbedding(VectorFreeEmbedding):
         """Whether query vectors are protected too."""
         return self._protector.protect_queries
 
+    def sealed(self) -> SealedEmbedding:
+        """The same base model, clean and reported to no handler: what a sealed store reads this model through.
+
+        A sealed store given this model (``embed_model=``) in a sealed-search mode uses it, as the LangChain
+        adapter reads a ``ProtectedEmbeddings`` through its base: the store protects what it sends.
+        """
+        return SealedEmbedding(base=self._base)
+
     def to_payload(self) -> dict[str, Any]:
         """Non-sensitive description for instrumentation (no vectors, no mechanism parameters)."""
         payload = super().to_payload()

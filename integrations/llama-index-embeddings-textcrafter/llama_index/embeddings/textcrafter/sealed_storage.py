@@ -33,6 +33,7 @@ from llama_index.core.storage.kvstore.types import (
 from llama_index.core.vector_stores.types import BasePydanticVectorStore
 
 from textcrafter_rag.app_index import AppIndexSearch
+from textcrafter_rag.deprecation import renamed_keyword, warn_renamed
 from textcrafter_rag.errors import InvalidInputError, InvalidTypeError
 from textcrafter_rag.sealed.store_index import StoreIndexSearch
 from textcrafter_rag.sealed_records import RecordSealer
@@ -55,18 +56,21 @@ class SealedKVStore(BaseInMemoryKVStore):
     """A key-value store whose values are sealed, each bound to its key and collection.
 
     Keys stay plain (docstores use node and document ids as keys). A value that is not sealed,
-    or does not open under this key and context, or was moved to another key or collection,
+    or does not open under this key and tenant, or was moved to another key or collection,
     raises :class:`~textcrafter_rag.sealing.SealError`.
 
     Args:
         store: The key-value store that holds the sealed values (default: a new ``SimpleKVStore``).
         key: 32 bytes or their URL-safe base64 string (``textcrafter keygen``).
-        context: Tenant or collection name mixed into the key.
+        tenant: Tenant or collection name mixed into the key (``context=``: its deprecated name, warned).
     """
 
-    def __init__(self, store: BaseKVStore | None = None, *, key: bytes | str | SecretKey, context: str = "") -> None:
+    def __init__(
+        self, store: BaseKVStore | None = None, *, key: bytes | str | SecretKey, tenant: str = "", context: Any = None
+    ) -> None:
+        tenant = renamed_keyword(tenant, context, new="tenant=", old="SealedKVStore(context=)", default="")
         self._store = store if store is not None else SimpleKVStore()
-        self._records = RecordSealer(key, context=context)
+        self._records = RecordSealer(key, tenant=tenant)
 
     @property
     def store(self) -> BaseKVStore:
@@ -92,7 +96,7 @@ class SealedKVStore(BaseInMemoryKVStore):
             out = self._records.open_value(val[SEALED_VALUE], record_id=key, field=self._field(collection))
         except SealError:  # its message names the record id, the key here: replaced, and not chained
             raise SealError(
-                f"a value in collection {collection!r} cannot be opened: wrong key or context, edited, or moved "
+                f"a value in collection {collection!r} cannot be opened: wrong key or tenant, edited, or moved "
                 "from another key or collection"
             ) from None
         if not isinstance(out, dict):
@@ -159,12 +163,20 @@ class SealedKVStore(BaseInMemoryKVStore):
 
     @classmethod
     def from_persist_path(
-        cls, persist_path: str, *, key: bytes | str | SecretKey | None = None, context: str = "", fs: Any = None
+        cls,
+        persist_path: str,
+        *,
+        key: bytes | str | SecretKey | None = None,
+        tenant: str = "",
+        fs: Any = None,
+        context: Any = None,
     ) -> SealedKVStore:
         """Load a ``SimpleKVStore`` JSON file written by :meth:`persist` (``key`` is required)."""
         if key is None:
             raise InvalidTypeError("SealedKVStore.from_persist_path needs key=")
-        return cls(SimpleKVStore.from_persist_path(persist_path, fs=fs), key=key, context=context)
+        old = "SealedKVStore.from_persist_path(context=)"
+        tenant = renamed_keyword(tenant, context, new="tenant=", old=old, default="")
+        return cls(SimpleKVStore.from_persist_path(persist_path, fs=fs), key=key, tenant=tenant)
 
     def __repr__(self) -> str:
         return f"SealedKVStore(store={type(self._store).__name__}, key=<redacted>)"
@@ -175,13 +187,14 @@ def sealed_storage_context(
     vector_store: BasePydanticVectorStore,
     key: bytes | str | SecretKey,
     sealed_metadata: Sequence[str] = (),
-    context: str = "",
+    tenant: str = "",
     persist_dir: str | os.PathLike[str] | None = None,
     fetch_k: int | TwoStageSearch | None = None,
     search: StoreIndexSearch | TwoStageSearch | AppIndexSearch | None = _DEFAULT,
     embed_model: Any = None,
     record_ids: str = "keyed",
     legacy_clear_ids: bool = False,
+    context: str | None = None,
 ) -> StorageContext:
     """A ``StorageContext`` that writes no plaintext: sealed docstore and index store, sealed vector store.
 
@@ -190,20 +203,19 @@ def sealed_storage_context(
         key: 32 bytes or their URL-safe base64 string (``textcrafter keygen``).
         sealed_metadata: Metadata fields kept out of the vector store (see :class:`SealedVectorStore`);
             the docstore seals every value whole.
-        context: Tenant or collection name mixed into the key.
+        tenant: Tenant or collection name mixed into the key (``context=``: its deprecated name, warned).
         persist_dir: Load the docstore and index store that ``storage_context.persist(persist_dir)``
             wrote (the vector store is loaded by the caller, e.g. ``FaissVectorStore.from_persist_dir``).
-        fetch_k: Two-stage search (see :class:`SealedVectorStore`); the index then embeds with the plain
-            encoder wrapped in :class:`~.base.SealedEmbedding` (``embed_model=SealedEmbedding(base=encoder)``):
-            the same clean vectors, but none of them handed to LlamaIndex's event, callback or span
-            handlers, as a plain LlamaIndex model hands every one of them, beside its text.
-        search: The sealed search mode's options instead of ``fetch_k`` (``StoreIndexSearch()``: the index
+        fetch_k: Deprecated (warned): ``search=TwoStageSearch(open_k=...)``.
+        search: The sealed search mode's options (``StoreIndexSearch()``: the index
             held sealed in the vector store; ``AppIndexSearch(index_path=...)``: the app-side index file; embed
             with ``SealedEmbedding`` likewise), or ``None``: single-stage, the store ranks the nodes'
             embeddings. Neither given: the store-held index where the vector store keeps payloads and reads
             by id, else single-stage with a ``StoreRanksWarning``; a store written before opens in its mode.
-        embed_model: Sealed search: the ``SealedEmbedding`` the index embeds with, also given to the store so
-            it embeds queries itself (the retriever then never holds the clean query vector).
+        embed_model: Sealed search: the model the index embeds with, also given to the store so it embeds
+            queries itself (the retriever then never holds the clean query vector): a ``ProtectedEmbedding``,
+            which the store reads through its base encoder (as LangChain's sealed store does), or a
+            ``SealedEmbedding``.
         record_ids: ``"keyed"`` (default) or ``"clear"``: the ids the vector store holds (see
             :class:`SealedVectorStore`). The docstore's keys stay your node ids either way (its values are sealed).
         legacy_clear_ids: The vector store may hold shells under your clear ids (written before ids were keyed):
@@ -212,13 +224,17 @@ def sealed_storage_context(
     Raises:
         FileNotFoundError: ``persist_dir`` holds no docstore or index store.
     """
+    tenant = renamed_keyword(tenant, context, new="tenant=", old="sealed_storage_context(context=)", default="")
+    if fetch_k is not None and search is _DEFAULT:
+        warn_renamed("sealed_storage_context(fetch_k=...)", "search=TwoStageSearch(open_k=...)")
+        search, fetch_k = TwoStageSearch.of(fetch_k), None
     if persist_dir is None:
         doc_kv, index_kv = SimpleKVStore(), SimpleKVStore()
     else:
         doc_kv = SimpleKVStore.from_persist_path(os.path.join(persist_dir, DOCSTORE_FILE))
         index_kv = SimpleKVStore.from_persist_path(os.path.join(persist_dir, INDEX_STORE_FILE))
-    docstore = SimpleDocumentStore(simple_kvstore=SealedKVStore(doc_kv, key=key, context=context))  # type: ignore[arg-type]
-    index_store = SimpleIndexStore(simple_kvstore=SealedKVStore(index_kv, key=key, context=context))  # type: ignore[arg-type]
+    docstore = SimpleDocumentStore(simple_kvstore=SealedKVStore(doc_kv, key=key, tenant=tenant))  # type: ignore[arg-type]
+    index_store = SimpleIndexStore(simple_kvstore=SealedKVStore(index_kv, key=key, tenant=tenant))  # type: ignore[arg-type]
     if not isinstance(vector_store, SealedVectorStore):
         if search is not _DEFAULT and fetch_k is not None:
             raise InvalidInputError("give either fetch_k= or search=, not both")
@@ -227,7 +243,7 @@ def sealed_storage_context(
             vector_store,
             key=key,
             sealed_metadata=sealed_metadata,
-            context=context,
+            tenant=tenant,
             embed_model=embed_model,
             record_ids=record_ids,
             legacy_clear_ids=legacy_clear_ids,

@@ -18,17 +18,17 @@ their text lives in the index's docstore, which :func:`.sealed_storage.sealed_st
 seals. Filtering on a sealed field is impossible (the field is not in the store), and so are
 text, sparse and hybrid query modes over sealed texts.
 
-**Sealed search** (:mod:`textcrafter_rag.sealed_search`): give the index the clean encoder wrapped in
-:class:`~llama_index.embeddings.textcrafter.SealedEmbedding` (no vector reaches LlamaIndex's handlers); the
-clean embedding travels sealed in the shell's metadata (``_tc_vec``), and every query ranks the opened
-shells by exact cosine with the clean query in this process. Three modes:
+**Sealed search** (:mod:`textcrafter_rag.sealed_search`): give the store your ``ProtectedEmbedding`` as
+``embed_model=`` (read through its base, as LangChain's store reads ``ProtectedEmbeddings``) or embed with
+:class:`~.base.SealedEmbedding`; no clean vector reaches LlamaIndex's handlers. The clean embedding travels
+sealed in the shell (``_tc_vec``); every query ranks the opened shells by exact cosine. Three modes:
 
 * store-held index (``search=StoreIndexSearch()``, the default for a new store that can read by id): each
   shell carries a keyed random vector (the store ranks nothing), and the sealed index lives in the store
   itself (its write log, :mod:`textcrafter_rag.sealed`), so any process with the key searches at once; it
   reads ``open_k`` shells by id (``get_nodes``);
-* candidates (``fetch_k=``): each shell carries a rotated, heavily noised candidate vector; a protected
-  query brings ``fetch_k`` shells back;
+* candidates (``search=TwoStageSearch(...)``): each shell carries a rotated, heavily noised candidate vector; a
+  protected query brings at most ``open_k`` shells back;
 * app-side index (``search=AppIndexSearch(...)``): as the store-held index, but the index is a file of
   this process.
 
@@ -59,6 +59,7 @@ from llama_index.core.vector_stores.types import (
     VectorStoreQueryResult,
 )
 
+from textcrafter_rag.deprecation import renamed_keyword
 from textcrafter_rag.errors import InvalidInputError, InvalidTypeError
 from textcrafter_rag.sealed.layout import CHUNKS_FIELD, LOG_FIELD, is_library_record
 from textcrafter_rag.sealed.marker import StoreMarker
@@ -75,7 +76,16 @@ from textcrafter_rag.sealing import NotPicklable, SealError, SecretKey
 from textcrafter_rag.two_stage import VECTOR_KEY, TwoStageSearch
 
 from ._index_upkeep import SealedIndexUpkeep
-from ._mode_choice import _FROM_FETCH_K, check_search, default_search, named_search, search_factory, warn_unprotected
+from ._mode_choice import (
+    _FROM_FETCH_K,
+    check_search,
+    clean_node_vectors,
+    default_search,
+    named_search,
+    reading_model,
+    search_factory,
+    warn_unprotected,
+)
 from ._port import LlamaIndexPort
 from ._sealed_ids import SealedNodeIds
 from ._sealed_steps import Found, SealedSearchSteps
@@ -105,11 +115,9 @@ class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, SealedIn
             error or log.
         sealed_metadata: Metadata fields kept out of the store (they live only inside the sealed
             node); the others are also stored plain, for filters.
-        context: Tenant or collection name mixed into the key.
-        fetch_k: Candidate search: candidates fetched per query (an int, with the default strengths, or a
-            :class:`~textcrafter_rag.two_stage.TwoStageSearch`); the index must then embed with the clean
-            encoder (``SealedEmbedding``).
-        search: The sealed search mode's options instead of ``fetch_k``: a
+        tenant: Tenant or collection name mixed into the key (``context=``: its deprecated name, warned).
+        fetch_k: Deprecated (warned): ``search=TwoStageSearch(open_k=...)``.
+        search: The sealed search mode's options: a
             :class:`~textcrafter_rag.sealed.StoreIndexSearch` (the store-held index), a ``TwoStageSearch``,
             an :class:`~textcrafter_rag.app_index.AppIndexSearch` (the app-side index file; both index modes
             need ``get_nodes``), or ``None``: single-stage, the store ranks with the nodes' embeddings.
@@ -117,11 +125,11 @@ class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, SealedIn
             single-stage with a :class:`StoreRanksWarning`; a store written before opens in the mode its
             marker names (or single-stage, recognised by its records), since nothing else can read it.
         strict: Raise on a shell that does not open instead of skipping and counting it (:attr:`skipped`).
-        embed_model: Sealed search: the store embeds each query itself with this model (the index's
-            ``SealedEmbedding``), so LlamaIndex's retriever never puts the clean query vector on the query
-            bundle that its spans carry (``is_embedding_query`` is then ``False``).
+        embed_model: Sealed search: the index's model (a ``ProtectedEmbedding``, read through its base, or a
+            ``SealedEmbedding``); the store embeds each query itself with it, so LlamaIndex's retriever never
+            puts the clean query vector on the query bundle its spans carry (``is_embedding_query=False``).
         record_ids: ``"keyed"`` (default): the wrapped store holds node and source-document ids as keyed
-            UUIDs (HMAC under the key and context), linking no stored record to a known text; ``get_nodes``,
+            UUIDs (HMAC under the key and tenant), linking no stored record to a known text; ``get_nodes``,
             ``delete``, ``delete_nodes`` and query results use your ids. ``"clear"``: your ids themselves,
             for external systems keyed by them; weaker. A store that keeps no text (``stores_text=False``:
             FAISS, ``SimpleVectorStore``) answers queries with ids alone, which LlamaIndex's index maps to
@@ -133,10 +141,10 @@ class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, SealedIn
 
     Raises:
         TypeError: ``sealed_metadata`` is a string.
-        ValueError: ``fetch_k`` with a store that keeps no payloads (``stores_text=False``, e.g. FAISS).
+        ValueError: A sealed-search mode with a store that keeps no payloads (``stores_text=False``, e.g. FAISS).
         textcrafter_rag.sealing.InvalidKeyError: The key is not 32 bytes or their base64 string.
 
-    A node that does not open (wrong key or context, edited, or moved to another id) raises
+    A node that does not open (wrong key or tenant, edited, or moved to another id) raises
     :class:`~textcrafter_rag.sealing.SealError`; a shell is never returned as a node. Stores written with
     clear ids (the previous release, or ``record_ids="clear"``) still open and search; reading and deleting
     them by id takes ``legacy_clear_ids=True`` (an id not found under its keyed id is then looked up under the
@@ -154,6 +162,8 @@ class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, SealedIn
     _marker_id: str = PrivateAttr(default="")
     _marker_checked: bool = PrivateAttr(default=False)
     _embed_model: Any = PrivateAttr(default=None)
+    #: ``embed_model`` was a ``ProtectedEmbedding``: node vectors it made are re-read through its base.
+    _reread: bool = PrivateAttr(default=False)
     _ids_scheme: str | None = PrivateAttr(default=None)
     _port: LlamaIndexPort = PrivateAttr()
     #: Builds the core for a mode's options (the mode a store written before names replaces the default).
@@ -167,14 +177,16 @@ class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, SealedIn
         *,
         key: bytes | str | SecretKey,
         sealed_metadata: Sequence[str] = (),
-        context: str = "",
+        tenant: str = "",
         fetch_k: int | TwoStageSearch | None = None,
         search: SearchOptions | None = _FROM_FETCH_K,
         strict: bool = False,
         embed_model: Any = None,
         record_ids: str = "keyed",
         legacy_clear_ids: bool = False,
+        context: str | None = None,
     ) -> None:
+        tenant = renamed_keyword(tenant, context, new="tenant=", old="SealedVectorStore(context=)", default="")
         if not isinstance(store, BasePydanticVectorStore):
             raise InvalidTypeError(f"store must be a LlamaIndex BasePydanticVectorStore, got {type(store).__name__}")
         defaulted = search is _FROM_FETCH_K and fetch_k is None
@@ -182,20 +194,20 @@ class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, SealedIn
         check_search(store, search, embed_model)
         embeds_queries = store.is_embedding_query and embed_model is None
         super().__init__(stores_text=store.stores_text, is_embedding_query=embeds_queries)
-        self._embed_model = embed_model
         secret = SecretKey(key)
+        self._embed_model, self._reread = reading_model(embed_model, search, secret)
         self._store = store
         # A store that keeps no text answers queries with ids alone, which the index maps to its nodes: it gets
         # sealed ids, which the key turns back into the nodes' own (keyed UUIDs cannot be turned back).
         ids = "sealed" if record_ids == "keyed" and not store.stores_text else record_ids
         self._records = RecordSealer(
-            secret, sealed_metadata=sealed_metadata, context=context, record_ids=ids, legacy_clear_ids=legacy_clear_ids
+            secret, sealed_metadata=sealed_metadata, tenant=tenant, record_ids=ids, legacy_clear_ids=legacy_clear_ids
         )
         self._port = LlamaIndexPort(store)
-        self._new_search = search_factory(secret, context=context, strict=strict, port=self._port)
+        self._new_search = search_factory(secret, tenant=tenant, strict=strict, port=self._port)
         self._search = self._new_search(search)
         self._adopt = defaulted and search is not None
-        self._store_marker = StoreMarker(secret, context=context)
+        self._store_marker = StoreMarker(secret, context=tenant)
         self._marker_id = self._store_marker.id
 
     @classmethod
@@ -289,8 +301,9 @@ class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, SealedIn
             raise InvalidInputError(f"sealed search needs each node's embedding; {len(missing)} node(s) have none")
         if not nodes:
             return [], None
-        clean = self._search.check_vectors([n.embedding for n in nodes], name="node embeddings")
-        warn_unless_silent([n.embedding for n in nodes], what="node embeddings", stacklevel=4)
+        vectors = clean_node_vectors(nodes, self._embed_model, self._reread)
+        clean = self._search.check_vectors(vectors, name="node embeddings")
+        warn_unless_silent(vectors, what="node embeddings", stacklevel=4)
         ids = [canonical_record_id(self._records.store_id(n.node_id)) for n in nodes]
         vectors = self._search.store_vectors(clean, ids)
         shells = [self._shell(n, v.tolist(), {}) for n, v in zip(nodes, vectors, strict=True)]
@@ -345,7 +358,7 @@ class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, SealedIn
         """The wrapped store's query, its nodes opened (stores that keep no text return ids only).
 
         In sealed search the result holds the best ``similarity_top_k`` by exact cosine (those are its
-        similarities): from ``fetch_k`` candidates the store found, or ``open_k`` shells read by id.
+        similarities): from the ``open_k`` candidates the store found, or ``open_k`` shells read by id.
         """
         self._check(query.filters, kwargs)
         query = self._mapped_query(query)  # node_ids= / doc_ids= (the retriever's) as the store holds them
