@@ -248,7 +248,7 @@ class IndexModes:
         if not found and held.log.others_seen and not marker_seen:
             raise SealError(
                 "this store holds records, and neither an index log nor a marker under this key and tenant: "
-                "wrong key or context, or records written in another mode (single-stage writes no marker) or by "
+                "wrong key or tenant, or records written in another mode (single-stage writes no marker) or by "
                 "an older release; nothing is returned"
             )
         if not found and held.log.others_seen and not self._warned:

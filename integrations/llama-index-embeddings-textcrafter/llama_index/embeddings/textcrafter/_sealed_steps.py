@@ -54,11 +54,12 @@ __all__ = ["Found", "SealedSearchSteps", "shell_fields"]
 Hit = tuple[BaseNode, Any]
 #: The options a store written in a mode is opened with when the caller named none (the marker names the
 #: mode, not its options: the defaults read every store of that mode; an app-side index still needs its file).
-_OPENED_WITH: dict[str, SearchOptions | None] = {
-    "store-index": StoreIndexSearch(),
-    "candidates": DEFAULT_SEARCH,
-    "index": AppIndexSearch(),
-    "single": None,
+#: Built when a store of that mode is opened (``AppIndexSearch()`` warns that its index lives in one file).
+_OPENED_WITH: dict[str, Callable[[], SearchOptions | None]] = {
+    "store-index": StoreIndexSearch,
+    "candidates": lambda: DEFAULT_SEARCH,
+    "index": AppIndexSearch,
+    "single": lambda: None,
 }
 #: Records a store opened with the default mode is probed with, when it has no marker.
 _PROBE_K = 10
@@ -121,7 +122,7 @@ class SealedSearchSteps(SearchCounters):
         current = self._search.mode if self._search is not None else "single"
         if mode in _OPENED_WITH and mode != current:
             logger.info("opening a store written in %r mode in that mode (no search= given)", mode)
-            self._search = self._new_search(_OPENED_WITH[mode])
+            self._search = self._new_search(_OPENED_WITH[mode]())
             self._marker_checked = False
 
     def _probed_mode(self, dim: int) -> str | None:
