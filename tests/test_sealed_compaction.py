@@ -29,7 +29,7 @@ def vectors(n: int, seed: int) -> np.ndarray:
 def process(port: MemoryPort, **options) -> StoreIndex:
     """What a new process builds: the key, the store, nothing else (no automatic compaction unless asked)."""
     options.setdefault("compact_every", 0)
-    return StoreIndex(KEY, context="t", options=StoreIndexSearch(**options), port=port, dim=DIM)
+    return StoreIndex(KEY, tenant="t", options=StoreIndexSearch(**options), port=port, dim=DIM)
 
 
 def kinds(port: MemoryPort) -> dict[str, int]:
@@ -192,3 +192,13 @@ def test_covered_heads_are_deleted_and_a_writer_that_writes_again_is_found():
     quiet.add(["b10"], x[20:21])  # its next head; deleting its previous one (gone already) is not an error
     for r in (fresh, reader, process(port)):
         assert r.candidates(x[20], 1) == ["b10"] and len(r) == 21
+
+
+def test_the_tenant_keyword_and_its_deprecated_name():
+    port, x = MemoryPort(), vectors(3, 9)
+    process(port).add(["a", "b", "c"], x)
+    with pytest.warns(DeprecationWarning, match="tenant="):
+        old = StoreIndex(KEY, context="t", options=StoreIndexSearch(), port=port, dim=DIM)
+    assert old.candidates(x[1], 1) == ["b"]  # the same tenant under its old name
+    other = StoreIndex(KEY, tenant="u", options=StoreIndexSearch(), port=port, dim=DIM)
+    assert other.candidates(x[1], 1) == []

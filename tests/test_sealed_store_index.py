@@ -22,7 +22,7 @@ def vectors(n: int, seed: int) -> np.ndarray:
 
 def process(port: MemoryPort, **options) -> StoreIndex:
     """What a new process builds: the key, the store, nothing else."""
-    return StoreIndex(KEY, context="t", options=StoreIndexSearch(**options), port=port, dim=DIM)
+    return StoreIndex(KEY, tenant="t", options=StoreIndexSearch(**options), port=port, dim=DIM)
 
 
 def test_a_second_process_with_only_the_key_finds_every_record():

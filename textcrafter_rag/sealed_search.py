@@ -122,7 +122,7 @@ class SealedSearch(NotPicklable):
         self.mode = mode_name(options)
         self.strict = bool(strict)
         self._context = context
-        self._marker = StoreMarker(key, context=context)
+        self._marker = StoreMarker(key, tenant=context)
         self._vector_key = key.subkey("index-store-vector", context=context)
         # The candidate mode's noise and rotation; in index mode only its vector sealing is used.
         self._two_stage = TwoStage(
@@ -137,7 +137,7 @@ class SealedSearch(NotPicklable):
         self.marker_seen = False
         #: The index side, in the modes where the application picks the records (``None`` in candidates).
         self.indexes = (
-            IndexModes(key, context=context, options=options, lock=self._lock, open_vector=self._two_stage.open_vector)
+            IndexModes(key, tenant=context, options=options, lock=self._lock, open_vector=self._two_stage.open_vector)
             if isinstance(options, (StoreIndexSearch, AppIndexSearch))
             else None
         )

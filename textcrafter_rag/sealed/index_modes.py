@@ -46,7 +46,7 @@ class IndexModes:
 
     Args:
         key: The store's key.
-        context: The tenant.
+        tenant: The tenant.
         options: :class:`StoreIndexSearch` or :class:`AppIndexSearch`.
         lock: The owner's lock (one lock for one store object).
         open_vector: Opens a record's sealed clean vector (the replica checks fetched records against the log).
@@ -56,20 +56,20 @@ class IndexModes:
         self,
         key: SecretKey,
         *,
-        context: str,
+        tenant: str,
         options: StoreIndexSearch | AppIndexSearch,
         lock: threading.RLock,
         open_vector: OpenVector,
     ) -> None:
         self.options = options
         self.held = isinstance(options, StoreIndexSearch)
-        self._key, self._context, self._lock = key, context, lock
+        self._key, self._tenant, self._lock = key, tenant, lock
         self._port: RecordPort | None = None
         self._store_index: StoreIndex | None = None
         self._index: AppIndex | None = None
         self._file: IndexFile | None = None
         if isinstance(options, AppIndexSearch) and options.index_path is not None:
-            self._file = IndexFile(options.index_path, key=key, context=context)
+            self._file = IndexFile(options.index_path, key=key, context=tenant)
         self._dead = 0
         self._warned = False
         self._open_vector = open_vector
@@ -106,7 +106,7 @@ class IndexModes:
                     raise InvalidInputError("the store-held index needs the store: attach(port) first")
                 assert isinstance(self.options, StoreIndexSearch)
                 self._store_index = StoreIndex(
-                    self._key, context=self._context, options=self.options, port=self._port, dim=dim
+                    self._key, tenant=self._tenant, options=self.options, port=self._port, dim=dim
                 )
                 if self.replica is not None:
                     self._store_index.listeners.append(self.replica.apply)

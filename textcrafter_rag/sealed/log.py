@@ -101,7 +101,7 @@ class IndexLog(NotPicklable):
 
     Args:
         key: The store's key.
-        context: The tenant.
+        tenant: The tenant.
         port: The store (:class:`~textcrafter_rag.sealed.port.RecordPort`).
         dim: The dimension of the vectors the store holds (log records are stored under vectors of it).
         segment_chars: Characters of sealed text per log record.
@@ -129,13 +129,13 @@ class IndexLog(NotPicklable):
         self,
         key: SecretKey,
         *,
-        context: str = "",
+        tenant: str = "",
         port: RecordPort,
         dim: int,
         segment_chars: int = DEFAULT_SEGMENT_CHARS,
     ) -> None:
         #: How log messages become store records (ids, keyed vectors, sealing, chunks).
-        self.records = LogRecords(key, context=context, port=port, dim=dim, segment_chars=segment_chars)
+        self.records = LogRecords(key, tenant=tenant, port=port, dim=dim, segment_chars=segment_chars)
         self._port = port
         self.dim = self.records.dim
         self._writer: str | None = None

@@ -65,20 +65,20 @@ class LogRecords(NotPicklable):
 
     Args:
         key: The store's key.
-        context: The tenant.
+        tenant: The tenant.
         port: The store.
         dim: The dimension of the vectors the store holds (log records are stored under vectors of it).
         segment_chars: Characters of sealed text per store record.
     """
 
-    __slots__ = ("_aead", "_context", "_id_key", "_vector_key", "dim", "port", "segment_chars")
+    __slots__ = ("_aead", "_id_key", "_tenant", "_vector_key", "dim", "port", "segment_chars")
 
-    def __init__(self, key: SecretKey, *, context: str, port: RecordPort, dim: int, segment_chars: int) -> None:
-        subkey = SecretKey(key).subkey("store-index", context=context)
+    def __init__(self, key: SecretKey, *, tenant: str, port: RecordPort, dim: int, segment_chars: int) -> None:
+        subkey = SecretKey(key).subkey("store-index", context=tenant)
         self._aead = AESGCM(subkey)
         self._id_key = hmac.new(subkey, b"log-record-ids", hashlib.sha256).digest()
         self._vector_key = hmac.new(subkey, b"log-record-vectors", hashlib.sha256).digest()
-        self._context = context
+        self._tenant = tenant
         self.port = port
         self.dim = int(dim)
         if segment_chars < 1024:
@@ -117,7 +117,7 @@ class LogRecords(NotPicklable):
     # -- sealing -----------------------------------------------------------------------------------
 
     def _aad(self, kind: str, ident: str) -> bytes:
-        return b"\x00".join((_FORMAT, kind.encode(), ident.encode(), self._context.encode("utf-8")))
+        return b"\x00".join((_FORMAT, kind.encode(), ident.encode(), self._tenant.encode("utf-8")))
 
     def seal(self, plain: bytes, *, kind: str, ident: str) -> str:
         """One sealed text (prefixed, base64)."""

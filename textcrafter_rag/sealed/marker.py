@@ -38,9 +38,9 @@ class StoreMarker:
     host cannot steer a process into another mode (a downgrade) by editing a field.
     """
 
-    def __init__(self, key: SecretKey, *, context: str = "") -> None:
-        self.id = single_stage_marker_id(key, context=context)
-        self._sealer = Sealer(key, context=context)
+    def __init__(self, key: SecretKey, *, tenant: str = "") -> None:
+        self.id = single_stage_marker_id(key, tenant=tenant)
+        self._sealer = Sealer(key, context=tenant)
 
     def text(self, mode: str) -> str:
         """The marker record's sealed text: the mode, bound to the marker id."""
@@ -94,6 +94,6 @@ def check_marker_mode(mode: str, written: str | None) -> None:
         )
 
 
-def single_stage_marker_id(key: SecretKey, *, context: str = "") -> str:
+def single_stage_marker_id(key: SecretKey, *, tenant: str = "") -> str:
     """The marker id a single-stage store looks up before its first search (the same id as the modes')."""
-    return marker_id_for(key.subkey("store-marker", context=context))
+    return marker_id_for(key.subkey("store-marker", context=tenant))

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..deprecation import renamed_keyword
 from ..errors import InvalidInputError, InvalidTypeError
 from ..logs import logger
 from ..sealing import NotPicklable, SecretKey
@@ -98,17 +99,25 @@ class StoreIndex(NotPicklable):
 
     Args:
         key: The store's key.
-        context: The tenant.
+        tenant: The tenant (``context=`` is its deprecated name).
         options: :class:`StoreIndexSearch`.
         port: The store.
         dim: The encoder's dimension.
     """
 
     def __init__(
-        self, key: SecretKey, *, context: str = "", options: StoreIndexSearch, port: RecordPort, dim: int
+        self,
+        key: SecretKey,
+        *,
+        tenant: str = "",
+        options: StoreIndexSearch,
+        port: RecordPort,
+        dim: int,
+        context: str | None = None,
     ) -> None:
+        tenant = renamed_keyword(tenant, context, new="tenant=", old="StoreIndex(context=)", default="")
         self.options = options
-        self.log = IndexLog(key, context=context, port=port, dim=dim, segment_chars=options.segment_chars)
+        self.log = IndexLog(key, tenant=tenant, port=port, dim=dim, segment_chars=options.segment_chars)
         self.index = self._new_index()
         self.snapshots = Snapshots(self.log)
         self._lock = threading.RLock()

@@ -171,7 +171,7 @@ class SealedVectorStore(NotPicklable, SealedIds, SealedReading):
         self._clean = CleanVectors(embedding)
         self._secret, self._context, self._strict = secret, tenant, strict
         self._search: SealedSearch | None = None
-        self._store_marker = StoreMarker(secret, context=tenant)
+        self._store_marker = StoreMarker(secret, tenant=tenant)
         self._marker_id = self._store_marker.id
         self._marker_checked = False
         query = self._store_query if search is not None else None

@@ -207,7 +207,7 @@ class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, SealedIn
         self._new_search = search_factory(secret, tenant=tenant, strict=strict, port=self._port)
         self._search = self._new_search(search)
         self._adopt = defaulted and search is not None
-        self._store_marker = StoreMarker(secret, context=tenant)
+        self._store_marker = StoreMarker(secret, tenant=tenant)
         self._marker_id = self._store_marker.id
 
     @classmethod
