@@ -10,6 +10,7 @@ chunk count. The store sees ciphertext, chunk counts and sizes; never an id, a v
 from __future__ import annotations
 
 import base64
+import binascii
 import hashlib
 import hmac
 import secrets
@@ -45,6 +46,8 @@ _NONCE = 12
 _HEAD_SPREAD = 0.3
 #: Chunks written or read by one store call (60,000 characters each).
 _CHUNK_BATCH = 64
+#: The URL-safe base64 alphabet the records are written in, mapped to the standard one ``binascii`` reads.
+_TO_STANDARD = bytes.maketrans(b"-_", b"+/")
 _KINDS = {"seg": "segment", "snap": "snapshot", "head": "head"}
 
 
@@ -130,16 +133,16 @@ class LogRecords(NotPicklable):
         if not isinstance(text, str) or not text.startswith(_PREFIX):
             raise InvalidTag
         try:
-            body = text[len(_PREFIX) :].encode("ascii")
+            body = text[len(_PREFIX) :].encode("ascii").translate(_TO_STANDARD)
         except UnicodeEncodeError:
             raise InvalidTag from None
         return self.open_body(body, kind=kind, ident=ident)
 
-    def open_body(self, body: bytes, *, kind: str, ident: str) -> bytes:
-        """The plain bytes of a sealed text's base64 body (the text without its prefix)."""
+    def open_body(self, body: bytes | bytearray, *, kind: str, ident: str) -> bytes:
+        """The plain bytes of a sealed text's body: its base64 without the prefix, in the standard alphabet."""
         try:
-            blob = base64.urlsafe_b64decode(body)
-        except ValueError:
+            blob = binascii.a2b_base64(body)
+        except binascii.Error:
             raise InvalidTag from None
         view = memoryview(blob)
         return self._aead.decrypt(view[:_NONCE], view[_NONCE:], self._aad(kind, ident))
@@ -168,17 +171,23 @@ class LogRecords(NotPicklable):
             IndexTamperedError: The message does not open under this key and tenant, or names no chunk count.
         """
         n = chunk_count(first)
-        # the chunks' text, appended one at a time (a large snapshot is never held as both pieces and a whole)
-        body = bytearray(_chunk_body(first.text))
+        # every chunk but the last is as long as the first: one buffer, filled a chunk at a time, so a large
+        # snapshot never leaves a trail of growing copies in the process's heap
+        head = _chunk_body(first.text)
+        body, at = bytearray(len(head) * n), 0
+        body[: len(head)], at = head, len(head)
         for start in range(1, n, _CHUNK_BATCH):
             wanted = [ids(c) for c in range(start, min(start + _CHUNK_BATCH, n))]
             got = {r.id: r.text for r in self.port.get(wanted)}
             if len(got) != len(wanted):
                 raise IndexRollbackError(f"an index {_KINDS[kind]} is missing chunks: deleted or rolled back")
             for i in wanted:
-                body += _chunk_body(got.pop(i))
+                piece = _chunk_body(got.pop(i))
+                body[at : at + len(piece)] = piece
+                at += len(piece)
+        del body[at:]
         try:
-            return self.open_body(bytes(body), kind=kind, ident=ident)
+            return self.open_body(body, kind=kind, ident=ident)
         except InvalidTag:
             raise IndexTamperedError(
                 f"an index {_KINDS[kind]} does not open under this key and tenant: edited"
@@ -186,11 +195,11 @@ class LogRecords(NotPicklable):
 
 
 def _chunk_body(text: object) -> bytes:
-    """A chunk's base64 text without the prefix, as ASCII bytes (anything else fails to open)."""
+    """A chunk's base64 text without the prefix, as ASCII bytes in the standard alphabet."""
     if not isinstance(text, str) or not text.startswith(_PREFIX):
         raise IndexTamperedError("an index log record is not a sealed chunk: edited")
     try:
-        return text[len(_PREFIX) :].encode("ascii")
+        return text[len(_PREFIX) :].encode("ascii").translate(_TO_STANDARD)
     except UnicodeEncodeError:
         raise IndexTamperedError("an index log record is not a sealed chunk: edited") from None
 

@@ -154,9 +154,10 @@ class StoreIndex(NotPicklable):
 
         def restore(data: bytes) -> None:
             self.index.restore(data)
-            ids = self.index.ids()
-            for reset in self.resets:
-                reset(ids)
+            if self.resets:  # every id as a string: only for those who follow the index (the replica)
+                ids = self.index.ids()
+                for reset in self.resets:
+                    reset(ids)
 
         if gap is None:
             return self.snapshots.load(restore)
