@@ -142,6 +142,13 @@ class IndexModes:
         logger.info("rebuilt the sealed index: %d records indexed", total)
         return total
 
+    def compact(self) -> bool:
+        """Compact the store-held index's log into a sealed snapshot now; whether one was written."""
+        if not self.held:
+            raise InvalidInputError("compaction is for the store-held index (search=StoreIndexSearch())")
+        held = self.store_index()
+        return held.compact() if held is not None else False
+
     # -- the app-side index file -------------------------------------------------------------------
 
     def index(self, dim: int | None = None) -> AppIndex | None:

@@ -1,5 +1,7 @@
 """``textcrafter rebuild-index``: index every sealed record of a Chroma or Qdrant collection, from the store.
 
+With ``--compact`` it then compacts the index's log into one sealed snapshot.
+
 For a store written without the store-held index (an older release, the app-side index file) or whose log was
 lost. It reads the records the engine lists, opens their sealed clean vectors with the key and logs them as
 index entries in the store, with a progress bar; no text goes through an encoder, and nothing is deleted.
@@ -15,6 +17,7 @@ from typing import Any
 
 from langchain_core.embeddings import Embeddings
 
+from textcrafter_rag.deprecation import add_renamed_flag
 from textcrafter_rag.errors import InvalidInputError, TextcrafterError
 from textcrafter_rag.sealed import StoreIndexSearch
 from textcrafter_rag.sealing import load_key
@@ -67,8 +70,14 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--url", default=None, help="qdrant: a server's URL")
     ap.add_argument("--key-file", default=None, help="file holding the key (what `textcrafter keygen` printed)")
     ap.add_argument("--key-env", default=None, help="environment variable holding the key, e.g. TEXTCRAFTER_KEY")
-    ap.add_argument("--context", default="", help="the tenant the records were written under")
+    ap.add_argument("--tenant", default="", help="the tenant the records were written under")
+    add_renamed_flag(ap, "--context", "--tenant", dest="tenant")
     ap.add_argument("--batch-size", type=int, default=1_000)
+    ap.add_argument(
+        "--compact",
+        action="store_true",
+        help="then compact the index's log into one sealed snapshot (a new process opens from it)",
+    )
     ap.add_argument("--no-progress", action="store_true")
     return ap
 
@@ -89,10 +98,13 @@ def _rebuild(args: argparse.Namespace) -> int:
     key = load_key(args.key_file, env=args.key_env)
     factory, dim = _factory(args)
     store = SealedVectorStore(
-        factory, embedding=_NoEncoder(dim), key=key, context=args.context, search=StoreIndexSearch()
+        factory, embedding=_NoEncoder(dim), key=key, tenant=args.tenant, search=StoreIndexSearch()
     )
     n = store.rebuild_index(batch_size=args.batch_size, progress=not args.no_progress)
     print(f"indexed {n} sealed records of {args.collection!r} ({store.skipped} skipped: another key or tenant)")
+    if args.compact:
+        done = store.compact_index()
+        print("compacted the index into a snapshot" if done else "not compacted: the codebook is still training")
     return 0
 
 

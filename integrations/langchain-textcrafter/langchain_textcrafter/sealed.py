@@ -51,6 +51,7 @@ from textcrafter_rag.validation import check_store_vectors
 
 from ._copy import copy_records
 from ._ids import SealedIds
+from ._index_upkeep import SealedIndexUpkeep
 from ._milvus import MilvusReads, milvus_reads_by_id
 from ._port import LangChainPort, attach_port
 from ._reading import STORE_ID_FIELD, SealedReading, has_get_by_ids, store_id_field
@@ -71,7 +72,7 @@ _RESERVED = (VECTOR_KEY, *RESERVED_FIELDS)
 StoreFactory = Callable[[Embeddings], VectorStore]
 
 
-class SealedVectorStore(NotPicklable, SealedIds, SealedReading):
+class SealedVectorStore(NotPicklable, SealedIds, SealedReading, SealedIndexUpkeep):
     """A LangChain ``VectorStore`` that stores only sealed texts (and sealed named metadata).
 
     Example:
@@ -388,28 +389,6 @@ class SealedVectorStore(NotPicklable, SealedIds, SealedReading):
     ) -> list[str]:
         """Async :meth:`add_texts`."""
         return await self.aadd_documents(self._documents(texts, metadatas), ids=ids, **kwargs)
-
-    def save_index(self) -> None:
-        """Write the app-side index to its ``index_path`` now (it is also written after every write).
-
-        Raises:
-            ValueError: The store does not use the app-side index, or has no ``index_path``.
-            textcrafter_rag.app_index.IndexConflictError: Another process wrote the file since.
-        """
-        if self._search is None or self._search.mode != "index":
-            raise InvalidInputError("this store does not use the app-side index (search=AppIndexSearch(...))")
-        self._search.save_index()
-
-    def rebuild_index(self, *, batch_size: int = 1_000, progress: bool = True) -> int:
-        """Rebuild the store-held index from the sealed records the wrapped store holds; how many were indexed.
-
-        For a store whose records were written without it (an older release, the app-side index file) or
-        whose log was lost. Needs a store that can list its records (InMemory, Chroma, FAISS, Qdrant, Milvus).
-        """
-        if self._search is None or self._search.mode != "store-index":
-            raise InvalidInputError("rebuild_index() is for the store-held index (search=StoreIndexSearch())")
-        self._marker(write=False)
-        return self._search.rebuild_index(batch_size=batch_size, progress=progress)
 
     # -- opening ---------------------------------------------------------------------------------
 

@@ -217,6 +217,20 @@ def test_a_writer_that_wrote_before_a_clear_writes_on_after_it(base) -> None:
         assert reader.dead == 0
 
 
+def test_compact_index_writes_a_snapshot_a_new_worker_opens_from(base) -> None:
+    client, key = QdrantClient(":memory:"), generate_key()
+    writer = _worker(client, key)
+    for start in range(0, 24, 6):
+        writer.add(_nodes(base, range(start, start + 6)))
+    assert writer.compact_index() is True
+    kinds = [p.payload.get(LOG_FIELD) for p in _points(client)]
+    assert "snap" in kinds and kinds.count("seg") == 1
+    fresh = _worker(client, key)
+    q = "condition 3 at ward 2"
+    assert _texts(fresh, base, q, 5) == exact_top(base, q, 5)
+    assert fresh._search.store_index().snapshots.loaded == 1
+
+
 def test_async_paths(base) -> None:
     client, key = QdrantClient(":memory:"), generate_key()
     store = _worker(client, key)

@@ -48,9 +48,18 @@ def test_the_command_rebuilds_a_lost_log_from_the_sealed_records(tmp_path: Path)
     client.delete("docs", points_selector=models.FilterSelector(filter=models.Filter(must_not=log.must)))
     client.close()
     env = {**os.environ, "TC_REBUILD_KEY": key}
-    args = ["rebuild-index", "--engine", "qdrant", "--path", str(path), "--collection", "docs"]
+    args = ["rebuild-index", "--engine", "qdrant", "--path", str(path), "--collection", "docs", "--compact"]
     done = subprocess.run(
-        [sys.executable, "-m", "textcrafter_rag.cli", *args, "--key-env", "TC_REBUILD_KEY", "--no-progress"],
+        [
+            sys.executable,
+            "-m",
+            "textcrafter_rag.cli",
+            *args,
+            "--key-env",
+            "TC_REBUILD_KEY",
+            "--no-progress",
+            "--compact",
+        ],
         env=env,
         capture_output=True,
         text=True,
@@ -58,10 +67,12 @@ def test_the_command_rebuilds_a_lost_log_from_the_sealed_records(tmp_path: Path)
     )
     assert done.returncode == 0, done.stderr
     assert f"indexed {len(TEXTS)} sealed records" in done.stdout
+    assert "compacted the index into a snapshot" in done.stdout
     assert key not in done.stdout + done.stderr
     store, client = _store(path, key)
     try:
         assert [d.id for d in store.similarity_search(TEXTS[7], k=1)] == ["n7"]
+        assert store._search.store_index().snapshots.loaded == 1  # opened from the snapshot the command wrote
     finally:
         client.close()
 

@@ -170,3 +170,19 @@ def test_single_stage_with_unprotected_embeddings_warns(base) -> None:
             key=generate_key(),
             search=None,
         )
+
+
+def test_compact_index_writes_a_snapshot_a_new_worker_opens_from(base) -> None:
+    key = generate_key()
+    first = _held(base, key)
+    for start in range(0, 40, 10):  # four segments
+        first.add_texts(TEXTS[start : start + 10], ids=IDS[start : start + 10])
+    assert first.compact_index() is True
+    kinds = [r["metadata"].get(LOG_FIELD) for r in first.store.store.values()]
+    assert kinds.count("snap") >= 1 and kinds.count("seg") == 1  # the four covered segments were deleted
+    second = _held(base, key, store=first.store)
+    q = "condition 3 at ward 2"
+    assert [d.page_content for d in second.similarity_search(q, k=5)] == exact_top(base, TEXTS, q, 5)
+    assert second._search.store_index().snapshots.loaded == 1
+    with pytest.raises(ValueError, match="store-held index"):
+        SealedVectorStore(RecordingStore, embedding=base, key=key, search=DEFAULT_SEARCH).compact_index()

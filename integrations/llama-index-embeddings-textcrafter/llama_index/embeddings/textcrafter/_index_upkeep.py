@@ -167,3 +167,21 @@ class SealedIndexUpkeep:
     def dead(self) -> int:
         """Index entries a search read whose shells the store did not return (counted, never removed)."""
         return self._search.dead if self._search is not None else 0
+
+    def compact_index(self) -> bool:
+        """Compact the store-held index's log now: store this process's index as one sealed snapshot, then
+        delete the segments it covers; whether a snapshot was written (not while the codebook trains).
+
+        A new process then opens the store by reading the snapshot and the segments past it. Compaction also
+        runs by itself once a process has written ``StoreIndexSearch(compact_every=...)`` entries.
+
+        Raises:
+            InvalidInputError: This store does not use the store-held index.
+        """
+        self._open_mode(None)
+        if self._search is None or self._search.mode != "store-index":
+            raise InvalidInputError("compact_index() is for the store-held index (search=StoreIndexSearch())")
+        self._marker(write=False)
+        indexes = self._search.indexes
+        assert indexes is not None  # an index mode always has its index side
+        return indexes.compact()

@@ -1,0 +1,60 @@
+"""Index upkeep of the LangChain :class:`~.sealed.SealedVectorStore`: saving, rebuilding and compacting its index.
+
+The sealed index (the store-held one by default, or the app-side file) picks the records a search reads; these
+are the operations that keep it whole: write the app-side file now, rebuild the store-held index from the
+sealed records a store lists, and compact the store-held index's log into one sealed snapshot.
+"""
+
+from __future__ import annotations
+
+from textcrafter_rag.errors import InvalidInputError
+from textcrafter_rag.sealed_search import SealedSearch
+
+__all__ = ["SealedIndexUpkeep"]
+
+
+class SealedIndexUpkeep:
+    """Saves, rebuilds and compacts the sealed index (mixed into the store)."""
+
+    _search: SealedSearch | None
+
+    # ``_marker`` is the reading steps' (:mod:`._reading`).
+
+    def save_index(self) -> None:
+        """Write the app-side index to its ``index_path`` now (it is also written after every write).
+
+        Raises:
+            ValueError: The store does not use the app-side index, or has no ``index_path``.
+            textcrafter_rag.app_index.IndexConflictError: Another process wrote the file since.
+        """
+        if self._search is None or self._search.mode != "index":
+            raise InvalidInputError("this store does not use the app-side index (search=AppIndexSearch(...))")
+        self._search.save_index()
+
+    def rebuild_index(self, *, batch_size: int = 1_000, progress: bool = True) -> int:
+        """Rebuild the store-held index from the sealed records the wrapped store holds; how many were indexed.
+
+        For a store whose records were written without it (an older release, the app-side index file) or
+        whose log was lost. Needs a store that can list its records (InMemory, Chroma, FAISS, Qdrant, Milvus).
+        """
+        if self._search is None or self._search.mode != "store-index":
+            raise InvalidInputError("rebuild_index() is for the store-held index (search=StoreIndexSearch())")
+        self._marker(write=False)
+        return self._search.rebuild_index(batch_size=batch_size, progress=progress)
+
+    def compact_index(self) -> bool:
+        """Compact the store-held index's log now: store this process's index as one sealed snapshot, then
+        delete the segments it covers; whether a snapshot was written (not while the codebook trains).
+
+        A new process then opens the store by reading the snapshot and the segments past it. Compaction also
+        runs by itself once a process has written ``StoreIndexSearch(compact_every=...)`` entries.
+
+        Raises:
+            ValueError: This store does not use the store-held index.
+        """
+        if self._search is None or self._search.mode != "store-index":
+            raise InvalidInputError("compact_index() is for the store-held index (search=StoreIndexSearch())")
+        self._marker(write=False)
+        indexes = self._search.indexes
+        assert indexes is not None  # an index mode always has its index side
+        return indexes.compact()
