@@ -198,7 +198,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         embedding=embeddings,
         key=key,
         sealed_metadata=SEALED_METADATA,
-        fetch_k=None,  # single-stage: the store ranks the protected vectors (two-stage: docs/two_stage.md)
+        search=None,  # single-stage: the store ranks the protected vectors (sealed modes: docs/sealed_search.md)
     )
     ids = [f"article-{m['article']}" for m in metas]
     written.add_texts(texts, metas, ids=ids)
@@ -212,7 +212,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         embedding=embeddings,
         key=key,
         sealed_metadata=SEALED_METADATA,
-        fetch_k=None,  # single-stage: the store ranks the protected vectors (two-stage: docs/two_stage.md)
+        search=None,  # single-stage: the store ranks the protected vectors (sealed modes: docs/sealed_search.md)
     )
     raw = encoder.encode(texts)  # the raw MiniLM embeddings, for comparison only (never stored)
     raw_store = FAISS.from_embeddings(list(zip(texts, raw.tolist(), strict=True)), embeddings, metadatas=metas)

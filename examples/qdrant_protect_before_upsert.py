@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         embedding=embeddings,
         key=key,
         sealed_metadata=SEALED_METADATA,
-        fetch_k=None,  # single-stage: the store ranks the protected vectors (two-stage: docs/two_stage.md)
+        search=None,  # single-stage: the store ranks the protected vectors (sealed modes: docs/sealed_search.md)
     )
     ids = list(range(len(bodies)))
     store.add_documents([Document(page_content=b, metadata=m) for b, m in zip(bodies, metas, strict=True)], ids=ids)

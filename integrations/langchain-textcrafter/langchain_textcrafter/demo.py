@@ -201,10 +201,10 @@ def run_demo(
     _show_record(store, clean, bodies)
     _retrieval(store, encoder, clean, heads)
     _side_by_side(store, encoder, clean, heads, labels, list(queries or DEFAULT_QUERIES), k)
-    protected = policy.protect(clean)  # what ProtectedEmbeddings alone would store (fetch_k=None: single-stage)
+    protected = policy.protect(clean)  # what ProtectedEmbeddings alone would store (search=None: single-stage)
     moved, cos = np.linalg.norm(protected - clean, axis=1), row_cosines(protected, clean)
     print(
-        "\nProtectedEmbeddings alone (fetch_k=None, the store ranks its vectors) would store each vector moved by "
+        "\nProtectedEmbeddings alone (search=None, the store ranks its vectors) would store each vector moved by "
         f"exactly eps: Perturbation norm ||f_adv - f0|| min {moved.min():.6f}, mean {moved.mean():.6f}, max "
         f"{moved.max():.6f}; cosine with the clean vector: mean {cos.mean():.3f}."
     )

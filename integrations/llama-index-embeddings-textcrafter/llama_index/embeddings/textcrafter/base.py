@@ -9,8 +9,9 @@ wrapper's own methods report texts without vectors (:mod:`.instrumentation`): ev
 vectors paired with their texts help an observer (a keyed rotation falls to a few hundred such
 pairs). ``report_vectors=True`` opts in to LlamaIndex's full events, protected vectors only.
 
-:class:`SealedEmbedding` is the same wrapper without protection, for two-stage sealed search, whose
-store must receive the clean vectors and is the only place they may go.
+:class:`SealedEmbedding` is the same wrapper without protection, for sealed search, whose store must receive
+the clean vectors and is the only place they may go (a sealed store given a ``ProtectedEmbedding`` as
+``embed_model=`` reads it through this wrapper: :meth:`ProtectedEmbedding.sealed`).
 """
 
 from __future__ import annotations
@@ -204,11 +205,13 @@ def _released(vectors: list[Embedding]) -> list[Embedding]:
 
 
 class SealedEmbedding(VectorFreeEmbedding):
-    """The plain encoder for two-stage sealed search: clean vectors, reported to no handler.
+    """The plain encoder for sealed search: clean vectors, reported to no handler.
 
-    Two-stage search (``sealed_storage_context(..., fetch_k=...)``, :class:`SealedVectorStore`
-    with ``fetch_k``) needs the index to embed with the plain encoder: the store seals each clean
-    vector and sends the backend only a heavily protected candidate. But a plain LlamaIndex model
+    Sealed search (``sealed_storage_context(..., search=...)`` or :class:`SealedVectorStore` with
+    ``search=`` a ``StoreIndexSearch``, ``TwoStageSearch`` or ``AppIndexSearch``) needs the clean vectors:
+    the store seals each one and sends the backend only a keyed random vector or a heavily protected
+    candidate. Embed with this model, or give the store a ``ProtectedEmbedding`` as ``embed_model=``,
+    which it reads through this wrapper of its base (embedding each node a second time). But a plain LlamaIndex model
     hands every vector it makes, beside its text, to every instrumentation event handler
     (``EmbeddingEndEvent``), callback handler (``EventPayload.EMBEDDINGS``) and span handler (the
     span results of ``get_*_embedding*``) -- the clean document and query vectors that the sealed
@@ -224,8 +227,10 @@ class SealedEmbedding(VectorFreeEmbedding):
     vectors that a plain model made -- and so already reported.
 
     Example:
-        >>> ctx = sealed_storage_context(vector_store=qdrant_store, key=KEY, fetch_k=200)
-        >>> index = VectorStoreIndex(nodes, storage_context=ctx, embed_model=SealedEmbedding(base=encoder))
+        >>> embed_model = SealedEmbedding(base=encoder)
+        >>> ctx = sealed_storage_context(vector_store=qdrant_store, key=KEY, search=TwoStageSearch(open_k=200),
+        ...                              embed_model=embed_model)
+        >>> index = VectorStoreIndex(nodes, storage_context=ctx, embed_model=embed_model)
 
     Args:
         base: The plain encoder: a LlamaIndex ``BaseEmbedding`` (its query path is kept, for models

@@ -207,11 +207,12 @@ def sealed_storage_context(
         persist_dir: Load the docstore and index store that ``storage_context.persist(persist_dir)``
             wrote (the vector store is loaded by the caller, e.g. ``FaissVectorStore.from_persist_dir``).
         fetch_k: Deprecated (warned): ``search=TwoStageSearch(open_k=...)``.
-        search: The sealed search mode's options (``StoreIndexSearch()``: the index
-            held sealed in the vector store; ``AppIndexSearch(index_path=...)``: the app-side index file; embed
-            with ``SealedEmbedding`` likewise), or ``None``: single-stage, the store ranks the nodes'
-            embeddings. Neither given: the store-held index where the vector store keeps payloads and reads
-            by id, else single-stage with a ``StoreRanksWarning``; a store written before opens in its mode.
+        search: The sealed search mode's options (``StoreIndexSearch()``: the index held sealed in the
+            vector store; ``AppIndexSearch(index_path=...)``: the app-side index file;
+            ``TwoStageSearch(open_k=...)``: candidates; give ``embed_model=`` with each), or ``None``:
+            single-stage, the store ranks the nodes' embeddings. Neither given: the store-held index where the
+            vector store keeps payloads and reads by id, else single-stage with a ``StoreRanksWarning``; a
+            store written before opens in its mode.
         embed_model: Sealed search: the model the index embeds with, also given to the store so it embeds
             queries itself (the retriever then never holds the clean query vector): a ``ProtectedEmbedding``,
             which the store reads through its base encoder (as LangChain's sealed store does), or a
