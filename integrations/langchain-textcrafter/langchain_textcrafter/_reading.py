@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 from abc import abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 from langchain_core.documents import Document
@@ -24,8 +24,9 @@ from langchain_core.vectorstores.utils import maximal_marginal_relevance
 
 from textcrafter_rag.errors import InvalidInputError
 from textcrafter_rag.logs import SearchCounters
+from textcrafter_rag.sealed.engine import MODES, Found, arun, run
 from textcrafter_rag.sealed_records import ID_FIELD
-from textcrafter_rag.sealed_search import INDEX_MODES, MODE_KEY, SealedSearch
+from textcrafter_rag.sealed_search import MODE_KEY, SealedSearch
 from textcrafter_rag.two_stage import VECTOR_KEY
 from textcrafter_rag.validation import check_store_vectors
 
@@ -45,14 +46,6 @@ def store_id_field(store: VectorStore) -> str:
 
 def has_get_by_ids(store: VectorStore) -> bool:
     return type(store).get_by_ids is not VectorStore.get_by_ids
-
-
-class Found(NamedTuple):
-    """The records a sealed search ranks: every hit read, the positions of those that opened, their clean vectors."""
-
-    hits: list[Document]
-    positions: list[int]
-    vectors: np.ndarray
 
 
 class SealedReading(SearchCounters, VectorStore):
@@ -114,42 +107,38 @@ class SealedReading(SearchCounters, VectorStore):
             for d in hits
         ]
 
-    def _fetch(self, clean: np.ndarray, k: int, kwargs: Mapping[str, Any]) -> Found:
-        """The records to rank: the app-side index's by id, or the store's candidates in rounds; opened."""
+    def _fetch(self, clean: np.ndarray, k: int, kwargs: Mapping[str, Any]) -> Found[Document]:
+        """The records to rank, as the mode asks the store for them (:mod:`textcrafter_rag.sealed.engine`)."""
         self._marker(write=False)  # first: a store written in another mode is searched in its own
         core = self._core()
         core.check_k(k)
-        if core.mode in INDEX_MODES:
-            if kwargs:
-                raise InvalidInputError(
-                    f"an index mode ranks in this process and passes nothing to the store: {sorted(kwargs)} cannot "
-                    "be applied. Filter the opened documents, or search with candidates (search=TwoStageSearch()), "
-                    "which filters in the store and leaves it noised vectors to compare (SECURITY.md)"
-                )
-            ids = core.index_candidates(clean)
-            local = core.index_records(ids)  # the replica's (StoreIndexSearch(replica=True)): the store reads none
-            hits = local if local is not None else (self._store.get_by_ids(ids) if ids else [])
-            core.count_dead(ids, len(hits))
-            opened = core.open_hits(self._hit_fields(hits))
-            return Found(hits, opened.positions, opened.vectors)
-        protected = core.store_query(clean)[0].tolist()
-        rounds = core.rounds(clean, k, self._hit_fields)
-        while rounds.size is not None:
-            rounds.take(self._store.similarity_search_by_vector(protected, k=rounds.size, **kwargs))
-        return Found(rounds.hits, rounds.positions, rounds.vectors)
+        return run(
+            self._mode(core, kwargs).find(core, clean, k, self._hit_fields),
+            search=lambda vector, n: self._store.similarity_search_by_vector(vector, k=n, **kwargs),
+            read=lambda ids: self._store.get_by_ids(ids),
+        )
 
-    async def _afetch(self, clean: np.ndarray, k: int, kwargs: Mapping[str, Any]) -> Found:
+    async def _afetch(self, clean: np.ndarray, k: int, kwargs: Mapping[str, Any]) -> Found[Document]:
         await asyncio.to_thread(self._marker, write=False)
         core = self._core()
-        if core.mode in INDEX_MODES:
-            return await asyncio.to_thread(self._fetch, clean, k, kwargs)
         core.check_k(k)
-        protected = core.store_query(clean)[0].tolist()
-        rounds = core.rounds(clean, k, self._hit_fields)
-        while rounds.size is not None:
-            hits = await self._store.asimilarity_search_by_vector(protected, k=rounds.size, **kwargs)
-            await asyncio.to_thread(rounds.take, hits)
-        return Found(rounds.hits, rounds.positions, rounds.vectors)
+        return await arun(
+            self._mode(core, kwargs).find(core, clean, k, self._hit_fields),
+            search=lambda vector, n: self._store.asimilarity_search_by_vector(vector, k=n, **kwargs),
+            read=lambda ids: self._store.aget_by_ids(ids),
+        )
+
+    @staticmethod
+    def _mode(core: SealedSearch, kwargs: Mapping[str, Any]) -> Any:
+        """The core's mode; store arguments (filters) only where the store ranks."""
+        mode = MODES[core.mode]
+        if kwargs and not mode.ranks_in_store:
+            raise InvalidInputError(
+                f"an index mode ranks in this process and passes nothing to the store: {sorted(kwargs)} cannot "
+                "be applied. Filter the opened documents, or search with candidates (search=TwoStageSearch()), "
+                "which filters in the store and leaves it noised vectors to compare (SECURITY.md)"
+            )
+        return mode
 
     def _ranked(self, query: np.ndarray, found: Found, k: int) -> list[tuple[Document, float]]:
         core = self._core()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 from llama_index.core.indices.query.embedding_utils import get_top_k_mmr_embeddings
@@ -26,9 +26,9 @@ from llama_index.core.vector_stores.types import (
 )
 
 from textcrafter_rag.app_index import AppIndexSearch
-from textcrafter_rag.candidate_rounds import Rounds
 from textcrafter_rag.errors import InvalidInputError
 from textcrafter_rag.logs import SearchCounters
+from textcrafter_rag.sealed.engine import MODES, Found, Steps
 from textcrafter_rag.sealed.layout import is_library_record
 from textcrafter_rag.sealed.marker import StoreMarker
 from textcrafter_rag.sealed.store_index import StoreIndexSearch
@@ -48,7 +48,7 @@ from textcrafter_rag.two_stage import DEFAULT_SEARCH, VECTOR_KEY
 from ._port import LlamaIndexPort
 from .instrumentation import warn_unless_silent
 
-__all__ = ["Found", "SealedSearchSteps", "shell_fields"]
+__all__ = ["Hit", "SealedSearchSteps", "shell_fields"]
 
 #: One shell the store returned, with the id it returned it under (``None`` if it gave none).
 Hit = tuple[BaseNode, Any]
@@ -63,20 +63,6 @@ _OPENED_WITH: dict[str, Callable[[], SearchOptions | None]] = {
 }
 #: Records a store opened with the default mode is probed with, when it has no marker.
 _PROBE_K = 10
-
-
-class Found(NamedTuple):
-    """The shells a sealed search ranks: every hit read, and the positions, ids and clean vectors of those opened."""
-
-    hits: list[Hit]
-    positions: list[int]
-    record_ids: list[str]
-    vectors: np.ndarray
-
-    @classmethod
-    def of(cls, rounds: Rounds[Hit]) -> Found:
-        """What a candidate search's rounds read and opened."""
-        return cls(rounds.hits, rounds.positions, rounds.record_ids, rounds.vectors)
 
 
 def shell_fields(shells: Sequence[BaseNode]) -> list[tuple[Any, Any, Any, Any, Any]]:
@@ -210,21 +196,16 @@ class SealedSearchSteps(SearchCounters):
         warn_unless_silent([query.query_embedding], what="query embeddings", stacklevel=5)
         return clean[0]
 
-    def _candidate_query(self, query: VectorStoreQuery, clean: np.ndarray) -> VectorStoreQuery:
-        """What the store is asked in candidate search: a protected query (for as many shells as a round asks).
+    @staticmethod
+    def _candidate_query(query: VectorStoreQuery, protected: list[float], k: int) -> VectorStoreQuery:
+        """What the store is asked in a round of candidate search: the protected query, for ``k`` shells.
 
         The query text (``query_str``, the only free-text field of a ``VectorStoreQuery``) is cleared: the
         store ranks the protected vector and needs no text, and the clean question would undo the protection
         of every round's vector (a store may log or index what it is asked).
         """
-        assert self._search is not None
-        protected = self._search.store_query(clean)[0].tolist()
         return dataclasses.replace(
-            query,
-            query_embedding=protected,
-            query_str=None,
-            similarity_top_k=self._search.open_k,
-            mode=VectorStoreQueryMode.DEFAULT,
+            query, query_embedding=protected, query_str=None, similarity_top_k=k, mode=VectorStoreQueryMode.DEFAULT
         )
 
     @staticmethod
@@ -248,43 +229,34 @@ class SealedSearchSteps(SearchCounters):
             for s, store_id in hits
         ]
 
-    def _shells_by_id(self, ids: list[str]) -> list[BaseNode]:
-        """The shells of these ids: from the replica if the store keeps one (the store then reads none)."""
-        assert self._search is not None
-        local = self._search.index_records(ids)
-        return local if local is not None else (self._store.get_nodes(node_ids=ids) if ids else [])
+    def _find(self, query: VectorStoreQuery, clean: np.ndarray, kwargs: Mapping[str, Any]) -> Steps:
+        """The mode's search (:mod:`textcrafter_rag.sealed.engine`): a protected query in rounds (hits are
+        ``(shell, store id)`` pairs), or shells read by id, from the replica if the store keeps one.
 
-    async def _ashells_by_id(self, ids: list[str]) -> list[BaseNode]:
-        """Async :meth:`_shells_by_id`."""
-        assert self._search is not None
-        local = self._search.index_records(ids)
-        return local if local is not None else (await self._store.aget_nodes(node_ids=ids) if ids else [])
-
-    def _opened(self, shells: Sequence[BaseNode]) -> Found:
-        """Shells read by id (an index mode), opened."""
-        assert self._search is not None
-        hits: list[Hit] = [(s, None) for s in shells]
-        opened = self._search.open_hits(self._hit_fields(hits))
-        return Found(hits, opened.positions, opened.record_ids, opened.vectors)
-
-    def _index_ids(
-        self, query: VectorStoreQuery, clean: np.ndarray, kwargs: Mapping[str, Any]
-    ) -> tuple[list[str], bool]:
-        """The ids to read (the store receives nothing but these), and whether the index picked them.
-
-        ``node_ids`` (the retriever's, mapped to the store's ids) are read themselves, all of them, and ranked
-        exactly: a search among named nodes is complete, not limited to the index's best ``open_k``.
-        ``doc_ids`` are applied to the index's candidates (:meth:`_restricted`).
+        In an index mode ``node_ids`` (the retriever's, mapped to the store's ids) are read themselves, all of
+        them, and ranked exactly: a search among named nodes is complete, not limited to the index's best
+        ``open_k``; ``doc_ids`` restrict what was read (:meth:`_restricted`).
         """
         assert self._search is not None
+        mode, k = MODES[self._search.mode], query.similarity_top_k
+        if mode.ranks_in_store:
+            return mode.find(self._search, clean, k, self._hit_fields)
         if query.filters is not None or kwargs:
             raise InvalidInputError(
                 "the index ranks in this process and passes nothing to the store: filters and store "
                 "arguments cannot be applied (use candidate search, search=TwoStageSearch(), to filter in the store)"
             )
-        if query.node_ids:
-            return [str(i) for i in query.node_ids], False
-        return self._search.index_candidates(clean), True
+        named = [str(i) for i in query.node_ids] if query.node_ids else None
+        return mode.find(
+            self._search, clean, k, shell_fields, ids=named, keep=lambda shells: self._restricted(query, shells)
+        )
+
+    @staticmethod
+    def _as_hits(found: Found[Any]) -> Found[Hit]:
+        """An index search's shells as the ``(shell, store id)`` pairs a candidate search reads."""
+        if found.hits and isinstance(found.hits[0], tuple):
+            return found
+        return Found([(s, None) for s in found.hits], found.positions, found.record_ids, found.vectors)
 
     def _restricted(self, query: VectorStoreQuery, shells: Sequence[BaseNode]) -> list[BaseNode]:
         """The shells of the query's source documents (``doc_ids``), if it names any; never more than ``open_k``.

@@ -61,6 +61,7 @@ from llama_index.core.vector_stores.types import (
 
 from textcrafter_rag.deprecation import renamed_keyword
 from textcrafter_rag.errors import InvalidInputError, InvalidTypeError
+from textcrafter_rag.sealed.engine import arun, run
 from textcrafter_rag.sealed.layout import CHUNKS_FIELD, LOG_FIELD, is_library_record
 from textcrafter_rag.sealed.marker import StoreMarker
 from textcrafter_rag.sealed_records import ID_FIELD, IDS_KEY, RecordSealer, canonical_record_id
@@ -88,7 +89,7 @@ from ._mode_choice import (
 )
 from ._port import LlamaIndexPort
 from ._sealed_ids import SealedNodeIds
-from ._sealed_steps import Found, SealedSearchSteps
+from ._sealed_steps import Hit, SealedSearchSteps
 from .instrumentation import warn_unless_silent
 
 __all__ = ["NODE_FIELD", "SealedVectorStore", "StoreRanksWarning"]
@@ -370,19 +371,12 @@ class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, SealedIn
             query = dataclasses.replace(query, query_embedding=self._embed_model.get_query_embedding(query.query_str))
         clean = self._clean_query(query)
         self._marker(write=False)
-        if self._indexes():
-            ids, asked = self._index_ids(query, clean, kwargs)
-            shells = self._shells_by_id(ids)  # the replica's, with StoreIndexSearch(replica=True)
-            if asked:
-                self._search.count_dead(ids, len(shells))  # never removed: a short read must not delete
-            return self._ranked(query, clean, self._opened(self._restricted(query, shells)))
-        rounds = self._search.rounds(clean, query.similarity_top_k, self._hit_fields)
-        asked = self._candidate_query(query, clean)
-        while rounds.size is not None:
-            rounds.take(
-                self._hits(self._store.query(dataclasses.replace(asked, similarity_top_k=rounds.size), **kwargs))
-            )
-        return self._ranked(query, clean, Found.of(rounds))
+        found = run(
+            self._find(query, clean, kwargs),
+            search=lambda vector, n: self._hits(self._store.query(self._candidate_query(query, vector, n), **kwargs)),
+            read=lambda ids: self._store.get_nodes(node_ids=ids),
+        )
+        return self._ranked(query, clean, self._as_hits(found))
 
     async def aquery(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
         """Async :meth:`query`."""
@@ -397,18 +391,14 @@ class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, SealedIn
             query = dataclasses.replace(query, query_embedding=embedding)
         clean = self._clean_query(query)
         await self._amarker(write=False)
-        if self._indexes():
-            ids, asked = await asyncio.to_thread(self._index_ids, query, clean, kwargs)
-            shells = await self._ashells_by_id(ids)
-            if asked:
-                self._search.count_dead(ids, len(shells))  # never removed: a short read must not delete
-            return self._ranked(query, clean, self._opened(self._restricted(query, shells)))
-        rounds = self._search.rounds(clean, query.similarity_top_k, self._hit_fields)
-        asked = self._candidate_query(query, clean)
-        while rounds.size is not None:
-            result = await self._store.aquery(dataclasses.replace(asked, similarity_top_k=rounds.size), **kwargs)
-            await asyncio.to_thread(rounds.take, self._hits(result))
-        return await asyncio.to_thread(self._ranked, query, clean, Found.of(rounds))
+
+        async def search(vector: list[float], n: int) -> list[Hit]:
+            return self._hits(await self._store.aquery(self._candidate_query(query, vector, n), **kwargs))
+
+        found = await arun(
+            self._find(query, clean, kwargs), search=search, read=lambda ids: self._store.aget_nodes(node_ids=ids)
+        )
+        return await asyncio.to_thread(self._ranked, query, clean, self._as_hits(found))
 
     def get_nodes(self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None) -> list[BaseNode]:
         """The wrapped store's nodes (your ids, mapped to the store's), opened."""

@@ -1,0 +1,148 @@
+"""The sealed-search engine (``textcrafter_rag.sealed.engine``): one algorithm a mode, run by a sync and an async
+driver that must ask the store the same things and return the same records."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+
+from textcrafter_rag.sealed import PortRecord, StoreIndexSearch
+from textcrafter_rag.sealed.engine import MODES, CandidateSearch, IndexSearch, ReadIds, SearchStore, arun, run
+from textcrafter_rag.sealed.replica import port_hit_fields
+from textcrafter_rag.sealed_records import ID_FIELD
+from textcrafter_rag.sealed_search import SealedSearch
+from textcrafter_rag.sealing import SecretKey
+from textcrafter_rag.testing.memory_port import MemoryPort
+from textcrafter_rag.two_stage import TwoStageSearch
+
+KEY = SecretKey(bytes(range(32)))
+DIM = 16
+
+
+def vectors(n: int, seed: int) -> np.ndarray:
+    x = np.random.default_rng(seed).standard_normal((n, DIM)).astype(np.float32)
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def stored(core: SealedSearch, port: MemoryPort, x: np.ndarray) -> list[str]:
+    """Records written in the adapters' order (index entries first, then the sealed records)."""
+    ids = [f"r{i}" for i in range(len(x))]
+    if core.mode != "candidates":
+        core.index_add(ids, x)
+    fields = core.record_fields(x, ids, [f"sealed {i}" for i in ids])
+    keyed = core.store_vectors(x, ids)
+    port.put(
+        [
+            PortRecord(i, f"sealed {i}", {**f, ID_FIELD: i}, v.tolist())
+            for i, f, v in zip(ids, fields, keyed, strict=True)
+        ]
+    )
+    return ids
+
+
+class Asked:
+    """The store's side: what each driver asked, answered from a MemoryPort."""
+
+    def __init__(self, port: MemoryPort) -> None:
+        self.port, self.requests, self.threads = port, [], set()
+
+    def search(self, vector: list[float], k: int) -> list[PortRecord]:
+        self.requests.append(("search", k))
+        return self.port.search(vector, k)
+
+    def read(self, ids: list[str]) -> list[PortRecord]:
+        self.requests.append(("read", tuple(ids)))
+        return self.port.get(ids)
+
+    async def asearch(self, vector: list[float], k: int) -> list[PortRecord]:
+        return self.search(vector, k)
+
+    async def aread(self, ids: list[str]) -> list[PortRecord]:
+        return self.read(ids)
+
+
+@pytest.mark.parametrize(
+    "options", [TwoStageSearch(open_k=40), StoreIndexSearch(open_k=10)], ids=["candidates", "index"]
+)
+def test_the_sync_and_async_drivers_ask_the_same_and_find_the_same(options) -> None:
+    port, x = MemoryPort(), vectors(60, 0)
+    core = SealedSearch(KEY, tenant="t", options=options)
+    if core.mode != "candidates":
+        core.attach(port)  # the store-held index's log lives in the store
+    stored(core, port, x)
+    mode = MODES[core.mode]
+    sync, asynchronous = Asked(port), Asked(port)
+    found = run(mode.find(core, x[7], 3, port_hit_fields), search=sync.search, read=sync.read)
+    afound = asyncio.run(
+        arun(mode.find(core, x[7], 3, port_hit_fields), search=asynchronous.asearch, read=asynchronous.aread)
+    )
+    assert found.record_ids == afound.record_ids and np.array_equal(found.vectors, afound.vectors)
+    assert sync.requests == asynchronous.requests
+    assert "r7" in found.record_ids
+    kinds = {kind for kind, _ in sync.requests}
+    assert kinds == ({"search"} if mode.ranks_in_store else {"read"})  # an index mode never sends a vector
+
+
+def test_a_candidate_search_asks_in_rounds_with_one_protected_vector() -> None:
+    port, x = MemoryPort(), vectors(200, 1)
+    core = SealedSearch(KEY, tenant="t", options=TwoStageSearch(open_k=200))
+    stored(core, port, x)
+    steps = CandidateSearch().find(core, x[3], 5, port_hit_fields)
+    sent, request = [], next(steps)
+    try:
+        while True:
+            assert isinstance(request, SearchStore)
+            sent.append((tuple(request.vector), request.k))
+            request = steps.send(port.search(request.vector, request.k))
+    except StopIteration as done:
+        found = done.value
+    assert len({v for v, _ in sent}) == 1  # every round sends the same protected vector: one release per query
+    assert [k for _, k in sent] == sorted(k for _, k in sent) and sent[-1][1] <= 200
+    assert not np.allclose(sent[0][0], x[3])  # never the clean query
+    assert len(found.record_ids) == len(set(found.record_ids))
+
+
+def test_an_index_search_reads_named_ids_keeps_what_the_caller_keeps_and_counts_only_its_own_misses() -> None:
+    port, x = MemoryPort(), vectors(30, 2)
+    core = SealedSearch(KEY, tenant="t", options=StoreIndexSearch(open_k=10))
+    core.attach(port)
+    stored(core, port, x)
+    steps = IndexSearch().find(core, x[0], 3, port_hit_fields, ids=["r1", "r2", "gone"], keep=lambda h: h[:1])
+    request = next(steps)
+    assert request == ReadIds(["r1", "r2", "gone"])
+    with pytest.raises(StopIteration) as done:
+        steps.send(port.get(request.ids))
+    assert done.value.value.record_ids == ["r1"]  # kept before opening
+    assert core.dead == 0  # named ids that are missing are the caller's, not dead index entries
+    port.delete(["r5"])
+    run(IndexSearch().find(core, x[5], 3, port_hit_fields), search=port.search, read=port.get)
+    assert core.dead == 1  # the index picked r5, and the store no longer holds it: counted, never removed
+
+
+def test_the_async_driver_runs_the_algorithm_off_the_event_loop() -> None:
+    port, x = MemoryPort(), vectors(10, 3)
+    core = SealedSearch(KEY, tenant="t", options=StoreIndexSearch())
+    core.attach(port)
+    stored(core, port, x)
+    seen: list[threading.Thread] = []
+    candidates = core.index_candidates
+
+    def recording(query: np.ndarray) -> list[str]:
+        seen.append(threading.current_thread())
+        return candidates(query)
+
+    core.index_candidates = recording  # type: ignore[method-assign]
+
+    async def read(ids: Sequence[str]) -> list[PortRecord]:
+        return port.get(ids)
+
+    async def main() -> threading.Thread:
+        await arun(IndexSearch().find(core, x[0], 1, port_hit_fields), search=None, read=read)  # type: ignore[arg-type]
+        return threading.current_thread()
+
+    loop_thread = asyncio.run(main())
+    assert seen and all(t is not loop_thread for t in seen)  # the log read ran in a worker thread
