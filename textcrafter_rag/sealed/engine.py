@@ -14,28 +14,38 @@ The modes (:data:`MODES`, looked up by the core's mode name):
   store reads them by id (or the replica holds them: then the store is asked nothing).
 
 Single-stage search is the store's own and passes through the adapters untouched.
+
+Before either, a process reads the store's marker record (:func:`settle_marker`), which names the mode the store
+was written in, and a new store is marked at its first write (:func:`marker_record`).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Generator, Sequence
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
 import numpy as np
+
+from ..sealed_records import ID_FIELD, IDS_KEY
+from .layout import DIM_KEY, MARKER_KEY, MODE_KEY
+from .marker import check_marker_mode
 
 __all__ = [
     "MODES",
     "CandidateSearch",
     "Found",
     "IndexSearch",
+    "MarkedCore",
     "ReadIds",
     "SearchCore",
     "SearchMode",
     "SearchStore",
     "arun",
+    "marker_record",
     "run",
+    "settle_marker",
 ]
 
 H = TypeVar("H")
@@ -204,3 +214,49 @@ async def arun(
 @dataclass(frozen=True)
 class _Done:
     value: Found[Any]
+
+
+# -- the marker record ---------------------------------------------------------------------------------
+
+
+class MarkedCore(Protocol):
+    """What the marker steps ask of the core (:class:`~textcrafter_rag.sealed_search.SealedSearch`)."""
+
+    mode: str
+    marker_seen: bool
+
+    def marker_text(self) -> str: ...
+
+    def keyed_vectors(self, labels: Sequence[str], dim: int) -> np.ndarray: ...
+
+    def store_index(self, dim: int | None = None) -> Any: ...
+
+
+def settle_marker(core: MarkedCore | None, written: str | None, fields: Mapping[str, Any] | None) -> None:
+    """Check the mode a store's marker names (``written``: its sealed mode, ``None`` without one) against the
+    mode this process opened it in (``core``: ``None`` for single-stage), and tell the core what it says.
+
+    Raises:
+        ModeMismatchError: The store was written in another mode; nothing was sent to it.
+    """
+    check_marker_mode(core.mode if core is not None else "single", written)
+    if written is None or core is None:
+        return
+    core.marker_seen = True
+    dim = str((fields or {}).get(DIM_KEY, ""))
+    if core.mode == "store-index" and dim.isdigit():
+        core.store_index(int(dim))  # a process that deletes before it adds or searches knows the index's dimension
+
+
+def marker_record(
+    core: MarkedCore, marker_id: str, *, ids_scheme: str, dim: int
+) -> tuple[str, dict[str, Any], list[float]]:
+    """A new store's marker record: its sealed text, its plain fields and its keyed vector."""
+    fields = {
+        ID_FIELD: marker_id,
+        MARKER_KEY: core.mode,
+        MODE_KEY: core.mode,
+        IDS_KEY: ids_scheme,
+        DIM_KEY: str(dim),
+    }
+    return core.marker_text(), fields, core.keyed_vectors(["marker"], dim)[0].tolist()

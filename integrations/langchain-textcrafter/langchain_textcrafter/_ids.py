@@ -21,16 +21,13 @@ from langchain_core.documents import Document
 from langchain_core.vectorstores import VectorStore
 
 from textcrafter_rag.record_ids import check_writable
+from textcrafter_rag.sealed.engine import marker_record, settle_marker
 from textcrafter_rag.sealed.marker import StoreMarker
 from textcrafter_rag.sealed_records import ID_FIELD, IDS_KEY, RecordSealer, canonical_record_id
 from textcrafter_rag.sealed_search import (
-    DIM_KEY,
     INDEX_MODES,
-    MARKER_KEY,
-    MODE_KEY,
     SealedSearch,
     SearchOptions,
-    check_marker_mode,
 )
 from textcrafter_rag.two_stage import DEFAULT_SEARCH
 
@@ -192,28 +189,16 @@ class SealedIds:
         if self._default_mode and written == "candidates" and self._search is not None:
             self._use(DEFAULT_SEARCH)  # a store written before the store-held index was the default: its own mode
         self._default_mode = False
-        mode = self._search.mode if self._search is not None else "single"
-        check_marker_mode(mode, written)
-        if found and self._search is not None:
-            self._search.marker_seen = True
-            held = str((found[0].metadata or {}).get(DIM_KEY, ""))
-            if self._search.mode == "store-index" and held.isdigit():
-                self._search.store_index(int(held))  # a process that deletes before it adds or searches
+        settle_marker(self._search, written, found[0].metadata if found else None)
         if found or self._search is None:
             self._marker_checked = True
             return
         if not write or dim is None:
             return
-        fields = {
-            ID_FIELD: self._marker_id,
-            MARKER_KEY: mode,
-            MODE_KEY: mode,
-            IDS_KEY: self._records.record_ids,
-            DIM_KEY: str(dim),
-        }
-        marker = Document(id=self._marker_id, page_content=self._search.marker_text(), metadata=fields)
-        vector = self._search.keyed_vectors(["marker"], dim)[0].tolist()
-        with self._shim.registered({marker.page_content: vector}):
+        scheme = self._records.record_ids
+        text, fields, vector = marker_record(self._search, self._marker_id, ids_scheme=scheme, dim=dim)
+        marker = Document(id=self._marker_id, page_content=text, metadata=fields)
+        with self._shim.registered({text: vector}):
             self._store.add_documents([marker], ids=[self._marker_id])
         self._marker_checked = True
         self._ids_scheme = self._records.record_ids

@@ -28,18 +28,15 @@ from llama_index.core.vector_stores.types import (
 from textcrafter_rag.app_index import AppIndexSearch
 from textcrafter_rag.errors import InvalidInputError
 from textcrafter_rag.logs import SearchCounters
-from textcrafter_rag.sealed.engine import MODES, Found, Steps
+from textcrafter_rag.sealed.engine import MODES, Found, Steps, marker_record, settle_marker
 from textcrafter_rag.sealed.layout import is_library_record
 from textcrafter_rag.sealed.marker import StoreMarker
 from textcrafter_rag.sealed.store_index import StoreIndexSearch
-from textcrafter_rag.sealed_records import ID_FIELD, IDS_KEY, RecordSealer, canonical_record_id
+from textcrafter_rag.sealed_records import ID_FIELD, RecordSealer, canonical_record_id
 from textcrafter_rag.sealed_search import (
-    DIM_KEY,
-    MARKER_KEY,
     MODE_KEY,
     SealedSearch,
     SearchOptions,
-    check_marker_mode,
     logger,
 )
 from textcrafter_rag.sealing import SealError
@@ -128,29 +125,16 @@ class SealedSearchSteps(SearchCounters):
 
     def _marker_node(self, dim: int) -> TextNode:
         assert self._search is not None
-        mode = self._search.mode
-        metadata = {ID_FIELD: self._marker_id, MARKER_KEY: mode, MODE_KEY: mode, IDS_KEY: self._records.record_ids}
-        if mode == "store-index":
-            metadata[DIM_KEY] = str(dim)  # a process that deletes before it adds or searches knows the index's
-        return TextNode(
-            id_=self._marker_id,
-            text=self._search.marker_text(),
-            metadata=metadata,
-            embedding=self._search.keyed_vectors(["marker"], dim)[0].tolist(),
-        )
+        scheme = self._records.record_ids
+        text, fields, vector = marker_record(self._search, self._marker_id, ids_scheme=scheme, dim=dim)
+        return TextNode(id_=self._marker_id, text=text, metadata=fields, embedding=vector)
 
     def _settle_marker(self, found: Sequence[BaseNode] | None, *, write: bool) -> bool:
         """Check a marker read back (``None``: unreadable); ``True`` if a marker must be written now."""
-        mode = self._search.mode if self._search is not None else "single"
         if found is None:
             return False
         written = self._store_marker.mode(found[0].metadata or {}, found[0].get_content()) if found else None
-        check_marker_mode(mode, written)
-        if found and self._search is not None:
-            self._search.marker_seen = True
-            dim = (found[0].metadata or {}).get(DIM_KEY)
-            if self._search.mode == "store-index" and isinstance(dim, (int, str)) and str(dim).isdigit():
-                self._search.store_index(int(dim))
+        settle_marker(self._search, written, found[0].metadata if found else None)
         if found or self._search is None:
             self._marker_checked = True
             return False
