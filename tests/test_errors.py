@@ -18,6 +18,7 @@ import pytest
 
 import textcrafter_rag
 from textcrafter_rag import (
+    AppIndexSearch,
     Encoder,
     GaussianNoise,
     KeyedRotation,
@@ -28,9 +29,11 @@ from textcrafter_rag import (
     Purkayastha,
     SecretKey,
     Shuffle,
+    StoreIndexSearch,
     TenantKey,
     TextCrafter,
     TextcrafterError,
+    TwoStageSearch,
     as_encoder,
     fit_textcrafter,
     from_spec,
@@ -84,6 +87,14 @@ CASES: dict[str, list[Callable[[], Any]]] = {
     "GaussianNoise": [lambda: GaussianNoise(s=0), lambda: GaussianNoise(s=float("nan")), lambda: GaussianNoise(s="1")],
     "LDPGaussian": [lambda: LDPGaussian(epsilon=0), lambda: LDPGaussian(epsilon=1.0, delta=2.0)],
     "Purkayastha": [lambda: Purkayastha(epsilon=-1.0)],
+    "StoreIndexSearch": [
+        lambda: StoreIndexSearch(open_k=0),
+        lambda: StoreIndexSearch(refresh_every=-1.0),
+        lambda: StoreIndexSearch(compact_every=-1),
+        lambda: StoreIndexSearch(replica="yes"),
+    ],
+    "TwoStageSearch": [lambda: TwoStageSearch(open_k=0), lambda: TwoStageSearch(recall=2.0)],
+    "AppIndexSearch": [lambda: AppIndexSearch(open_k=0), lambda: AppIndexSearch(train_at=0)],
     "from_spec": [
         lambda: from_spec("bogus"),
         lambda: from_spec(""),
