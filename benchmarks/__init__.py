@@ -27,7 +27,8 @@ Scripts (each ``main(argv) -> int``; writes ``benchmarks/results/<name>.*`` by d
   ``python -m benchmarks.sealed_search.store_index_scale`` (the store-held index's in-memory index at 10,000,000
   records: NDCG@10 against clean, records opened, app work, bytes a record),
   ``python -m benchmarks.sealed_search.access_patterns`` (what the store learns from reads and writes, with and
-  without the local replica, and the replica's costs);
+  without the local replica, and the replica's costs, in process and on a Chroma server with a writer in another
+  process);
 * sealing_padding — ``python -m benchmarks.sealing_padding`` (what padding sealed values costs in bytes and time,
   and what token lengths still tell);
 * gpu_inverter — ``python -m benchmarks.gpu_inverter.prepare`` (here) and ``python -m benchmarks.gpu_inverter``

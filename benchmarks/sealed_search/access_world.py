@@ -2,9 +2,10 @@
 
 * :class:`WatchedPort` is a dict store (:class:`~textcrafter_rag.testing.memory_port.MemoryPort`) that logs every
   request as its operator sees it: reads by id (the ids, in the order asked), searches (the vector), and writes
-  (each record's id and size). Its reads return fresh copies, as a real store deserialises, so a replica's memory
-  is its own. Its search ranks the index log's heads exactly and then one other record: heads rank above every
-  other record by construction (:mod:`textcrafter_rag.sealed.log`), so the core reads the same answer as from
+  (each record's id and size); each write (put or delete) is also kept in ``writes`` with the time it arrived.
+  Its reads return fresh copies, as a real store deserialises, so a replica's memory is its own. Its search
+  ranks the index log's heads exactly and then one other record: heads rank above every other record by
+  construction (:mod:`textcrafter_rag.sealed.log`), so the core reads the same answer as from
   an exact search, at a cost that does not grow with the store (the benchmark times the app, not a dict scan).
 * :class:`App` is one process's sealed store over that port, written and read in the adapters' order (log, then
   the sealed records; candidates, then the records from the replica or by id from the store), with the record
@@ -13,6 +14,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -44,13 +46,17 @@ class WatchedPort(MemoryPort):
     def __init__(self) -> None:
         super().__init__()
         self.requests: list[tuple[str, Any]] = []
+        #: Every write as it arrived: ``(perf_counter seconds, "put" or "delete", [(id, size, log kind)])``.
+        self.writes: list[tuple[float, str, list[tuple[str, int, str | None]]]] = []
         self.watching = True
         self._heads: dict[str, PortRecord] = {}
         self._other: str | None = None
 
     def put(self, records: Sequence[PortRecord]) -> None:
         if self.watching:
-            self.requests.append(("put", [(r.id, record_size(r), r.fields.get(LOG_FIELD)) for r in records]))
+            seen = [(r.id, record_size(r), r.fields.get(LOG_FIELD)) for r in records]
+            self.writes.append((time.perf_counter(), "put", seen))
+            self.requests.append(("put", seen))
         for r in records:
             if r.fields.get(LOG_FIELD) == "head":
                 self._heads[r.id] = r
@@ -66,6 +72,7 @@ class WatchedPort(MemoryPort):
 
     def delete(self, ids: Sequence[str]) -> None:
         if self.watching:
+            self.writes.append((time.perf_counter(), "delete", [(i, 0, None) for i in ids]))
             self.requests.append(("delete", list(ids)))
         for i in ids:
             self.records.pop(i, None)
@@ -90,10 +97,10 @@ class App:
 
     def __init__(self, port: MemoryPort, key: bytes, *, replica: bool, context: str = "bench") -> None:
         secret = SecretKey(key)
-        self.port = port
-        self.core = SealedSearch(secret, context=context, options=StoreIndexSearch(replica=replica))
+        self.port, self.key = port, key
+        self.core = SealedSearch(secret, tenant=context, options=StoreIndexSearch(replica=replica))
         self.core.attach(port)
-        self.sealer = RecordSealer(secret, context=context)
+        self.sealer = RecordSealer(secret, tenant=context)
 
     def records(self, ids: Sequence[str], texts: Sequence[str], clean: np.ndarray) -> list[PortRecord]:
         """The sealed records the store takes for these notes (keyed ids, padded sealed texts, sealed vectors)."""
