@@ -9,7 +9,9 @@
 * :func:`pii_records` makes seeded synthetic documents full of personal data for those tests.
 * :func:`assert_no_key` fails when a key shows in a repr, a dump, a file or an error, in any spelling.
 * :mod:`textcrafter_rag.testing.contract` holds ``ProtectedEmbeddingsContract``, the behaviour
-  every framework adapter must show; it needs pytest, so it is not imported here.
+  every framework adapter must show, and :mod:`textcrafter_rag.testing.sealed_store_contract` holds
+  ``SealedStoreContract``, what every adapter's sealed store must do in every search mode; both need
+  pytest, so they are not imported here.
 """
 
 from __future__ import annotations
