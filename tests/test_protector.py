@@ -159,7 +159,7 @@ def test_missing_policy_message_names_every_way_to_get_one(monkeypatch, tmp_path
     with pytest.raises(MissingPolicyError) as info:
         Protector(base=_fake_encoder(8))
     msg = str(info.value)
-    assert "fit_textcrafter" in msg and "textcrafter fit" in msg and "policy=" in msg
+    assert "fit_textcrafter" in msg and "textcrafter fit" in msg and "mechanism=" in msg
 
 
 def test_async_empty_batch_gives_a_0_by_d_array() -> None:

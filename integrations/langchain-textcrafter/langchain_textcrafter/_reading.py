@@ -57,8 +57,9 @@ class SealedReading(SearchCounters, VectorStore):
 
     # Steps the sealed store defines.
     @abstractmethod
-    def _check(self, kwargs: dict[str, Any]) -> None:
-        """Refuse filters on sealed fields; wrap callable filters in place (the library's records never reach one)."""
+    def _check(self, kwargs: dict[str, Any], *, k: Any = 1) -> None:
+        """Refuse a ``k`` that is not a positive int and filters on sealed fields, before the store is asked;
+        wrap callable filters in place (the library's records never reach one)."""
 
     @abstractmethod
     def _marker(self, *, write: bool, dim: int | None = None) -> None:
@@ -179,7 +180,7 @@ class SealedReading(SearchCounters, VectorStore):
 
     def similarity_search_with_score(self, query: str, k: int = 4, **kwargs: Any) -> list[tuple[Document, float]]:
         """Hits with scores (the wrapped store's, or the exact cosine in sealed search), opened."""
-        self._check(kwargs)
+        self._check(kwargs, k=k)
         if self._search is None:
             self._marker(write=False)
             return self._opened_scored(self._store.similarity_search_with_score(query, k=k, **kwargs))
@@ -190,7 +191,7 @@ class SealedReading(SearchCounters, VectorStore):
         self, query: str, k: int = 4, **kwargs: Any
     ) -> list[tuple[Document, float]]:
         """Async :meth:`similarity_search_with_score`."""
-        self._check(kwargs)
+        self._check(kwargs, k=k)
         if self._search is None:
             await asyncio.to_thread(self._marker, write=False)
             return self._opened_scored(await self._store.asimilarity_search_with_score(query, k=k, **kwargs))
@@ -202,7 +203,7 @@ class SealedReading(SearchCounters, VectorStore):
         self, query: str, k: int = 4, **kwargs: Any
     ) -> list[tuple[Document, float]]:
         """Hits with relevance scores (the wrapped store's in [0, 1], or the exact cosine), opened."""
-        self._check(kwargs)
+        self._check(kwargs, k=k)
         if self._search is None:
             self._marker(write=False)
             return self._opened_scored(self._store.similarity_search_with_relevance_scores(query, k=k, **kwargs))
@@ -212,7 +213,7 @@ class SealedReading(SearchCounters, VectorStore):
         self, query: str, k: int = 4, **kwargs: Any
     ) -> list[tuple[Document, float]]:
         """Async :meth:`similarity_search_with_relevance_scores`."""
-        self._check(kwargs)
+        self._check(kwargs, k=k)
         if self._search is None:
             await asyncio.to_thread(self._marker, write=False)
             return self._opened_scored(await self._store.asimilarity_search_with_relevance_scores(query, k=k, **kwargs))
@@ -220,7 +221,7 @@ class SealedReading(SearchCounters, VectorStore):
 
     def similarity_search_by_vector(self, embedding: list[float], k: int = 4, **kwargs: Any) -> list[Document]:
         """Hits for a query vector (in sealed search a clean one: the store never receives it), opened."""
-        self._check(kwargs)
+        self._check(kwargs, k=k)
         if self._search is None:
             self._marker(write=False)
             vector = check_store_vectors(as_row(embedding), name="query vector")[0].tolist()
@@ -230,7 +231,7 @@ class SealedReading(SearchCounters, VectorStore):
 
     async def asimilarity_search_by_vector(self, embedding: list[float], k: int = 4, **kwargs: Any) -> list[Document]:
         """Async :meth:`similarity_search_by_vector`."""
-        self._check(kwargs)
+        self._check(kwargs, k=k)
         if self._search is None:
             await asyncio.to_thread(self._marker, write=False)
             vector = check_store_vectors(as_row(embedding), name="query vector")[0].tolist()
@@ -243,7 +244,7 @@ class SealedReading(SearchCounters, VectorStore):
         self, query: str, k: int = 4, fetch_k: int = 20, lambda_mult: float = 0.5, **kwargs: Any
     ) -> list[Document]:
         """MMR: the wrapped store's, or over the first ``fetch_k`` opened records' clean vectors."""
-        self._check(kwargs)
+        self._check(kwargs, k=k)
         if self._search is None:
             self._marker(write=False)
             return self._opened(self._store.max_marginal_relevance_search(query, k, fetch_k, lambda_mult, **kwargs))
@@ -255,7 +256,7 @@ class SealedReading(SearchCounters, VectorStore):
         self, query: str, k: int = 4, fetch_k: int = 20, lambda_mult: float = 0.5, **kwargs: Any
     ) -> list[Document]:
         """Async :meth:`max_marginal_relevance_search`."""
-        self._check(kwargs)
+        self._check(kwargs, k=k)
         if self._search is None:
             await asyncio.to_thread(self._marker, write=False)
             return self._opened(
@@ -270,7 +271,7 @@ class SealedReading(SearchCounters, VectorStore):
         self, embedding: list[float], k: int = 4, fetch_k: int = 20, lambda_mult: float = 0.5, **kwargs: Any
     ) -> list[Document]:
         """MMR for a query vector, hits opened."""
-        self._check(kwargs)
+        self._check(kwargs, k=k)
         if self._search is None:
             self._marker(write=False)
             vector = check_store_vectors(as_row(embedding), name="query vector")[0].tolist()
@@ -285,7 +286,7 @@ class SealedReading(SearchCounters, VectorStore):
         self, embedding: list[float], k: int = 4, fetch_k: int = 20, lambda_mult: float = 0.5, **kwargs: Any
     ) -> list[Document]:
         """Async :meth:`max_marginal_relevance_search_by_vector`."""
-        self._check(kwargs)
+        self._check(kwargs, k=k)
         if self._search is None:
             await asyncio.to_thread(self._marker, write=False)
             vector = check_store_vectors(as_row(embedding), name="query vector")[0].tolist()

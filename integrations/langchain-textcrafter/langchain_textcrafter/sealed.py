@@ -47,7 +47,7 @@ from textcrafter_rag.sealed_search import (
 )
 from textcrafter_rag.sealing import NotPicklable, SecretKey
 from textcrafter_rag.two_stage import DEFAULT_SEARCH, VECTOR_KEY, TwoStageSearch
-from textcrafter_rag.validation import check_store_vectors
+from textcrafter_rag.validation import check_int, check_store_vectors
 
 from ._copy import copy_records
 from ._ids import SealedIds
@@ -408,7 +408,8 @@ class SealedVectorStore(NotPicklable, SealedIds, SealedReading, SealedIndexUpkee
     def _opened_scored(self, pairs: Iterable[tuple[Document, float]]) -> list[tuple[Document, float]]:
         return [(self._open(d), s) for d, s in pairs if not is_library_record(d.metadata)]
 
-    def _check(self, kwargs: dict[str, Any]) -> None:
+    def _check(self, kwargs: dict[str, Any], *, k: Any = 1) -> None:
+        check_int(k, name="k", low=1, high=1 << 31)  # in every mode, single-stage too: before the store is asked
         # every filter-like keyword (filter=, Milvus expr=, Chroma where=...), by the rule both adapters share; a
         # callable filter (InMemoryVectorStore, FAISS) is wrapped: the library's own records never reach it
         self._records.check_store_kwargs(kwargs)

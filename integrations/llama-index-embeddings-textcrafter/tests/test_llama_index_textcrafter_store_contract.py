@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
 from llama_index.core.bridge.pydantic import PrivateAttr
@@ -78,13 +78,6 @@ class Opened:
 
 
 class TestSealedStoreContract(SealedStoreContract):
-    KNOWN_BUGS: ClassVar[Mapping[tuple[str, str], str]] = {
-        ("test_a_k_below_one_raises_invalid_input_and_sends_nothing", "single"): (
-            "bug: single-stage SealedVectorStore.query passes similarity_top_k to the wrapped store unchecked "
-            "(Qdrant is sent it and raises its own ValueError); only the sealed modes call check_k"
-        ),
-    }
-
     def new_backing(self) -> Backing:
         return Backing()
 

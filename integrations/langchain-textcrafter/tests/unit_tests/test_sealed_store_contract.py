@@ -7,7 +7,7 @@ receives; single-stage embeds with ``ProtectedEmbeddings`` (the store ranks the 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
 from _langchain_textcrafter_fakes import FakeAsymmetricEmbeddings, RecordingStore
@@ -55,13 +55,6 @@ class Backing:
 
 
 class TestSealedStoreContract(SealedStoreContract):
-    KNOWN_BUGS: ClassVar[Mapping[tuple[str, str], str]] = {
-        ("test_a_k_below_one_raises_invalid_input_and_sends_nothing", "single"): (
-            "bug: single-stage similarity_search* (langchain_textcrafter/_reading.py) pass k to the wrapped store "
-            "unchecked (InMemoryVectorStore returns [] for k<=0); only the sealed modes call core.check_k"
-        ),
-    }
-
     def new_backing(self) -> Backing:
         return Backing()
 

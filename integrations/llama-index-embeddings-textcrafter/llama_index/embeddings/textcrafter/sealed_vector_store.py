@@ -75,6 +75,7 @@ from textcrafter_rag.sealed_search import (
 )
 from textcrafter_rag.sealing import NotPicklable, SealError, SecretKey
 from textcrafter_rag.two_stage import VECTOR_KEY, TwoStageSearch
+from textcrafter_rag.validation import check_int
 
 from ._index_upkeep import SealedIndexUpkeep
 from ._mode_choice import (
@@ -362,6 +363,7 @@ class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, SealedIn
         similarities): from the ``open_k`` candidates the store found, or ``open_k`` shells read by id.
         """
         self._check(query.filters, kwargs)
+        check_int(query.similarity_top_k, name="similarity_top_k", low=1, high=1 << 31)  # every mode, before the store
         query = self._mapped_query(query)  # node_ids= / doc_ids= (the retriever's) as the store holds them
         self._open_mode(_dim_of_query(query))
         if self._search is None:
@@ -381,6 +383,7 @@ class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, SealedIn
     async def aquery(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
         """Async :meth:`query`."""
         self._check(query.filters, kwargs)
+        check_int(query.similarity_top_k, name="similarity_top_k", low=1, high=1 << 31)  # every mode, before the store
         query = self._mapped_query(query)  # node_ids= / doc_ids= (the retriever's) as the store holds them
         await asyncio.to_thread(self._open_mode, _dim_of_query(query))
         if self._search is None:
