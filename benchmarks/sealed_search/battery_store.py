@@ -74,9 +74,9 @@ class HeldWorld:
     def __init__(self, key: bytes, *, context: str, options: StoreIndexSearch) -> None:
         secret = SecretKey(key)
         self.port = RecordingPort()
-        self.core = SealedSearch(secret, context=context, options=options)
+        self.core = SealedSearch(secret, tenant=context, options=options)
         self.core.attach(self.port)
-        self.sealer = RecordSealer(secret, context=context)
+        self.sealer = RecordSealer(secret, tenant=context)
         self._marked = False
 
     def store_ids(self, record_ids: Sequence[str]) -> list[str]:

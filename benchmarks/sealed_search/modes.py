@@ -124,7 +124,7 @@ def make_mode(name: str, label: str, *, key: bytes = BENCH_KEY, context: str = C
     secret = SecretKey(key)
     if name.startswith("store-index"):
         held = StoreIndexSearch(replica=name.endswith("-replica"))
-        search = SealedSearch(secret, context=context, options=held)
+        search = SealedSearch(secret, tenant=context, options=held)
         return Mode(name, label, opened=held.open_k, search=search, held=held, key=key, context=context)
     if name.startswith("candidates"):
         options: Any = TwoStageSearch()
@@ -132,10 +132,10 @@ def make_mode(name: str, label: str, *, key: bytes = BENCH_KEY, context: str = C
         return Mode(
             name,
             label,
-            opened=options.fetch_k,
-            search=SealedSearch(secret, context=context, options=options),
+            opened=options.open_k,
+            search=SealedSearch(secret, tenant=context, options=options),
             two_stage=two,
         )
     open_k = 1000 if name == "index-open1000" else AppIndexSearch().open_k
     options = AppIndexSearch(open_k=open_k)
-    return Mode(name, label, opened=open_k, search=SealedSearch(secret, context=context, options=options))
+    return Mode(name, label, opened=open_k, search=SealedSearch(secret, tenant=context, options=options))

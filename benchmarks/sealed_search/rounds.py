@@ -29,7 +29,7 @@ def rounds_of_query(
     """``(records read, round sizes, capped)`` for one query: ``scores`` the store's scores of its ranked answer,
     ``exact`` those records' exact cosines, both as long as the cap (or the store) allows."""
     assert search.recall is not None
-    asked = min(search.fetch_k, max(FIRST_ROUND, k))
+    asked = min(search.open_k, max(FIRST_ROUND, k))
     sizes: list[int] = []
     while True:
         sizes.append(asked)
@@ -39,9 +39,9 @@ def rounds_of_query(
         lowest = float(scores[returned - 1])
         if rule_met(exact[:returned], lowest, k=k, recall=search.recall, search=search, dim=dim):
             return returned, sizes, False
-        if asked >= search.fetch_k:
+        if asked >= search.open_k:
             return returned, sizes, True
-        asked = min(search.fetch_k, 2 * asked)
+        asked = min(search.open_k, 2 * asked)
 
 
 def recall_rows(
@@ -73,7 +73,7 @@ def recall_rows(
     """
     rows: list[dict[str, Any]] = []
     for recall in recalls:
-        search = TwoStageSearch(fetch_k=cap, recall=recall)
+        search = TwoStageSearch(open_k=cap, recall=recall)
         read, n_rounds, capped, found = [], [], [], 0
         round_sizes: list[list[int]] = []
         limited = np.full_like(fetched, -1)

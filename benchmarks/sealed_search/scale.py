@@ -208,7 +208,7 @@ def scale_rows(
     rows: list[dict[str, Any]] = []
     meta: dict[str, Any] = {"distractor_check": {}, "throughput": {}}
     secret = SecretKey(BENCH_KEY)
-    cand_search = SealedSearch(secret, context=CONTEXT, options=TwoStageSearch())
+    cand_search = SealedSearch(secret, tenant=CONTEXT, options=TwoStageSearch())
     two = TwoStage(secret, context=CONTEXT, search=TwoStageSearch())
     dim = docs.shape[1]
     rot = two.rotation(dim)
@@ -219,9 +219,9 @@ def scale_rows(
     real_stored = rot.invert(cand_search.store_vectors(cand_search.check_vectors(docs), doc_ids))
     meta["throughput"]["core_store_vectors_candidates_us_per_record"] = 1e6 * (time.perf_counter() - t0) / n_real
     q_stored = _unit32(rot.invert(np.concatenate([cand_search.store_query(q) for q in queries])))
-    cand_by_k = {fk: SealedSearch(secret, context=CONTEXT, options=TwoStageSearch(fetch_k=fk)) for fk in cfg.fetch_ks}
+    cand_by_k = {fk: SealedSearch(secret, tenant=CONTEXT, options=TwoStageSearch(open_k=fk)) for fk in cfg.fetch_ks}
     idx_by = {
-        (cb, ok): SealedSearch(secret, context=CONTEXT, options=AppIndexSearch(code_bytes=cb, open_k=ok))
+        (cb, ok): SealedSearch(secret, tenant=CONTEXT, options=AppIndexSearch(code_bytes=cb, open_k=ok))
         for cb, ok in cfg.index
     }
     index_search = next(iter(idx_by.values()))

@@ -6,7 +6,7 @@ payloads have SciFact's sizes), written to Qdrant local and to a Chroma server (
 stopped here) as:
 
 * ``plain``: the engine's own LangChain store (clean vectors, plaintext, the engine ranks): the reference;
-* ``single-stage``: :class:`SealedVectorStore` with ``fetch_k=None`` (clean vectors, sealed texts);
+* ``single-stage``: :class:`SealedVectorStore` with ``search=None`` (clean vectors, sealed texts);
 * ``store-index (default)``: ``SealedVectorStore(..., search=StoreIndexSearch())``: every search first reads
   the log's heads (and any new segments), scans the in-memory index for ``open_k`` = 100 records, fetches them
   by id, opens and ranks them exactly;

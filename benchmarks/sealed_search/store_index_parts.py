@@ -216,7 +216,7 @@ def latency_rows(
                     if mode == PLAIN:
                         store = factory(embeddings)
                     else:
-                        store = SealedVectorStore(factory, embedding=embeddings, key=key, fetch_k=None)
+                        store = SealedVectorStore(factory, embedding=embeddings, key=key, search=None)
                     seconds = fill(store)
                     progress(f"{engine} {mode}: {len(uuids):,} records written in {seconds:.0f} s")
                     lat, ndcg = _searched(store, data, by_uuid, k)

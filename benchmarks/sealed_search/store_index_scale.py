@@ -150,7 +150,7 @@ def scale_row(
         ]
     )
     key = SecretKey(rng.bytes(32))
-    core = SealedSearch(key, context="scale", options=options)
+    core = SealedSearch(key, tenant="scale", options=options)
     pool = SealedPool(core, q, options.open_k, seed=seed)
     app_ms = []
     for i in range(min(n_timed, len(q))):

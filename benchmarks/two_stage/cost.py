@@ -46,7 +46,7 @@ def cost_rows(
 ) -> list[dict[str, Any]]:
     """Bytes per record (float16 and int8 sealed vectors) and open + re-rank latency p50/p95 at ``fetch_k``."""
     sealer = RecordSealer(_KEY)
-    two = TwoStage(_KEY, search=TwoStageSearch(fetch_k=fetch_k))
+    two = TwoStage(_KEY, search=TwoStageSearch(open_k=fetch_k))
     raw = Sealer(_KEY)  # the int8 alternative, sealed the way TwoStage seals its float16 vectors
     ids = [str(i) for i in range(corpus.n_docs)]
     records = [sealer.seal(t, None, record_id=i) for t, i in zip(texts, ids)]  # keyed ids, as shipped

@@ -26,7 +26,7 @@ import numpy as np
 from langchain_core.embeddings import Embeddings
 
 from langchain_textcrafter import SealedVectorStore
-from textcrafter_rag.two_stage import DEFAULT_SEARCH
+from textcrafter_rag.two_stage import DEFAULT_SEARCH, TwoStageSearch
 
 __all__ = ["PrecomputedEmbeddings", "engine_latency_rows", "engines_section"]
 
@@ -125,11 +125,11 @@ def engine_latency_rows(
     tmp = Path(tempfile.mkdtemp(prefix="two-stage-engines-"))
     try:
         for engine in engines:
-            modes = (("single-stage", None), ("two-stage", fetch_k), (ROUNDS, DEFAULT_SEARCH))
+            modes = (("single-stage", None), ("two-stage", TwoStageSearch.of(fetch_k)), (ROUNDS, DEFAULT_SEARCH))
             for n_mode, (mode, two_stage) in enumerate(modes):
                 name = f"docs_{n_mode}"
                 with _engine(engine, tmp / engine / name, name, dim) as factory:
-                    store = SealedVectorStore(factory, embedding=embeddings, key=key, fetch_k=two_stage)
+                    store = SealedVectorStore(factory, embedding=embeddings, key=key, search=two_stage)
                     for start in range(0, len(texts), 1000):
                         store.add_texts(list(texts[start : start + 1000]), ids=ids[start : start + 1000])
                     lat = _timed(lambda q, s=store: s.similarity_search(q, k=k), list(queries))
@@ -139,8 +139,8 @@ def engine_latency_rows(
                         "mechanism": "gaussian" if two_stage else "none",
                         "engine": engine,
                         "mode": mode,
-                        "fetch_k": store.two_stage.fetch_k if two_stage else None,
-                        "recall": store.two_stage.recall if two_stage else None,
+                        "fetch_k": two_stage.open_k if two_stage else None,
+                        "recall": two_stage.recall if two_stage else None,
                         "k": k,
                         "n_docs": len(texts),
                         "n_queries": len(queries),
