@@ -64,9 +64,8 @@ __all__ = [
 ]
 
 # The defaults come from ``benchmarks/results/two_stage.md`` (SciFact, 5,183 records): the strongest
-# document noise on its grid that keeps >= 0.95 of clean NDCG@10 at fetch_k 200 with the query noised
-# too (62.0 of 64.97), the setting of issue 21's default rule. Larger stores need a larger fetch_k (the
-# same file's scale tables).
+# document noise on its grid that keeps >= 0.95 of clean NDCG@10 at open_k 200 with the query noised
+# too (62.0 of 64.97). Larger stores need a larger open_k (the same file's scale tables).
 #: Candidates fetched per query (the added cost per query grows linearly with it).
 DEFAULT_FETCH_K = 200
 #: Norm of the noise added to a unit document vector before it reaches the store.
