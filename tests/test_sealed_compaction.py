@@ -10,26 +10,12 @@ from collections.abc import Sequence
 
 import numpy as np
 import pytest
+from _store_index_helpers import DIM, KEY, process, vectors
 
 from textcrafter_rag.sealed import IndexRollbackError, IndexTamperedError, PortRecord, StoreIndex, StoreIndexSearch
 from textcrafter_rag.sealed.log import LOG_FIELD
 from textcrafter_rag.sealed.replica import Replica
-from textcrafter_rag.sealing import SecretKey
 from textcrafter_rag.testing.memory_port import MemoryPort
-
-KEY = SecretKey(bytes(range(32)))
-DIM = 16
-
-
-def vectors(n: int, seed: int) -> np.ndarray:
-    x = np.random.default_rng(seed).standard_normal((n, DIM)).astype(np.float32)
-    return x / np.linalg.norm(x, axis=1, keepdims=True)
-
-
-def process(port: MemoryPort, **options) -> StoreIndex:
-    """What a new process builds: the key, the store, nothing else (no automatic compaction unless asked)."""
-    options.setdefault("compact_every", 0)
-    return StoreIndex(KEY, tenant="t", options=StoreIndexSearch(**options), port=port, dim=DIM)
 
 
 def kinds(port: MemoryPort) -> dict[str, int]:

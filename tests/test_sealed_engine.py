@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from textcrafter_rag.sealed import PortRecord, StoreIndexSearch
-from textcrafter_rag.sealed.engine import MODES, CandidateSearch, IndexSearch, ReadIds, SearchStore, arun, run
+from textcrafter_rag.sealed.engine import MODES, CandidateSearch, IndexSearch, Query, ReadIds, SearchStore, arun, run
 from textcrafter_rag.sealed.replica import port_hit_fields
 from textcrafter_rag.sealed_records import ID_FIELD
 from textcrafter_rag.sealed_search import SealedSearch
@@ -76,9 +76,9 @@ def test_the_sync_and_async_drivers_ask_the_same_and_find_the_same(options) -> N
     stored(core, port, x)
     mode = MODES[core.mode]
     sync, asynchronous = Asked(port), Asked(port)
-    found = run(mode.find(core, x[7], 3, port_hit_fields), search=sync.search, read=sync.read)
+    found = run(mode.find(core, Query(x[7], 3, port_hit_fields)), search=sync.search, read=sync.read)
     afound = asyncio.run(
-        arun(mode.find(core, x[7], 3, port_hit_fields), search=asynchronous.asearch, read=asynchronous.aread)
+        arun(mode.find(core, Query(x[7], 3, port_hit_fields)), search=asynchronous.asearch, read=asynchronous.aread)
     )
     assert found.record_ids == afound.record_ids and np.array_equal(found.vectors, afound.vectors)
     assert sync.requests == asynchronous.requests
@@ -91,7 +91,7 @@ def test_a_candidate_search_asks_in_rounds_with_one_protected_vector() -> None:
     port, x = MemoryPort(), vectors(200, 1)
     core = SealedSearch(KEY, tenant="t", options=TwoStageSearch(open_k=200))
     stored(core, port, x)
-    steps = CandidateSearch().find(core, x[3], 5, port_hit_fields)
+    steps = CandidateSearch().find(core, Query(x[3], 5, port_hit_fields))
     sent, request = [], next(steps)
     try:
         while True:
@@ -111,7 +111,7 @@ def test_an_index_search_reads_named_ids_keeps_what_the_caller_keeps_and_counts_
     core = SealedSearch(KEY, tenant="t", options=StoreIndexSearch(open_k=10))
     core.attach(port)
     stored(core, port, x)
-    steps = IndexSearch().find(core, x[0], 3, port_hit_fields, ids=["r1", "r2", "gone"], keep=lambda h: h[:1])
+    steps = IndexSearch().find(core, Query(x[0], 3, port_hit_fields, ids=["r1", "r2", "gone"], keep=lambda h: h[:1]))
     request = next(steps)
     assert request == ReadIds(["r1", "r2", "gone"])
     with pytest.raises(StopIteration) as done:
@@ -119,7 +119,7 @@ def test_an_index_search_reads_named_ids_keeps_what_the_caller_keeps_and_counts_
     assert done.value.value.record_ids == ["r1"]  # kept before opening
     assert core.dead == 0  # named ids that are missing are the caller's, not dead index entries
     port.delete(["r5"])
-    run(IndexSearch().find(core, x[5], 3, port_hit_fields), search=port.search, read=port.get)
+    run(IndexSearch().find(core, Query(x[5], 3, port_hit_fields)), search=port.search, read=port.get)
     assert core.dead == 1  # the index picked r5, and the store no longer holds it: counted, never removed
 
 
@@ -141,7 +141,7 @@ def test_the_async_driver_runs_the_algorithm_off_the_event_loop() -> None:
         return port.get(ids)
 
     async def main() -> threading.Thread:
-        await arun(IndexSearch().find(core, x[0], 1, port_hit_fields), search=None, read=read)  # type: ignore[arg-type]
+        await arun(IndexSearch().find(core, Query(x[0], 1, port_hit_fields)), search=None, read=read)  # type: ignore[arg-type]
         return threading.current_thread()
 
     loop_thread = asyncio.run(main())

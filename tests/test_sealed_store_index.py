@@ -5,24 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _store_index_helpers import DIM, KEY, process, vectors
 
 from textcrafter_rag.sealed import IndexRollbackError, IndexTamperedError, PortRecord, StoreIndex, StoreIndexSearch
 from textcrafter_rag.sealed.log import LOG_FIELD
-from textcrafter_rag.sealing import SecretKey
 from textcrafter_rag.testing.memory_port import CrashAt, MemoryPort
-
-KEY = SecretKey(bytes(range(32)))
-DIM = 16
-
-
-def vectors(n: int, seed: int) -> np.ndarray:
-    x = np.random.default_rng(seed).standard_normal((n, DIM)).astype(np.float32)
-    return x / np.linalg.norm(x, axis=1, keepdims=True)
-
-
-def process(port: MemoryPort, **options) -> StoreIndex:
-    """What a new process builds: the key, the store, nothing else."""
-    return StoreIndex(KEY, tenant="t", options=StoreIndexSearch(**options), port=port, dim=DIM)
 
 
 def test_a_second_process_with_only_the_key_finds_every_record():

@@ -38,6 +38,7 @@ __all__ = [
     "Found",
     "IndexSearch",
     "MarkedCore",
+    "Query",
     "ReadIds",
     "SearchCore",
     "SearchMode",
@@ -78,6 +79,18 @@ class Found(Generic[H]):
     vectors: np.ndarray
 
 
+@dataclass(frozen=True)
+class Query:
+    """One search: the clean query (it never leaves the process), ``k``, what the core opens of each hit, and
+    for the index modes the ids to read in place of the index's pick (``ids``) and what of them to keep."""
+
+    clean: np.ndarray
+    k: int
+    fields: HitFields
+    ids: list[str] | None = None
+    keep: Callable[[list[Any]], list[Any]] | None = None
+
+
 #: A mode's search: requests out, answers in, :class:`Found` at the end.
 Steps = Generator[SearchStore | ReadIds, Sequence[Any], Found[Any]]
 
@@ -104,37 +117,19 @@ class SearchMode(Protocol):
     #: Whether the store receives a query vector (candidate search) or only ids (the index modes).
     ranks_in_store: bool
 
-    def find(
-        self,
-        core: SearchCore,
-        clean: np.ndarray,
-        k: int,
-        fields: HitFields,
-        *,
-        ids: list[str] | None = None,
-        keep: Callable[[list[Any]], list[Any]] | None = None,
-    ) -> Steps: ...
+    def find(self, core: SearchCore, query: Query) -> Steps: ...
 
 
 class CandidateSearch:
     """The store ranks a protected query vector; the records it returns are opened and re-ranked exactly, in
-    rounds until the recall rule is met or ``open_k`` records were read (``ids`` and ``keep`` do not apply:
-    a candidate search filters in the store)."""
+    rounds until the recall rule is met or ``open_k`` records were read (a query's ``ids`` and ``keep`` do not
+    apply: a candidate search filters in the store)."""
 
     ranks_in_store = True
 
-    def find(
-        self,
-        core: SearchCore,
-        clean: np.ndarray,
-        k: int,
-        fields: HitFields,
-        *,
-        ids: list[str] | None = None,
-        keep: Callable[[list[Any]], list[Any]] | None = None,
-    ) -> Steps:
-        protected = core.store_query(clean)[0].tolist()
-        rounds = core.rounds(clean, k, fields)
+    def find(self, core: SearchCore, query: Query) -> Steps:
+        protected = core.store_query(query.clean)[0].tolist()
+        rounds = core.rounds(query.clean, query.k, query.fields)
         while rounds.size is not None:
             rounds.take((yield SearchStore(protected, rounds.size)))
         return Found(rounds.hits, rounds.positions, rounds.record_ids, rounds.vectors)
@@ -147,25 +142,16 @@ class IndexSearch:
 
     ranks_in_store = False
 
-    def find(
-        self,
-        core: SearchCore,
-        clean: np.ndarray,
-        k: int,
-        fields: HitFields,
-        *,
-        ids: list[str] | None = None,
-        keep: Callable[[list[Any]], list[Any]] | None = None,
-    ) -> Steps:
-        picked = ids is None
-        wanted = core.index_candidates(clean) if ids is None else list(ids)
+    def find(self, core: SearchCore, query: Query) -> Steps:
+        picked = query.ids is None
+        wanted = core.index_candidates(query.clean) if query.ids is None else list(query.ids)
         local = core.index_records(wanted)  # the replica's (StoreIndexSearch(replica=True)): the store reads none
         hits = list(local) if local is not None else (list((yield ReadIds(wanted))) if wanted else [])
         if picked:
             core.count_dead(wanted, len(hits))
-        if keep is not None:
-            hits = keep(hits)
-        opened = core.open_hits(fields(hits))
+        if query.keep is not None:
+            hits = query.keep(hits)
+        opened = core.open_hits(query.fields(hits))
         return Found(hits, opened.positions, opened.record_ids, opened.vectors)
 
 

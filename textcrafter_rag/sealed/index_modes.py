@@ -30,7 +30,23 @@ from .port import PortRecord, RecordPort
 from .replica import Fetch, HitFieldsOf, OpenVector, Replica, port_hit_fields
 from .store_index import StoreIndex, StoreIndexSearch
 
-__all__ = ["IndexMissingError", "IndexModes", "UnindexedRecordsWarning", "logger"]
+__all__ = ["IndexMissingError", "IndexModes", "UnindexedRecordsWarning", "compact_store_index", "logger"]
+
+
+def compact_store_index(indexes: IndexModes | None) -> bool:
+    """Compact a store's store-held index now (``indexes``: its core's index side, ``None`` in candidate or
+    single-stage search): store the index as one sealed snapshot, then delete the segments it covers; whether a
+    snapshot was written (not while the codebook trains). A new process then opens the store from the snapshot
+    and the segments past it. Compaction also runs by itself every ``StoreIndexSearch(compact_every=...)``
+    entries a process writes.
+
+    Raises:
+        InvalidInputError: The store does not use the store-held index.
+    """
+    if indexes is None or not indexes.held:
+        raise InvalidInputError("compact_index() is for the store-held index (search=StoreIndexSearch())")
+    held = indexes.store_index()
+    return held.compact() if held is not None else False
 
 
 class IndexMissingError(TextcrafterError, ValueError):
@@ -144,10 +160,7 @@ class IndexModes:
 
     def compact(self) -> bool:
         """Compact the store-held index's log into a sealed snapshot now; whether one was written."""
-        if not self.held:
-            raise InvalidInputError("compaction is for the store-held index (search=StoreIndexSearch())")
-        held = self.store_index()
-        return held.compact() if held is not None else False
+        return compact_store_index(self)
 
     # -- the app-side index file -------------------------------------------------------------------
 

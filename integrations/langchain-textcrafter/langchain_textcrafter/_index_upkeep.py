@@ -8,6 +8,7 @@ sealed records a store lists, and compact the store-held index's log into one se
 from __future__ import annotations
 
 from textcrafter_rag.errors import InvalidInputError
+from textcrafter_rag.sealed.index_modes import compact_store_index
 from textcrafter_rag.sealed_search import SealedSearch
 
 __all__ = ["SealedIndexUpkeep"]
@@ -43,18 +44,7 @@ class SealedIndexUpkeep:
         return self._search.rebuild_index(batch_size=batch_size, progress=progress)
 
     def compact_index(self) -> bool:
-        """Compact the store-held index's log now: store this process's index as one sealed snapshot, then
-        delete the segments it covers; whether a snapshot was written (not while the codebook trains).
-
-        A new process then opens the store by reading the snapshot and the segments past it. Compaction also
-        runs by itself once a process has written ``StoreIndexSearch(compact_every=...)`` entries.
-
-        Raises:
-            ValueError: This store does not use the store-held index.
-        """
-        if self._search is None or self._search.mode != "store-index":
-            raise InvalidInputError("compact_index() is for the store-held index (search=StoreIndexSearch())")
-        self._marker(write=False)
-        indexes = self._search.indexes
-        assert indexes is not None  # an index mode always has its index side
-        return indexes.compact()
+        """Compact the store-held index's log into one sealed snapshot now; whether one was written (see
+        :func:`~textcrafter_rag.sealed.index_modes.compact_store_index`)."""
+        self._marker(write=False)  # the marker names the store-held index's dimension
+        return compact_store_index(self._search.indexes if self._search is not None else None)

@@ -24,7 +24,7 @@ from langchain_core.vectorstores.utils import maximal_marginal_relevance
 
 from textcrafter_rag.errors import InvalidInputError
 from textcrafter_rag.logs import SearchCounters
-from textcrafter_rag.sealed.engine import MODES, Found, arun, run
+from textcrafter_rag.sealed.engine import MODES, Found, Query, arun, run
 from textcrafter_rag.sealed_records import ID_FIELD
 from textcrafter_rag.sealed_search import MODE_KEY, SealedSearch
 from textcrafter_rag.two_stage import VECTOR_KEY
@@ -114,7 +114,7 @@ class SealedReading(SearchCounters, VectorStore):
         core = self._core()
         core.check_k(k)
         return run(
-            self._mode(core, kwargs).find(core, clean, k, self._hit_fields),
+            self._mode(core, kwargs).find(core, Query(clean, k, self._hit_fields)),
             search=lambda vector, n: self._store.similarity_search_by_vector(vector, k=n, **kwargs),
             read=lambda ids: self._store.get_by_ids(ids),
         )
@@ -124,7 +124,7 @@ class SealedReading(SearchCounters, VectorStore):
         core = self._core()
         core.check_k(k)
         return await arun(
-            self._mode(core, kwargs).find(core, clean, k, self._hit_fields),
+            self._mode(core, kwargs).find(core, Query(clean, k, self._hit_fields)),
             search=lambda vector, n: self._store.asimilarity_search_by_vector(vector, k=n, **kwargs),
             read=lambda ids: self._store.aget_by_ids(ids),
         )

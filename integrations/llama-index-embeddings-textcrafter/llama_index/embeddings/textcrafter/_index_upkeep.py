@@ -20,6 +20,7 @@ from typing import Any
 from llama_index.core.vector_stores.types import BasePydanticVectorStore, MetadataFilters
 
 from textcrafter_rag.errors import InvalidInputError
+from textcrafter_rag.sealed.index_modes import compact_store_index
 from textcrafter_rag.sealed_search import INDEX_MODES, SealedSearch
 
 __all__ = ["SealedIndexUpkeep"]
@@ -169,19 +170,8 @@ class SealedIndexUpkeep:
         return self._search.dead if self._search is not None else 0
 
     def compact_index(self) -> bool:
-        """Compact the store-held index's log now: store this process's index as one sealed snapshot, then
-        delete the segments it covers; whether a snapshot was written (not while the codebook trains).
-
-        A new process then opens the store by reading the snapshot and the segments past it. Compaction also
-        runs by itself once a process has written ``StoreIndexSearch(compact_every=...)`` entries.
-
-        Raises:
-            InvalidInputError: This store does not use the store-held index.
-        """
+        """Compact the store-held index's log into one sealed snapshot now; whether one was written (see
+        :func:`~textcrafter_rag.sealed.index_modes.compact_store_index`)."""
         self._open_mode(None)
-        if self._search is None or self._search.mode != "store-index":
-            raise InvalidInputError("compact_index() is for the store-held index (search=StoreIndexSearch())")
-        self._marker(write=False)
-        indexes = self._search.indexes
-        assert indexes is not None  # an index mode always has its index side
-        return indexes.compact()
+        self._marker(write=False)  # the marker names the store-held index's dimension
+        return compact_store_index(self._search.indexes if self._search is not None else None)

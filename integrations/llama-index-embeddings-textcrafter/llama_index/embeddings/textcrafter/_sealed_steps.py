@@ -10,6 +10,7 @@ steps translate shells for the framework-free core, :class:`textcrafter_rag.seal
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -28,7 +29,7 @@ from llama_index.core.vector_stores.types import (
 from textcrafter_rag.app_index import AppIndexSearch
 from textcrafter_rag.errors import InvalidInputError
 from textcrafter_rag.logs import SearchCounters
-from textcrafter_rag.sealed.engine import MODES, Found, Steps, marker_record, settle_marker
+from textcrafter_rag.sealed.engine import MODES, Found, Query, Steps, marker_record, settle_marker
 from textcrafter_rag.sealed.layout import is_library_record
 from textcrafter_rag.sealed.marker import StoreMarker
 from textcrafter_rag.sealed.store_index import StoreIndexSearch
@@ -224,16 +225,15 @@ class SealedSearchSteps(SearchCounters):
         assert self._search is not None
         mode, k = MODES[self._search.mode], query.similarity_top_k
         if mode.ranks_in_store:
-            return mode.find(self._search, clean, k, self._hit_fields)
+            return mode.find(self._search, Query(clean, k, self._hit_fields))
         if query.filters is not None or kwargs:
             raise InvalidInputError(
                 "the index ranks in this process and passes nothing to the store: filters and store "
                 "arguments cannot be applied (use candidate search, search=TwoStageSearch(), to filter in the store)"
             )
         named = [str(i) for i in query.node_ids] if query.node_ids else None
-        return mode.find(
-            self._search, clean, k, shell_fields, ids=named, keep=lambda shells: self._restricted(query, shells)
-        )
+        keep = functools.partial(self._restricted, query)
+        return mode.find(self._search, Query(clean, k, shell_fields, ids=named, keep=keep))
 
     @staticmethod
     def _as_hits(found: Found[Any]) -> Found[Hit]:
