@@ -12,15 +12,24 @@ from benchmarks.sealed_search.store_index_parts import Retrieval
 DIM = 32
 
 
-def synthetic_retrieval(*, n_docs: int, n_queries: int = 12, seed: int = 0, dim: int = DIM) -> Retrieval:
-    """``n_docs`` clustered unit documents and ``n_queries`` queries, each near one document."""
-    rng = np.random.default_rng(seed)
-    centers = rng.standard_normal((5, dim))
-    docs = centers[rng.integers(5, size=n_docs)] + 0.6 * rng.standard_normal((n_docs, dim))
+def clustered_vectors(
+    rng: np.random.Generator, *, n_docs: int, n_queries: int, dim: int, centers: int, query_noise: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Unit documents around ``centers`` cluster centres, and unit queries each near one document (``rel``)."""
+    middles = rng.standard_normal((centers, dim))
+    docs = middles[rng.integers(centers, size=n_docs)] + 0.6 * rng.standard_normal((n_docs, dim))
     docs /= np.linalg.norm(docs, axis=1, keepdims=True)
     rel = rng.choice(n_docs, n_queries, replace=False)
-    queries = docs[rel] + 0.2 * rng.standard_normal((n_queries, dim))
+    queries = docs[rel] + query_noise * rng.standard_normal((n_queries, dim))
     queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    return docs, queries, rel
+
+
+def synthetic_retrieval(*, n_docs: int, n_queries: int = 12, seed: int = 0, dim: int = DIM) -> Retrieval:
+    """``n_docs`` clustered unit documents and ``n_queries`` queries, each near one document."""
+    docs, queries, rel = clustered_vectors(
+        np.random.default_rng(seed), n_docs=n_docs, n_queries=n_queries, dim=dim, centers=5, query_noise=0.2
+    )
     doc_ids = [f"d{i}" for i in range(n_docs)]
     query_ids = [f"q{i}" for i in range(n_queries)]
     return Retrieval(

@@ -12,15 +12,20 @@ from __future__ import annotations
 import json
 import re
 import zlib
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
 import pytest
+from _retrieval_helpers import clustered_vectors
 
+from benchmarks.sealed_search.battery_store import HeldWorld
 from benchmarks.sealed_search.distractors import cluster_distractors
+from benchmarks.sealed_search.modes import make_mode
 from benchmarks.sealed_search.report import verdict_rows
 from benchmarks.sealed_search.run import BatteryConfig, Corpus, measure, write_report
 from benchmarks.sealed_search.scale import ScaleConfig
+from textcrafter_rag.sealed.layout import LOG_FIELD
 
 DIM = 48
 
@@ -35,13 +40,9 @@ def toy_encode(texts: list[str]) -> np.ndarray:
 
 
 def synthetic_corpus(n_docs: int = 240, n_queries: int = 24, seed: int = 0) -> Corpus:
-    rng = np.random.default_rng(seed)
-    centers = rng.standard_normal((6, DIM))
-    docs = centers[rng.integers(6, size=n_docs)] + 0.6 * rng.standard_normal((n_docs, DIM))
-    docs /= np.linalg.norm(docs, axis=1, keepdims=True)
-    rel = rng.choice(n_docs, n_queries, replace=False)
-    queries = docs[rel] + 0.3 * rng.standard_normal((n_queries, DIM))
-    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    docs, queries, rel = clustered_vectors(
+        np.random.default_rng(seed), n_docs=n_docs, n_queries=n_queries, dim=DIM, centers=6, query_noise=0.3
+    )
     doc_ids = [f"d{i}" for i in range(n_docs)]
     query_ids = [f"q{i}" for i in range(n_queries)]
     qrels = {q: {doc_ids[r]} for q, r in zip(query_ids, rel)}
@@ -108,6 +109,7 @@ def test_battery_covers_every_mode_attacker_and_attack(results: tuple[list[dict]
         "index-open1000",
         "store-index",
         "store-index-replica",
+        "store-index-compacted",
     }
     for mode in modes:
         got = {(r["attacker"], r["attack"]) for r in rows if r["mode"] == mode}
@@ -201,3 +203,15 @@ def test_the_real_kind_adds_the_embedded_sentences_as_one_store_size(results) ->
     assert real and {r["n_records"] for r in real} == {240 + len(OTHER_TEXTS)}
     assert {r["mode"] for r in real} >= {"none", "candidates", "index"}
     assert "real out-of-domain sentences" in (out / "sealed_search_smoke.md").read_text()
+
+
+def test_the_compacted_mode_leaves_snapshots_in_the_store_the_attackers_read() -> None:
+    mode = make_mode("store-index-compacted", "compacted")
+    assert mode.held is not None
+    world = HeldWorld(mode.key, context=mode.context, options=mode.held)
+    rng = np.random.default_rng(0)
+    for start in range(0, 200, 20):
+        world.write(rng.standard_normal((20, 16)).astype(np.float32), [f"r{i}" for i in range(start, start + 20)])
+    kinds = Counter(r.fields.get(LOG_FIELD, "data") for r in world.port.records.values())
+    assert kinds["snap"] >= 1 and kinds["seg"] < 10  # compacted: snapshots, and most segments deleted
+    assert len(world.library()) == kinds["snap"] + kinds["seg"] + kinds["head"] + 1  # all of it, and the marker

@@ -11,6 +11,8 @@
   default): the same keyed random vectors per record, and the index's sealed log in the store beside them; the
   battery writes and searches it through a real store (:mod:`.battery_store`);
 * ``store-index-replica``: the same with ``replica=True`` (queries read their records from a local replica).
+* ``store-index-compacted``: the default, compacting its log into sealed snapshots every 64 entries (the store
+  then holds snapshot chunks too, and the attackers see them).
 
 ``first_stage`` gives the scores that decide which records a query opens, as the store (candidates) or the
 app (index) ranks them; the access-pattern attack watches that list (the store-held modes: the reads the store
@@ -47,7 +49,10 @@ BATTERY_MODES = (
     ("index-open1000", "app-side index (open_k 1000)"),
     ("store-index", "store-held index (the default, open_k 100)"),
     ("store-index-replica", "store-held index, replica=True"),
+    ("store-index-compacted", "store-held index, log compacted every 64 entries"),
 )
+#: The compacted store-held mode compacts this often, so the store holds snapshots (and fewer segments) as well.
+_COMPACT_EVERY = 64
 
 
 def _unit32(x: np.ndarray) -> np.ndarray:
@@ -123,7 +128,8 @@ def make_mode(name: str, label: str, *, key: bytes = BENCH_KEY, context: str = C
         return Mode(name, label, opened=10)
     secret = SecretKey(key)
     if name.startswith("store-index"):
-        held = StoreIndexSearch(replica=name.endswith("-replica"))
+        every = _COMPACT_EVERY if name.endswith("-compacted") else StoreIndexSearch().compact_every
+        held = StoreIndexSearch(replica=name.endswith("-replica"), compact_every=every)
         search = SealedSearch(secret, tenant=context, options=held)
         return Mode(name, label, opened=held.open_k, search=search, held=held, key=key, context=context)
     if name.startswith("candidates"):
