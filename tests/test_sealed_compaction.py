@@ -6,6 +6,7 @@ deleted that no snapshot covers), never by timing.
 
 from __future__ import annotations
 
+import tracemalloc
 from collections.abc import Sequence
 
 import numpy as np
@@ -188,3 +189,19 @@ def test_the_tenant_keyword_and_its_deprecated_name():
     assert old.candidates(x[1], 1) == ["b"]  # the same tenant under its old name
     other = StoreIndex(KEY, tenant="u", options=StoreIndexSearch(), port=port, dim=DIM)
     assert other.candidates(x[1], 1) == []
+
+
+def test_a_forged_chunk_count_is_a_missing_chunk_not_a_huge_allocation():
+    port, x = MemoryPort(), vectors(20, 10)
+    process(port).add([f"r{i}" for i in range(20)], x)
+    (first,) = [r for r in port.records.values() if r.fields.get(LOG_FIELD) == "seg"]
+    port.records[first.id] = PortRecord(first.id, first.text, {**first.fields, "_tc_chunks": "1000000"}, first.vector)
+    reader = process(port)
+    tracemalloc.start()
+    try:
+        with pytest.raises(IndexRollbackError, match="missing chunks"):  # the plain count is the host's to edit
+            reader.candidates(x[0], 1)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 20 * 2**20  # not a million chunks' worth of buffer (a ~1 KB chunk: over 1 GB)

@@ -171,11 +171,10 @@ class LogRecords(NotPicklable):
             IndexTamperedError: The message does not open under this key and tenant, or names no chunk count.
         """
         n = chunk_count(first)
-        # every chunk but the last is as long as the first: one buffer, filled a chunk at a time, so a large
-        # snapshot never leaves a trail of growing copies in the process's heap
+        # One buffer, filled a chunk at a time and doubled when full: a large snapshot leaves no trail of growing
+        # copies in the process's heap, and a forged chunk count (a plain field) never sizes an allocation.
         head = _chunk_body(first.text)
-        body, at = bytearray(len(head) * n), 0
-        body[: len(head)], at = head, len(head)
+        body, at = bytearray(head), len(head)
         for start in range(1, n, _CHUNK_BATCH):
             wanted = [ids(c) for c in range(start, min(start + _CHUNK_BATCH, n))]
             got = {r.id: r.text for r in self.port.get(wanted)}
@@ -183,6 +182,8 @@ class LogRecords(NotPicklable):
                 raise IndexRollbackError(f"an index {_KINDS[kind]} is missing chunks: deleted or rolled back")
             for i in wanted:
                 piece = _chunk_body(got.pop(i))
+                if at + len(piece) > len(body):
+                    body.extend(bytes(max(len(body), len(piece))))
                 body[at : at + len(piece)] = piece
                 at += len(piece)
         del body[at:]
