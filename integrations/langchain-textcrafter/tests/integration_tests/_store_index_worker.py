@@ -3,7 +3,8 @@
 Run as ``python _store_index_worker.py ENGINE ADDRESS COLLECTION KEY [replica]``. It reads one JSON command a line on
 stdin and answers one JSON line on stdout, so the test decides the interleaving of several workers. The
 ``pause`` of an add blocks the worker at a chosen point of the write (before or after the store takes the
-data records) until the test kills it with SIGKILL: never a sleep.
+data records), and that of a compaction before its snapshot's head or before its deletes, until the test kills
+it with SIGKILL: never a sleep.
 """
 
 from __future__ import annotations
@@ -61,7 +62,21 @@ def pausing(cls: type) -> type:
             self.data_read += sum(not {LOG_FIELD, "_tc_marker"} & set(d.metadata or {}) for d in docs)
             return docs
 
+        #: Whether this process has written snapshot chunks (a compaction is under way).
+        snapshot_written = False
+
+        def delete(self, ids: Any = None, **kwargs: Any) -> Any:
+            if self.snapshot_written and self.pause == "before-deletes":
+                say(paused="before-deletes")  # the snapshot and its head are in the store; nothing deleted yet
+                sys.stdin.readline()
+            return super().delete(ids, **kwargs)
+
         def add_documents(self, documents: list[Document], **kwargs: Any) -> list[str]:
+            kinds = {(d.metadata or {}).get(LOG_FIELD) for d in documents}
+            if "seg" in kinds and self.snapshot_written and self.pause == "before-pointer":
+                say(paused="before-pointer")  # the snapshot is in the store; no head names it yet
+                sys.stdin.readline()
+            self.snapshot_written = self.snapshot_written or "snap" in kinds
             data = not any(LOG_FIELD in (d.metadata or {}) for d in documents)
             if data and self.pause == "before-store":
                 say(paused="before-store")
@@ -120,7 +135,17 @@ def main() -> None:
                     found.append([d.id for d in store.similarity_search(t, k=1)])
                     asked.append(store.store.asked)
                 found_ids = [f[0] if f else None for f in found]
-                say(found=found_ids, dead=store._search.dead, data_read=store.store.data_read, asked=asked)
+                loaded = store._search.store_index().snapshots.loaded
+                say(
+                    found=found_ids,
+                    dead=store._search.dead,
+                    data_read=store.store.data_read,
+                    asked=asked,
+                    loaded=loaded,
+                )
+            elif op == "compact":  # the pause stops it at a chosen point, for the test to kill it there
+                store.store.pause = cmd.get("pause")
+                say(compacted=store.compact_index())
             elif op == "delete":
                 store.delete(cmd["ids"])
                 say(deleted=cmd["ids"])

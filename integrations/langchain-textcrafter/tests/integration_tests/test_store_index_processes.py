@@ -165,6 +165,29 @@ def test_a_writer_killed_mid_batch_loses_no_acknowledged_record_and_leaves_none_
     fresh.close()
 
 
+@pytest.mark.parametrize("point", ["before-pointer", "before-deletes"])
+def test_a_writer_killed_mid_compaction_loses_nothing_and_the_next_compaction_works(spawn: Spawner, point: str) -> None:
+    key = generate_key()
+    writer = spawn(key)
+    first, second = batch("a", 20), batch("b", 20)
+    for b in (first, second):
+        assert writer.ask(op="add", **b)["acked"] == b["ids"]
+    assert writer.ask(op="compact", pause=point) == {"paused": point}
+    writer.kill()  # SIGKILL: a snapshot no head names, or a named snapshot whose covered records are all still there
+    texts, ids = first["texts"] + second["texts"], first["ids"] + second["ids"]
+    fresh = spawn(key)
+    found = fresh.ask(op="find", texts=texts)
+    assert found["found"] == ids and found["dead"] == 0
+    assert found["loaded"] == (point == "before-deletes")  # a snapshot is read only once its head names it
+    assert fresh.ask(op="audit")["unindexed"] == []
+    assert fresh.ask(op="compact") == {"compacted": True}
+    fresh.close()
+    last = spawn(key)
+    found = last.ask(op="find", texts=texts)
+    assert found["found"] == ids and found["dead"] == 0 and found["loaded"] == 1
+    last.close()
+
+
 def test_a_rolled_back_head_is_detected_by_a_reader_that_saw_the_newer_one(spawn: Spawner) -> None:
     import chromadb
     from chromadb.config import Settings
