@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from textcrafter_rag.app_index import AppIndex, AppIndexSearch, IndexConflictError, IndexFile, ProductQuantizer
 from textcrafter_rag.errors import InvalidInputError
+from textcrafter_rag.sealed.app_index import AppIndex, AppIndexSearch, IndexConflictError, IndexFile, ProductQuantizer
 from textcrafter_rag.sealing import SealError, SecretKey, generate_key
 
 KEY = SecretKey(generate_key())
@@ -102,7 +102,7 @@ def test_the_faiss_scan_gives_the_numpy_scan_s_scores():
 
 
 def test_choosing_the_file_index_says_what_it_cannot_hold():
-    from textcrafter_rag.app_index import SingleProcessIndexWarning
+    from textcrafter_rag.sealed.app_index import SingleProcessIndexWarning
 
     with pytest.warns(SingleProcessIndexWarning, match="StoreIndexSearch"):
         AppIndexSearch(index_path="docs.tcidx")

@@ -271,8 +271,8 @@ def test_parquet_payload_column_is_found_by_run_audit(store, tiny_inverter, tmp_
 
 def test_a_two_stage_store_is_reported_as_candidate_vectors(store, tmp_path):
     from textcrafter_rag.audit.measures import diagnose
+    from textcrafter_rag.sealed.candidates import TwoStage, TwoStageSearch
     from textcrafter_rag.sealing import generate_key
-    from textcrafter_rag.two_stage import TwoStage, TwoStageSearch
 
     two_stage = TwoStage(generate_key(), search=TwoStageSearch())
     ids = [f"r{i}" for i in range(len(store["texts"]))]

@@ -217,7 +217,7 @@ def test_texts_file_errors(tmp_path) -> None:
 def test_the_report_names_record_ids_keyed_or_clear(tmp_path) -> None:
     """Issue 29.2: a sealed store's ids are named keyed (the default) or clear, and clear ones are flagged."""
     from textcrafter_rag.audit.measures import diagnose
-    from textcrafter_rag.sealed_records import RecordSealer
+    from textcrafter_rag.sealed.records import RecordSealer
     from textcrafter_rag.sealing import generate_key
 
     key = generate_key()

@@ -12,11 +12,11 @@ import warnings
 import numpy as np
 import pytest
 
-from textcrafter_rag.candidate_rounds import RecallCapWarning, rule_met, score_noise
 from textcrafter_rag.errors import InvalidInputError
-from textcrafter_rag.sealed_search import MODE_KEY, SealedSearch
+from textcrafter_rag.sealed.candidates import TwoStage, TwoStageSearch, pack_vector, unpack_vector
+from textcrafter_rag.sealed.core import MODE_KEY, SealedSearch
+from textcrafter_rag.sealed.rounds import RecallCapWarning, rule_met, score_noise
 from textcrafter_rag.sealing import SecretKey
-from textcrafter_rag.two_stage import TwoStage, TwoStageSearch, pack_vector, unpack_vector
 
 KEY = SecretKey(bytes(range(32)))
 

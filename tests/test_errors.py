@@ -29,6 +29,7 @@ from textcrafter_rag import (
     Purkayastha,
     SecretKey,
     Shuffle,
+    SingleStageSearch,
     StoreIndexSearch,
     TenantKey,
     TextCrafter,
@@ -41,6 +42,7 @@ from textcrafter_rag import (
     resolve_policy,
 )
 from textcrafter_rag.errors import InvalidInputError, InvalidTypeError, ProtectionError
+from textcrafter_rag.sealed.core import SealedSearch
 from textcrafter_rag.sealing import load_key
 
 KEY = base64.urlsafe_b64encode(bytes(range(3, 35))).decode()  # fixed: never starts with "-" (argparse)
@@ -87,6 +89,10 @@ CASES: dict[str, list[Callable[[], Any]]] = {
     "GaussianNoise": [lambda: GaussianNoise(s=0), lambda: GaussianNoise(s=float("nan")), lambda: GaussianNoise(s="1")],
     "LDPGaussian": [lambda: LDPGaussian(epsilon=0), lambda: LDPGaussian(epsilon=1.0, delta=2.0)],
     "Purkayastha": [lambda: Purkayastha(epsilon=-1.0)],
+    "SingleStageSearch": [
+        lambda: SealedSearch(SecretKey(KEY), options=SingleStageSearch()).store_query(np.ones((1, 4))),
+        lambda: SealedSearch(SecretKey(KEY), options="single"),  # type: ignore[arg-type]
+    ],
     "StoreIndexSearch": [
         lambda: StoreIndexSearch(open_k=0),
         lambda: StoreIndexSearch(refresh_every=-1.0),

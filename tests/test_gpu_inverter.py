@@ -205,7 +205,7 @@ def test_adaptive_budget_is_the_privacy_tables_budget() -> None:
 
 def test_attack_job_defenses() -> None:
     from benchmarks.gpu_inverter.adaptive import DEFENSES, JOBS, make_defense
-    from textcrafter_rag.two_stage import noise_to_norm, random_directions
+    from textcrafter_rag.sealed.candidates import noise_to_norm, random_directions
 
     assert {j.defense for j in JOBS} == set(DEFENSES)
     x = np.random.default_rng(1).standard_normal((5, 384)).astype(np.float32)

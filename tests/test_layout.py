@@ -35,14 +35,7 @@ INFRASTRUCTURE = {
     "textcrafter_rag.data",
     "textcrafter_rag.policies",
     "textcrafter_rag.sealing",
-    "textcrafter_rag.record_ids",
-    "textcrafter_rag.store_filters",
-    "textcrafter_rag.sealed_records",
-    "textcrafter_rag.two_stage",
-    "textcrafter_rag.app_index",
-    "textcrafter_rag.candidate_rounds",
-    "textcrafter_rag.sealed_search",
-    "textcrafter_rag.sealed",
+    "textcrafter_rag.sealed",  # the sealed-search wing, one folder (its own floors: SEALED_FLOORS)
     "textcrafter_rag.keyed",
     "textcrafter_rag.batches",
     "textcrafter_rag.vectorfiles",
@@ -229,6 +222,45 @@ def test_each_layer_imports_only_its_own_and_the_layers_below_it() -> None:
             if theirs is not None and own is not None and theirs > own:
                 bad.append(f"{p.relative_to(ROOT)}:{line} ({mod}, layer {own}) imports {m} (layer {theirs})")
     assert not bad, "\n".join(bad)
+
+
+#: The sealed-search wing (``textcrafter_rag/sealed``, one folder), bottom to top: records and their layout, each
+#: mode's machinery, the engine, the modes (one file each, :mod:`textcrafter_rag.sealed.modes`), the core.
+SEALED = "textcrafter_rag.sealed"
+SEALED_FLOORS: tuple[frozenset[str], ...] = tuple(
+    frozenset(f"{SEALED}.{name}" for name in floor)
+    for floor in (
+        ("filters", "port", "record_ids", "records", "layout", "marker", "segment", "id_table", "exact_shards"),
+        ("candidates", "rounds", "app_index", "log_records", "log", "compaction", "vector_index", "store_index"),
+        ("replica",),
+        ("engine",),
+        ("modes",),
+        ("index_modes", "core"),
+    )
+)
+
+
+def _sealed_floor(module: str) -> int | None:
+    for i, floor in enumerate(SEALED_FLOORS):
+        if _under(module, floor):
+            return i
+    return None
+
+
+def test_the_sealed_wing_is_one_folder_with_floors() -> None:
+    """Every sealed-search module sits on a floor of its folder and imports only its own floor and those below."""
+    wing = [p for p in PACKAGE_FILES if _under(_module_name(p), (SEALED,)) and _module_name(p) != SEALED]
+    assert not [_module_name(p) for p in wing if _sealed_floor(_module_name(p)) is None], "a module on no floor"
+    bad = []
+    for p in wing:
+        own = _sealed_floor(_module_name(p))
+        for m, line, _ in _imports(p):
+            theirs = _sealed_floor(m)
+            if theirs is not None and own is not None and theirs > own:
+                bad.append(f"{p.relative_to(ROOT)}:{line} (floor {own}) imports {m} (floor {theirs})")
+    assert not bad, "\n".join(bad)
+    flat = {"sealed_search", "two_stage", "candidate_rounds", "app_index", "sealed_records", "record_ids"}
+    assert not [p.name for p in PACKAGE.glob("*.py") if p.stem in flat], "a sealed-search module outside its folder"
 
 
 def test_infrastructure_never_imports_the_layers_above_it() -> None:

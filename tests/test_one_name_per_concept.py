@@ -17,13 +17,13 @@ import pytest
 
 import textcrafter_rag
 from textcrafter_rag import autofit
-from textcrafter_rag.app_index import AppIndexSearch
 from textcrafter_rag.errors import InvalidInputError
+from textcrafter_rag.sealed.app_index import AppIndexSearch
+from textcrafter_rag.sealed.candidates import DEFAULT_SEARCH, TwoStageSearch
+from textcrafter_rag.sealed.core import SealedSearch
+from textcrafter_rag.sealed.records import RecordSealer
 from textcrafter_rag.sealed.store_index import StoreIndexSearch
-from textcrafter_rag.sealed_records import RecordSealer
-from textcrafter_rag.sealed_search import SealedSearch
 from textcrafter_rag.sealing import SealError, SecretKey, generate_key
-from textcrafter_rag.two_stage import DEFAULT_SEARCH, TwoStageSearch
 
 
 def test_the_options_search_takes_are_exported_by_the_package() -> None:
@@ -67,8 +67,6 @@ def test_sealed_search_takes_tenant_and_context_is_its_deprecated_name() -> None
         old = SealedSearch(key, context="acme", options=TwoStageSearch(open_k=50))
     assert old.marker_id() == new.marker_id()  # the same tenant under either name
     assert SealedSearch(key, tenant="other", options=TwoStageSearch()).marker_id() != new.marker_id()
-    with pytest.warns(DeprecationWarning, match=r"SealedSearch.fetch_k.*SealedSearch.open_k"):
-        assert new.fetch_k == 50
     with pytest.raises(InvalidInputError, match="exceeds this store's open_k=50: raise open_k"):
         new.check_k(51)
 

@@ -59,8 +59,8 @@ def test_the_runtime_modules_protect_and_seal_without_torch() -> None:
         import numpy as np
         from textcrafter_rag import Protector, TextCrafter, from_spec, generate_key
         from textcrafter_rag.mechanisms import fit_spectral_noise
-        from textcrafter_rag.sealed_records import RecordSealer
-        from textcrafter_rag.two_stage import TwoStage, TwoStageSearch
+        from textcrafter_rag.sealed.records import RecordSealer
+        from textcrafter_rag.sealed.candidates import TwoStage, TwoStageSearch
         import langchain_textcrafter, llama_index.embeddings.textcrafter  # the integrations import too
 
         warnings.simplefilter("ignore")

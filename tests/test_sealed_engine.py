@@ -11,13 +11,16 @@ import numpy as np
 import pytest
 
 from textcrafter_rag.sealed import PortRecord, StoreIndexSearch
-from textcrafter_rag.sealed.engine import MODES, CandidateSearch, IndexSearch, Query, ReadIds, SearchStore, arun, run
+from textcrafter_rag.sealed.candidates import TwoStageSearch
+from textcrafter_rag.sealed.core import SealedSearch
+from textcrafter_rag.sealed.engine import Query, ReadIds, SearchStore, arun, run
+from textcrafter_rag.sealed.modes import MODES
+from textcrafter_rag.sealed.modes.candidates import CandidateSearch
+from textcrafter_rag.sealed.modes.store_index import StoreIndexMode
+from textcrafter_rag.sealed.records import ID_FIELD
 from textcrafter_rag.sealed.replica import port_hit_fields
-from textcrafter_rag.sealed_records import ID_FIELD
-from textcrafter_rag.sealed_search import SealedSearch
 from textcrafter_rag.sealing import SecretKey
 from textcrafter_rag.testing.memory_port import MemoryPort
-from textcrafter_rag.two_stage import TwoStageSearch
 
 KEY = SecretKey(bytes(range(32)))
 DIM = 16
@@ -111,7 +114,7 @@ def test_an_index_search_reads_named_ids_keeps_what_the_caller_keeps_and_counts_
     core = SealedSearch(KEY, tenant="t", options=StoreIndexSearch(open_k=10))
     core.attach(port)
     stored(core, port, x)
-    steps = IndexSearch().find(core, Query(x[0], 3, port_hit_fields, ids=["r1", "r2", "gone"], keep=lambda h: h[:1]))
+    steps = StoreIndexMode().find(core, Query(x[0], 3, port_hit_fields, ids=["r1", "r2", "gone"], keep=lambda h: h[:1]))
     request = next(steps)
     assert request == ReadIds(["r1", "r2", "gone"])
     with pytest.raises(StopIteration) as done:
@@ -119,7 +122,7 @@ def test_an_index_search_reads_named_ids_keeps_what_the_caller_keeps_and_counts_
     assert done.value.value.record_ids == ["r1"]  # kept before opening
     assert core.dead == 0  # named ids that are missing are the caller's, not dead index entries
     port.delete(["r5"])
-    run(IndexSearch().find(core, Query(x[5], 3, port_hit_fields)), search=port.search, read=port.get)
+    run(StoreIndexMode().find(core, Query(x[5], 3, port_hit_fields)), search=port.search, read=port.get)
     assert core.dead == 1  # the index picked r5, and the store no longer holds it: counted, never removed
 
 
@@ -141,7 +144,7 @@ def test_the_async_driver_runs_the_algorithm_off_the_event_loop() -> None:
         return port.get(ids)
 
     async def main() -> threading.Thread:
-        await arun(IndexSearch().find(core, Query(x[0], 1, port_hit_fields)), search=None, read=read)  # type: ignore[arg-type]
+        await arun(StoreIndexMode().find(core, Query(x[0], 1, port_hit_fields)), search=None, read=read)  # type: ignore[arg-type]
         return threading.current_thread()
 
     loop_thread = asyncio.run(main())

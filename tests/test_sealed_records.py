@@ -7,7 +7,7 @@ import uuid
 import pytest
 
 from textcrafter_rag.errors import TextcrafterError
-from textcrafter_rag.sealed_records import (
+from textcrafter_rag.sealed.records import (
     ID_FIELD,
     USER_ID_FIELD,
     RecordSealer,
@@ -216,7 +216,7 @@ def test_filters_on_sealed_fields_are_refused_whatever_their_form(records: Recor
 
 
 def test_a_record_s_sealed_parts_are_bound_to_each_other_and_older_records_still_open():
-    from textcrafter_rag.sealed_records import RecordSealer
+    from textcrafter_rag.sealed.records import RecordSealer
     from textcrafter_rag.sealing import SealError, generate_key
 
     sealer = RecordSealer(generate_key(), sealed_metadata=("author", "diagnosis"))
@@ -322,7 +322,7 @@ def test_the_id_mapping_holds_key_material_and_never_serialises(key: str) -> Non
     import copy
     import pickle
 
-    from textcrafter_rag.record_ids import RecordIds
+    from textcrafter_rag.sealed.record_ids import RecordIds
     from textcrafter_rag.sealing import NotPicklableError, SecretKey
 
     ids = RecordSealer(key).ids

@@ -14,10 +14,10 @@ import pytest
 
 from textcrafter_rag.errors import InvalidTypeError
 from textcrafter_rag.sealed import PortRecord, StoreIndexSearch
+from textcrafter_rag.sealed.core import SealedSearch
 from textcrafter_rag.sealed.log import LOG_FIELD
+from textcrafter_rag.sealed.records import ID_FIELD
 from textcrafter_rag.sealed.replica import Replica
-from textcrafter_rag.sealed_records import ID_FIELD
-from textcrafter_rag.sealed_search import SealedSearch
 from textcrafter_rag.sealing import SecretKey
 from textcrafter_rag.testing.memory_port import MemoryPort
 

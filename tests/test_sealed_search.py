@@ -8,16 +8,16 @@ import warnings
 import numpy as np
 import pytest
 
-from textcrafter_rag.app_index import AppIndexSearch
 from textcrafter_rag.errors import InvalidInputError, InvalidTypeError, NotPicklableError
-from textcrafter_rag.sealed_search import (
+from textcrafter_rag.sealed.app_index import AppIndexSearch
+from textcrafter_rag.sealed.candidates import TwoStageSearch
+from textcrafter_rag.sealed.core import (
     ModeMismatchError,
     SealedSearch,
     SkippedRecordsWarning,
     check_marker_mode,
 )
 from textcrafter_rag.sealing import SealError, SecretKey, generate_key
-from textcrafter_rag.two_stage import TwoStageSearch
 
 KEY = SecretKey(generate_key())
 

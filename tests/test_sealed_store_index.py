@@ -163,8 +163,8 @@ def test_options_are_validated():
 
 
 def test_data_records_get_the_index_modes_keyed_vectors():
-    from textcrafter_rag.app_index import AppIndexSearch
-    from textcrafter_rag.sealed_search import SealedSearch
+    from textcrafter_rag.sealed.app_index import AppIndexSearch
+    from textcrafter_rag.sealed.core import SealedSearch
 
     x = vectors(5, 14)
     held = SealedSearch(KEY, context="t", options=StoreIndexSearch())

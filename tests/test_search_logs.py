@@ -14,9 +14,10 @@ import numpy as np
 import pytest
 
 from textcrafter_rag import logs, sealed_search
-from textcrafter_rag.candidate_rounds import CapCounter, RecallCapWarning
 from textcrafter_rag.logs import SearchStats
 from textcrafter_rag.sealed import index_modes
+from textcrafter_rag.sealed.candidates import TwoStageSearch
+from textcrafter_rag.sealed.core import SealedSearch, SkippedRecordsWarning
 from textcrafter_rag.sealed.layout import (
     LIBRARY_FIELDS,
     LOG_FIELD,
@@ -26,9 +27,8 @@ from textcrafter_rag.sealed.layout import (
     is_library_record,
     without_library_records,
 )
-from textcrafter_rag.sealed_search import SealedSearch, SkippedRecordsWarning
+from textcrafter_rag.sealed.rounds import CapCounter, RecallCapWarning
 from textcrafter_rag.sealing import SecretKey, generate_key
-from textcrafter_rag.two_stage import TwoStageSearch
 
 KEY = SecretKey(generate_key())
 

@@ -17,7 +17,8 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from textcrafter_rag.cli import main
 from textcrafter_rag.errors import NotPicklableError, TextcrafterError
 from textcrafter_rag.keyed import KeyedRotation, TenantKey
-from textcrafter_rag.sealed_records import RecordSealer, filter_field_names
+from textcrafter_rag.sealed.candidates import TwoStage, TwoStageSearch
+from textcrafter_rag.sealed.records import RecordSealer, filter_field_names
 from textcrafter_rag.sealing import (
     SEALED_PREFIX,
     TEXT_MIN_BYTES,
@@ -29,7 +30,6 @@ from textcrafter_rag.sealing import (
     load_key,
     padded_size,
 )
-from textcrafter_rag.two_stage import TwoStage, TwoStageSearch
 
 #: A fixed key (a random one would make the command-line cases below depend on its first characters).
 KEY = "YWJjZGVmZ2hpamtsbW5vcHFyc3R1dnd4eXp7fH1-f4A="

@@ -10,8 +10,7 @@ import pytest
 from textcrafter_rag.errors import InvalidTypeError, ProtectionError, TextcrafterError
 from textcrafter_rag.keyed import keyed_normals
 from textcrafter_rag.numerics import unit_rows
-from textcrafter_rag.sealing import SealError, generate_key
-from textcrafter_rag.two_stage import (
+from textcrafter_rag.sealed.candidates import (
     TwoStage,
     TwoStageSearch,
     noise_to_norm,
@@ -20,6 +19,7 @@ from textcrafter_rag.two_stage import (
     rerank,
     unpack_vector,
 )
+from textcrafter_rag.sealing import SealError, generate_key
 
 KEY = generate_key()
 

@@ -100,11 +100,12 @@ class NotPicklable:
 
 
 class KeyHolder(NotPicklable):
-    """Mixin for immutable objects holding key material: never serialised, and a copy is the object itself.
+    """Mixin for objects holding key material: never serialised, and a copy is the object itself.
 
     ``copy.copy`` and ``copy.deepcopy`` return ``self`` (they would otherwise go through the refused
     ``__reduce_ex__``), so objects that hold one (pydantic models, dataclasses) can still be copied,
-    and no copy ever duplicates the key.
+    and no copy ever duplicates the key. For immutable holders, and for those whose copies must share one
+    state (a sealed store's search core: a copy of the store searches the same index, with the same counters).
     """
 
     __slots__ = ()

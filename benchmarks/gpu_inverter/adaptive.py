@@ -129,7 +129,7 @@ def adapt_config() -> Any:
 def _candidate_class() -> type:
     """The two-stage store's Gaussian candidate vectors as a mechanism (imported only when a job needs it)."""
     base = lean_import("textcrafter_rag.mechanisms.base").Mechanism
-    two_stage = lean_import("textcrafter_rag.two_stage")
+    two_stage = lean_import("textcrafter_rag.sealed.candidates")
 
     class CandidateNoise(base):  # type: ignore[misc,valid-type]
         """``x + r u`` rescaled to ``||x||`` with ``u`` a uniform unit direction: the core's ``noise_to_norm`` of

@@ -9,7 +9,7 @@
   an exact search, at a cost that does not grow with the store (the benchmark times the app, not a dict scan).
 * :class:`App` is one process's sealed store over that port, written and read in the adapters' order (log, then
   the sealed records; candidates, then the records from the replica or by id from the store), with the record
-  sealing of :class:`~textcrafter_rag.sealed_records.RecordSealer` (padded AES-GCM texts, as the adapters store).
+  sealing of :class:`~textcrafter_rag.sealed.records.RecordSealer` (padded AES-GCM texts, as the adapters store).
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from typing import Any
 import numpy as np
 
 from textcrafter_rag.sealed import PortRecord, StoreIndexSearch
+from textcrafter_rag.sealed.core import SealedSearch
 from textcrafter_rag.sealed.log import LOG_FIELD
+from textcrafter_rag.sealed.records import RecordSealer
 from textcrafter_rag.sealed.replica import port_hit_fields
-from textcrafter_rag.sealed_records import RecordSealer
-from textcrafter_rag.sealed_search import SealedSearch
 from textcrafter_rag.sealing import SecretKey
 from textcrafter_rag.testing.memory_port import MemoryPort
 

@@ -20,10 +20,10 @@ import numpy as np
 
 from textcrafter_rag.numerics import unit_rows
 from textcrafter_rag.sealed import PortRecord, StoreIndexSearch
+from textcrafter_rag.sealed.core import SealedSearch
 from textcrafter_rag.sealed.layout import DIM_KEY, MARKER_KEY, MODE_KEY, is_library_record
+from textcrafter_rag.sealed.records import RecordSealer
 from textcrafter_rag.sealed.replica import port_hit_fields
-from textcrafter_rag.sealed_records import RecordSealer
-from textcrafter_rag.sealed_search import SealedSearch
 from textcrafter_rag.sealing import SecretKey
 from textcrafter_rag.testing.memory_port import MemoryPort
 

@@ -1,4 +1,4 @@
-"""What the store holds in each mode, built with the core (``textcrafter_rag.sealed_search``).
+"""What the store holds in each mode, built with the core (``textcrafter_rag.sealed.core``).
 
 * ``none``: the clean unit vectors (a plain store: the reference);
 * ``candidates-norot``: the shipped candidate noise without the secret rotation (the previous release): the
@@ -27,12 +27,12 @@ from typing import Any
 
 import numpy as np
 
-from textcrafter_rag.app_index import AppIndexSearch
 from textcrafter_rag.numerics import unit_rows
 from textcrafter_rag.sealed import StoreIndexSearch
-from textcrafter_rag.sealed_search import SealedSearch
+from textcrafter_rag.sealed.app_index import AppIndexSearch
+from textcrafter_rag.sealed.candidates import TwoStage, TwoStageSearch
+from textcrafter_rag.sealed.core import SealedSearch
 from textcrafter_rag.sealing import SecretKey
-from textcrafter_rag.two_stage import TwoStage, TwoStageSearch
 
 __all__ = ["BATTERY_MODES", "BENCH_KEY", "Mode", "make_mode"]
 

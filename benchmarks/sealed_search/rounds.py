@@ -1,7 +1,7 @@
 """The scale grid's recall-target rows: candidate search in rounds with the core's stopping rule.
 
 Each query asks the store (a FAISS flat scan of what it holds) for ``FIRST_ROUND`` records, then twice as many
-each round, up to ``fetch_k``; after each round the core's :func:`~textcrafter_rag.candidate_rounds.rule_met`
+each round, up to ``fetch_k``; after each round the core's :func:`~textcrafter_rag.sealed.rounds.rule_met`
 decides from the exact cosines of the records read (int8 as sealed) and the store score of the round's last
 record. The store scores are the flat scan's inner products over the un-rotated candidates, which are the
 scores the application rebuilds from each record's sealed noise seed (``tests/test_candidate_rounds.py``
@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from textcrafter_rag.candidate_rounds import FIRST_ROUND, rule_met
-from textcrafter_rag.two_stage import DEFAULT_SEARCH, TwoStageSearch
+from textcrafter_rag.sealed.candidates import DEFAULT_SEARCH, TwoStageSearch
+from textcrafter_rag.sealed.rounds import FIRST_ROUND, rule_met
 
 __all__ = ["recall_rows", "rounds_of_query", "timed_ms"]
 

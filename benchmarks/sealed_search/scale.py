@@ -40,12 +40,12 @@ from typing import Any
 import faiss
 import numpy as np
 
-from textcrafter_rag.app_index import AppIndex, AppIndexSearch
 from textcrafter_rag.metrics import retrieval_metrics
 from textcrafter_rag.numerics import unit_rows
-from textcrafter_rag.sealed_search import SealedSearch
+from textcrafter_rag.sealed.app_index import AppIndex, AppIndexSearch
+from textcrafter_rag.sealed.candidates import TwoStage, TwoStageSearch
+from textcrafter_rag.sealed.core import SealedSearch
 from textcrafter_rag.sealing import SecretKey
-from textcrafter_rag.two_stage import TwoStage, TwoStageSearch
 
 from .distractors import CHUNK as _CHUNK
 from .distractors import cluster_distractors, distractor_check, gaussian_distractors

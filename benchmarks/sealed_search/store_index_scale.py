@@ -48,9 +48,9 @@ from benchmarks.common.options import base_parser, resolve_data_or_none, resolve
 from benchmarks.common.reporting import Script, fmt, make_meta, md_table, write_results
 from textcrafter_rag.metrics import retrieval_metrics
 from textcrafter_rag.numerics import unit_rows
+from textcrafter_rag.sealed.core import SealedSearch
 from textcrafter_rag.sealed.store_index import StoreIndexSearch
 from textcrafter_rag.sealed.vector_index import VectorIndex
-from textcrafter_rag.sealed_search import SealedSearch
 from textcrafter_rag.sealing import SecretKey
 
 from .distractors import cluster_distractor_chunks

@@ -6,10 +6,10 @@ import uuid
 
 import numpy as np
 
-from textcrafter_rag.candidate_rounds import OpenedHits
 from textcrafter_rag.numerics import unit_rows
-from textcrafter_rag.sealed_search import SealedSearch
-from textcrafter_rag.two_stage import TwoStage
+from textcrafter_rag.sealed.candidates import TwoStage
+from textcrafter_rag.sealed.core import SealedSearch
+from textcrafter_rag.sealed.rounds import OpenedHits
 
 from .rounds import timed_ms
 

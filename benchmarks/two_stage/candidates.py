@@ -30,8 +30,8 @@ from benchmarks.common.options import quiet_seed_warnings
 from textcrafter_rag.autofit import AutoFitConfig
 from textcrafter_rag.mechanisms import Mechanism, NullspaceNoise
 from textcrafter_rag.noise_fitting import fit_nullspace_for_encoder
+from textcrafter_rag.sealed.candidates import noise_to_norm, random_directions
 from textcrafter_rag.textcrafter import TextCrafter
-from textcrafter_rag.two_stage import noise_to_norm, random_directions
 
 __all__ = [
     "DIRECTION_MECHANISMS",

@@ -1,7 +1,7 @@
 """Cost of two-stage search: bytes per record and the added latency per query (open + re-rank), in-process.
 
 A record holds its sealed text and its sealed clean vector (float16, or int8 with a per-vector float32
-scale), each a base64 token from :class:`~textcrafter_rag.sealed_records.RecordSealer`; the store also holds
+scale), each a base64 token from :class:`~textcrafter_rag.sealed.records.RecordSealer`; the store also holds
 the float32 candidate vector. The latency is measured in this process on one thread: for each query, open the
 ``fetch_k`` sealed vectors of its candidates, re-rank them by exact cosine with the clean query, then open the
 texts of the ``k`` winners. The end-to-end latency through Qdrant local and the Chroma server needs the
@@ -16,9 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from textcrafter_rag.sealed_records import RecordSealer
+from textcrafter_rag.sealed.candidates import VECTOR_FIELD, TwoStage, TwoStageSearch, rerank
+from textcrafter_rag.sealed.records import RecordSealer
 from textcrafter_rag.sealing import Sealer
-from textcrafter_rag.two_stage import VECTOR_FIELD, TwoStage, TwoStageSearch, rerank
 
 from .search import fetch_candidates, int8_quantise
 from .utility import Corpus

@@ -26,7 +26,7 @@ import numpy as np
 from langchain_core.embeddings import Embeddings
 
 from langchain_textcrafter import SealedVectorStore
-from textcrafter_rag.two_stage import DEFAULT_SEARCH, TwoStageSearch
+from textcrafter_rag.sealed.candidates import DEFAULT_SEARCH, TwoStageSearch
 
 __all__ = ["PrecomputedEmbeddings", "engine_latency_rows", "engines_section"]
 

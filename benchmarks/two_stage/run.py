@@ -17,7 +17,7 @@ from benchmarks.common.scifact import subsample
 from benchmarks.privacy.frontier.attacks import AttackSizes
 from textcrafter_rag.data import load_scifact
 from textcrafter_rag.encoders import bundled_minilm
-from textcrafter_rag.two_stage import TwoStage, TwoStageSearch
+from textcrafter_rag.sealed.candidates import TwoStage, TwoStageSearch
 
 from . import __doc__ as PACKAGE_DOC
 from .averaging import averaging_rows
@@ -312,7 +312,7 @@ def _placeholder() -> dict[str, Any]:
 
 
 def _core_note() -> str:
-    return "textcrafter_rag.two_stage (noise_to_norm, random_directions, TwoStage)"
+    return "textcrafter_rag.sealed.candidates (noise_to_norm, random_directions, TwoStage)"
 
 
 def _run_part(
@@ -353,7 +353,9 @@ def _run_part(
         return rows, {"grid": repr(sg), "distractor_pool_sizes": {k: len(v) for k, v in pools.items()}}
     if part == "averaging":
         a = cfg["averaging"]
-        about = "textcrafter_rag.two_stage.TwoStage.protect_documents (keyed PRF of the quantized clean direction)"
+        about = (
+            "textcrafter_rag.sealed.candidates.TwoStage.protect_documents (keyed PRF of the quantized clean direction)"
+        )
 
         def keyed(docs: np.ndarray, r: float) -> np.ndarray:
             two = TwoStage(AVERAGING_KEY, context="benchmark", search=TwoStageSearch(doc_strength=r))

@@ -27,10 +27,10 @@ import numpy as np
 
 from .. import vectorfiles
 from ..errors import VectorFileError
-from ..sealed_records import ID_FIELD, IDS_KEY, USER_ID_FIELD
-from ..sealed_search import MARKER_KEY, MODE_KEY
+from ..sealed.candidates import VECTOR_KEY
+from ..sealed.core import MARKER_KEY, MODE_KEY
+from ..sealed.records import ID_FIELD, IDS_KEY, USER_ID_FIELD
 from ..sealing import Sealer
-from ..two_stage import VECTOR_KEY
 
 __all__ = [
     "AuditInputError",
@@ -71,7 +71,7 @@ class StoreSample:
             natural-language text on the sampled rows, nested ones as ``metadata.page_content``
             (see :func:`plaintext_columns`); empty for ``.npy`` stores and in-memory arrays.
         sealed_vector_fields: Fields holding a two-stage store's sealed clean vectors (``metadata._tc_vec``):
-            the stored vectors are then candidate vectors (see :mod:`textcrafter_rag.two_stage`).
+            the stored vectors are then candidate vectors (see :mod:`textcrafter_rag.sealed.candidates`).
         search_modes: The sealed-search modes the rows name (``"candidates"``, ``"index"``), if any.
         clear_fields: Fields beside the vectors holding unsealed strings (what a thief reads without a key).
         record_ids: How a sealed store's rows are identified: ``"keyed"`` (keyed UUIDs, the user's ids only

@@ -6,14 +6,14 @@ It does no I/O itself, so one algorithm serves both frameworks and both calling 
 the requests with an adapter's sync calls, :func:`arun` with its async ones (each step of the algorithm,
 which may read the store-held index's log, runs in a worker thread, off the event loop).
 
-The modes (:data:`MODES`, looked up by the core's mode name):
+The modes are one file each under :mod:`.modes` (the registry, :data:`~.modes.MODES`), each a
+:class:`SearchMode`: what the store receives for a record and a query, and the search's requests:
 
-* ``"candidates"`` (:class:`CandidateSearch`): the store ranks a heavily noised, key-rotated query vector, in
-  rounds until the recall rule is met or ``open_k`` records were read;
-* ``"index"`` and ``"store-index"`` (:class:`IndexSearch`): the application's index picks ``open_k`` ids and the
-  store reads them by id (or the replica holds them: then the store is asked nothing).
-
-Single-stage search is the store's own and passes through the adapters untouched.
+* ``"store-index"`` (the default) and ``"index"`` (the app-side index file): the application's index picks
+  ``open_k`` ids and the store reads them by id (or the replica holds them: then the store is asked nothing);
+* ``"candidates"``: the store ranks a heavily noised, key-rotated query vector, in rounds until the recall rule
+  is met or ``open_k`` records were read;
+* ``"single"``: the store's own search answers (``store_ranks``): the adapters hand it the query and open the hits.
 
 Before either, a process reads the store's marker record (:func:`settle_marker`), which names the mode the store
 was written in, and a new store is marked at its first write (:func:`marker_record`).
@@ -28,15 +28,12 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import numpy as np
 
-from ..sealed_records import ID_FIELD, IDS_KEY
 from .layout import DIM_KEY, MARKER_KEY, MODE_KEY
 from .marker import check_marker_mode
+from .records import ID_FIELD, IDS_KEY
 
 __all__ = [
-    "MODES",
-    "CandidateSearch",
     "Found",
-    "IndexSearch",
     "MarkedCore",
     "Query",
     "ReadIds",
@@ -96,9 +93,19 @@ Steps = Generator[SearchStore | ReadIds, Sequence[Any], Found[Any]]
 
 
 class SearchCore(Protocol):
-    """What a mode asks of the core (:class:`~textcrafter_rag.sealed_search.SealedSearch`)."""
+    """What a mode asks of the core (:class:`~textcrafter_rag.sealed.core.SealedSearch`)."""
 
     def store_query(self, clean: Any) -> np.ndarray: ...
+
+    def candidate_vectors(self, clean: np.ndarray, seeds: Sequence[bytes | None] | None) -> np.ndarray: ...
+
+    def candidate_query(self, query: np.ndarray) -> np.ndarray: ...
+
+    def id_vectors(self, record_ids: Sequence[Any], dim: int) -> np.ndarray: ...
+
+    def keyed_vectors(self, labels: Sequence[str], dim: int) -> np.ndarray: ...
+
+    def store_index(self, dim: int | None = None) -> Any: ...
 
     def rounds(self, query: Any, k: int, fields: HitFields) -> Any: ...
 
@@ -112,51 +119,30 @@ class SearchCore(Protocol):
 
 
 class SearchMode(Protocol):
-    """One sealed-search mode: the requests a search makes, in order."""
+    """One sealed-search mode (one file under :mod:`.modes`): what the store receives, and a search's requests."""
 
-    #: Whether the store receives a query vector (candidate search) or only ids (the index modes).
+    #: The name records and the marker carry (``_tc_mode``).
+    name: str
+    #: The options class that selects this mode (``search=`` in both adapters).
+    options_type: type
+    #: The wrapped store's own search answers (single-stage): the adapter hands it the query, opens the hits.
+    store_ranks: bool
+    #: Records carry their clean vector sealed (``_tc_vec``), which the application opens and ranks by.
+    seals_vectors: bool
+    #: The application keeps an index: written before the store on add, after it on delete; read by id.
+    keeps_index: bool
+    #: Whether the store receives a query vector (single-stage and candidates) or only ids (the index modes).
     ranks_in_store: bool
+
+    def store_vectors(
+        self, core: SearchCore, clean: np.ndarray, record_ids: Sequence[Any], seeds: Sequence[bytes | None] | None
+    ) -> np.ndarray: ...
+
+    def store_query(self, core: SearchCore, query: np.ndarray) -> np.ndarray: ...
 
     def find(self, core: SearchCore, query: Query) -> Steps: ...
 
-
-class CandidateSearch:
-    """The store ranks a protected query vector; the records it returns are opened and re-ranked exactly, in
-    rounds until the recall rule is met or ``open_k`` records were read (a query's ``ids`` and ``keep`` do not
-    apply: a candidate search filters in the store)."""
-
-    ranks_in_store = True
-
-    def find(self, core: SearchCore, query: Query) -> Steps:
-        protected = core.store_query(query.clean)[0].tolist()
-        rounds = core.rounds(query.clean, query.k, query.fields)
-        while rounds.size is not None:
-            rounds.take((yield SearchStore(protected, rounds.size)))
-        return Found(rounds.hits, rounds.positions, rounds.record_ids, rounds.vectors)
-
-
-class IndexSearch:
-    """The application's index picks the ids (or the caller names them: ``ids``), the store reads them by id,
-    unless the replica holds them; ``keep`` then restricts what was read (for example to some documents)
-    before anything is opened. An entry whose record did not come back is counted, never removed."""
-
-    ranks_in_store = False
-
-    def find(self, core: SearchCore, query: Query) -> Steps:
-        picked = query.ids is None
-        wanted = core.index_candidates(query.clean) if query.ids is None else list(query.ids)
-        local = core.index_records(wanted)  # the replica's (StoreIndexSearch(replica=True)): the store reads none
-        hits = list(local) if local is not None else (list((yield ReadIds(wanted))) if wanted else [])
-        if picked:
-            core.count_dead(wanted, len(hits))
-        if query.keep is not None:
-            hits = query.keep(hits)
-        opened = core.open_hits(query.fields(hits))
-        return Found(hits, opened.positions, opened.record_ids, opened.vectors)
-
-
-#: Every mode whose search the core runs, by the core's mode name.
-MODES: dict[str, SearchMode] = {"candidates": CandidateSearch(), "index": IndexSearch(), "store-index": IndexSearch()}
+    def settle(self, core: SearchCore, dim: int | None) -> None: ...
 
 
 def run(
@@ -206,32 +192,30 @@ class _Done:
 
 
 class MarkedCore(Protocol):
-    """What the marker steps ask of the core (:class:`~textcrafter_rag.sealed_search.SealedSearch`)."""
+    """What the marker steps ask of the core (:class:`~textcrafter_rag.sealed.core.SealedSearch`)."""
 
     mode: str
+    search_mode: SearchMode
     marker_seen: bool
 
     def marker_text(self) -> str: ...
 
     def keyed_vectors(self, labels: Sequence[str], dim: int) -> np.ndarray: ...
 
-    def store_index(self, dim: int | None = None) -> Any: ...
 
-
-def settle_marker(core: MarkedCore | None, written: str | None, fields: Mapping[str, Any] | None) -> None:
+def settle_marker(core: MarkedCore, written: str | None, fields: Mapping[str, Any] | None) -> None:
     """Check the mode a store's marker names (``written``: its sealed mode, ``None`` without one) against the
-    mode this process opened it in (``core``: ``None`` for single-stage), and tell the core what it says.
+    mode this process opened it in, and tell the core what it says.
 
     Raises:
         ModeMismatchError: The store was written in another mode; nothing was sent to it.
     """
-    check_marker_mode(core.mode if core is not None else "single", written)
-    if written is None or core is None:
+    check_marker_mode(core.mode, written)
+    if written is None:
         return
     core.marker_seen = True
     dim = str((fields or {}).get(DIM_KEY, ""))
-    if core.mode == "store-index" and dim.isdigit():
-        core.store_index(int(dim))  # a process that deletes before it adds or searches knows the index's dimension
+    core.search_mode.settle(core, int(dim) if dim.isdigit() else None)  # type: ignore[arg-type]
 
 
 def marker_record(

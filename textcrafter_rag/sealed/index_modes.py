@@ -2,7 +2,7 @@
 
 * ``"store-index"`` (:class:`~.store_index.StoreIndexSearch`): the index's sealed log lives in the store
   (:mod:`.log`), and every process rebuilds its FAISS cache from it;
-* ``"index"`` (:class:`~textcrafter_rag.app_index.AppIndexSearch`): the index lives in one process's sealed file.
+* ``"index"`` (:class:`~textcrafter_rag.sealed.app_index.AppIndexSearch`): the index lives in one process's sealed file.
 
 Writes go index first, store second (add), and store first, index second (delete), so a crash never leaves a
 stored record that no search finds: at worst an entry whose record is missing, which a search skips and counts
@@ -19,14 +19,14 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
-from ..app_index import AppIndex, AppIndexSearch, IndexFile
 from ..errors import InvalidInputError, InvalidTypeError, TextcrafterError
 from ..logs import logger
-from ..record_ids import canonical_record_id
 from ..sealing import SealError, SecretKey
 from ..validation import check_store_vectors
+from .app_index import AppIndex, AppIndexSearch, IndexFile
 from .layout import is_library_record
 from .port import PortRecord, RecordPort
+from .record_ids import canonical_record_id
 from .replica import Fetch, HitFieldsOf, OpenVector, Replica, port_hit_fields
 from .store_index import StoreIndex, StoreIndexSearch
 
@@ -58,7 +58,7 @@ class UnindexedRecordsWarning(UserWarning):
 
 
 class IndexModes:
-    """The index side of a :class:`~textcrafter_rag.sealed_search.SealedSearch` in an index mode.
+    """The index side of a :class:`~textcrafter_rag.sealed.core.SealedSearch` in an index mode.
 
     Args:
         key: The store's key.
@@ -140,10 +140,14 @@ class IndexModes:
         batch_size: int,
         group: int,
         progress: bool,
+        before: Callable[[], Any] | None,
     ) -> int:
-        """Index every data record the store lists, opened ``group`` at a time by ``open_records``."""
+        """Index every data record the store lists, opened ``group`` at a time by ``open_records`` (``before``
+        first, once the mode is checked)."""
         if not self.held or self._port is None:
             raise InvalidInputError("rebuild_index() is for the store-held index (search=StoreIndexSearch())")
+        if before is not None:
+            before()
         total = 0
         with tqdm(desc="rebuilding the sealed index", unit="records", disable=not progress) as bar:
             for batch in self._port.enumerate(batch_size):
@@ -182,6 +186,8 @@ class IndexModes:
 
     def save(self) -> None:
         """Write the app-side index to its file now (it is also written after every add and delete)."""
+        if self.held:
+            raise InvalidInputError("this store does not use the app-side index (search=AppIndexSearch(...))")
         if self._file is None:
             raise InvalidInputError("this store has no index_path: its index lives in this process only")
         index = self.index()
@@ -190,6 +196,30 @@ class IndexModes:
                 self._file.save(index)
 
     # -- both --------------------------------------------------------------------------------------
+
+    def before_clear(self) -> tuple[list[str], dict[str, int] | None]:
+        """What a clear of the store needs to know first: the app-side index's ids, or every writer's head of
+        the store-held index's log (read up to date, just before the store is cleared)."""
+        if not self.held:
+            index = self.index()
+            return (index.ids() if index is not None else []), None
+        held = self.store_index()
+        return [], (held.log.heads() if held is not None else None)
+
+    def cleared(self, state: tuple[list[str], dict[str, int] | None]) -> None:
+        """After the store was cleared (``state``: :meth:`before_clear`'s): the index forgets what it held.
+
+        The store-held index's log went with the store: this process starts a new epoch of it (an empty
+        snapshot covering every writer's head before the clear), so every other process drops what it holds at
+        its next read, and a writer that wrote before the clear writes on (:meth:`StoreIndex.cleared`).
+        """
+        ids, heads = state
+        if self.held:
+            held = self.store_index()
+            if held is not None and heads is not None:
+                held.cleared(heads)
+        elif ids:
+            self.remove(ids)
 
     def add(self, record_ids: Sequence[Any], clean: np.ndarray) -> None:
         """Add (or replace) records, *before* the store takes them (a record is never stored unindexed)."""

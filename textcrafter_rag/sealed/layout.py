@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..store_filters import is_filter_kwarg
+from .filters import is_filter_kwarg
 
 __all__ = [
     "CHUNKS_FIELD",
@@ -38,7 +38,7 @@ LOG_FIELD = "_tc_log"
 CHUNKS_FIELD = "_tc_chunks"
 #: The modes whose store ranks nothing: the application's index picks the records to fetch by id.
 INDEX_MODES = ("store-index", "index")
-#: Fields the sealed stores add to records (besides the sealed vector, ``two_stage.VECTOR_KEY``).
+#: Fields the sealed stores add to records (besides the sealed vector, ``candidates.VECTOR_KEY``).
 RESERVED_FIELDS = (MODE_KEY, MARKER_KEY, DIM_KEY, LOG_FIELD, CHUNKS_FIELD)
 #: Fields only the library's own records carry (the marker; the index log's heads and segments), of any tenant.
 LIBRARY_FIELDS = (MARKER_KEY, LOG_FIELD)

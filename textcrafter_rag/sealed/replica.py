@@ -33,14 +33,14 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..numerics import row_cosines
-from ..record_ids import canonical_record_id
-from ..sealed_records import ID_FIELD
 from ..sealing import NotPicklable, SealError
-from ..two_stage import VECTOR_KEY
 from ..validation import check_int
+from .candidates import VECTOR_KEY
 from .layout import MODE_KEY
 from .log import Segment
 from .port import PortRecord
+from .record_ids import canonical_record_id
+from .records import ID_FIELD
 
 __all__ = ["MATCH", "Fetch", "HitFieldsOf", "OpenVector", "Replica", "port_hit_fields"]
 
@@ -59,7 +59,7 @@ HitFieldsOf = Callable[[Sequence[Any]], list[tuple[Any, Any, Any, Any, Any]]]
 
 
 class OpenVector(Protocol):
-    """Opens a record's sealed clean vector (:meth:`~textcrafter_rag.two_stage.TwoStage.open_vector`)."""
+    """Opens a record's sealed clean vector (:meth:`~textcrafter_rag.sealed.candidates.TwoStage.open_vector`)."""
 
     def __call__(self, token: Any, *, record_id: Any, record_text: str | None = None) -> np.ndarray: ...
 

@@ -32,13 +32,14 @@ from typing import Any, ClassVar
 import numpy as np
 import pytest
 
-from ..app_index import AppIndexSearch, SingleProcessIndexWarning
 from ..errors import InvalidInputError
+from ..sealed.app_index import AppIndexSearch, SingleProcessIndexWarning
+from ..sealed.candidates import TwoStageSearch
 from ..sealed.layout import MARKER_KEY
 from ..sealed.marker import ModeMismatchError
+from ..sealed.modes import SingleStageSearch
 from ..sealed.store_index import StoreIndexSearch
 from ..sealing import SealError
-from ..two_stage import TwoStageSearch
 from .known import KnownVectors
 
 __all__ = ["MODES", "OPEN_K", "Held", "Hit", "Request", "SealedStoreContract", "search_options"]
@@ -63,7 +64,7 @@ def search_options(mode: str, index_path: Path) -> Any:
             warnings.simplefilter("ignore", SingleProcessIndexWarning)
             return AppIndexSearch(open_k=OPEN_K, index_path=index_path)
     if mode == "single":
-        return None
+        return SingleStageSearch()
     raise InvalidInputError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
 
 
@@ -105,16 +106,6 @@ KEY = bytes(range(101, 133))
 WRONG_KEY = bytes(range(1, 33))
 
 
-#: Single-stage stores carry no marker (``_marker`` in both adapters returns before writing one when the mode is
-#: single-stage; "single-stage writes no marker", sealed/index_modes.py), so a process opening one in a sealed
-#: mode is not refused before it sends: the store-held index searches the log heads and raises SealError, candidates
-#: send the protected query and then raise ModeMismatchError, the app-side index returns nothing.
-_NO_SINGLE_MARKER = (
-    "library gap: single-stage writes no marker record, so a process opening it in another mode is not refused with "
-    "ModeMismatchError before it sends (it raises SealError, or raises after a search, or finds nothing, by mode)"
-)
-
-
 def _unit(v: Any) -> np.ndarray:
     x = np.asarray(v, dtype=np.float64).ravel()
     return x / np.linalg.norm(x)
@@ -151,10 +142,7 @@ class SealedStoreContract(ABC):
     #: ``(test name, mode)`` -> reason, for checks that fail on a known library bug of this adapter (strict xfail).
     KNOWN_BUGS: ClassVar[Mapping[tuple[str, str], str]] = {}
     #: As :attr:`KNOWN_BUGS`, for gaps of the core that every adapter shares (strict xfail in every subclass).
-    LIBRARY_GAPS: ClassVar[Mapping[tuple[str, str], str]] = {
-        ("test_the_first_write_leaves_exactly_one_marker", "single"): _NO_SINGLE_MARKER,
-        ("test_another_mode_is_refused_before_anything_is_sent", "single"): _NO_SINGLE_MARKER,
-    }
+    LIBRARY_GAPS: ClassVar[Mapping[tuple[str, str], str]] = {}
 
     # -- hooks -----------------------------------------------------------------------------------
 
@@ -166,7 +154,7 @@ class SealedStoreContract(ABC):
     def open_store(self, backing: Any, known: KnownVectors, *, key: bytes, tenant: str, search: Any) -> Any:
         """A sealed store over ``backing`` (another object over the same records: another process).
 
-        ``search`` is the mode's options (``None``: single-stage, where the adapter embeds with its protected
+        ``search`` is the mode's options (``SingleStageSearch()``: the adapter embeds with its protected
         embeddings), the store seals :attr:`SEALED_METADATA`, and its encoder serves ``known``'s vectors.
         """
 

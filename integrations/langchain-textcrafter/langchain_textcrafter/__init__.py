@@ -9,12 +9,19 @@ named metadata fields reach it::
     store = SealedVectorStore(InMemoryVectorStore, embedding=embeddings, key=KEY, sealed_metadata=("author",))
 
 The search mode is chosen with ``search=``: ``StoreIndexSearch()`` (the default where the store reads by id),
-``TwoStageSearch(open_k=...)`` (candidates), ``AppIndexSearch(...)`` or ``None`` (single-stage).
+``TwoStageSearch(open_k=...)`` (candidates), ``AppIndexSearch(...)`` or ``SingleStageSearch()`` (``None`` too).
 """
 
 from __future__ import annotations
 
-from textcrafter_rag import AppIndexSearch, FingerprintMismatch, MissingPolicyError, StoreIndexSearch, TwoStageSearch
+from textcrafter_rag import (
+    AppIndexSearch,
+    FingerprintMismatch,
+    MissingPolicyError,
+    SingleStageSearch,
+    StoreIndexSearch,
+    TwoStageSearch,
+)
 from textcrafter_rag.sealing import SealError
 
 from .embeddings import ProtectedEmbeddings, RawVectorCacheWarning
@@ -30,6 +37,7 @@ __all__ = [
     "RawVectorCacheWarning",
     "SealError",
     "SealedVectorStore",
+    "SingleStageSearch",
     "StoreIndexSearch",
     "TwoStageSearch",
     "__version__",

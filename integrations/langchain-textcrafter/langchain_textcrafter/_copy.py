@@ -34,8 +34,7 @@ def copy_records(
     """Copy ``ids`` from ``source`` to ``target`` in batches; the target's ids, in order (see ``copy_to``)."""
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise InvalidInputError(f"batch_size must be a positive int, got {batch_size!r}")
-    if source._search is not None:
-        batch_size = min(batch_size, source._search.open_k)
+    batch_size = min(batch_size, source._search.open_k)
     ids = list(ids)
     out: list[str] = []
     with tqdm(total=len(ids), desc="copying sealed records", unit="records", disable=not progress) as bar:
@@ -54,7 +53,7 @@ def _copy_batch(
         raise InvalidInputError(f"{len(ids) - len(raw)} of the {len(ids)} ids are not in this store")
     opened = [source._open(d) for d in raw]
     record_ids = [d.id for d in opened]
-    if source._search is not None and target._search is not None:
+    if source._search.search_mode.seals_vectors and not target._search.search_mode.store_ranks:
         source._search.strict, strict = True, source._search.strict
         try:
             hits = source._search.open_hits(source._hit_fields(raw))

@@ -1,7 +1,7 @@
 """Record ids of :class:`~langchain_textcrafter.SealedVectorStore`: the user's ids outside, keyed ids in the store.
 
 By default (``record_ids="keyed"``) the wrapped store holds every record under its keyed id
-(:meth:`textcrafter_rag.sealed_records.RecordSealer.keyed_id`: a UUID that names nothing), and the user's
+(:meth:`textcrafter_rag.sealed.records.RecordSealer.keyed_id`: a UUID that names nothing), and the user's
 id only sealed inside the record; reads return the user's ids. These steps map the ids a caller gives
 (``get_by_ids``, ``delete``, ``copy_to``) to the store's. A store may also hold records under the other
 scheme's ids (written by the previous release, whose ids were clear, or with ``record_ids="clear"``). In keyed
@@ -20,16 +20,12 @@ from typing import Any
 from langchain_core.documents import Document
 from langchain_core.vectorstores import VectorStore
 
-from textcrafter_rag.record_ids import check_writable
+from textcrafter_rag.sealed.candidates import DEFAULT_SEARCH
+from textcrafter_rag.sealed.core import SealedSearch, SearchOptions
 from textcrafter_rag.sealed.engine import marker_record, settle_marker
 from textcrafter_rag.sealed.marker import StoreMarker
-from textcrafter_rag.sealed_records import ID_FIELD, IDS_KEY, RecordSealer, canonical_record_id
-from textcrafter_rag.sealed_search import (
-    INDEX_MODES,
-    SealedSearch,
-    SearchOptions,
-)
-from textcrafter_rag.two_stage import DEFAULT_SEARCH
+from textcrafter_rag.sealed.record_ids import check_writable
+from textcrafter_rag.sealed.records import ID_FIELD, IDS_KEY, RecordSealer, canonical_record_id
 
 from ._reading import has_get_by_ids
 
@@ -45,13 +41,13 @@ class SealedIds:
     _store_marker: StoreMarker
     #: The id scheme the store's marker record names, once read (``None``: not read, or no marker).
     _ids_scheme: str | None = None
-    _search: SealedSearch | None
+    _search: SealedSearch
     _check: Callable[[dict[str, Any]], None]
     _opened: Callable[[Iterable[Document]], list[Document]]
     #: The sealed store's own: the id the wrapped store returned with a record.
     _store_id: Callable[[Document], Any]
     #: The sealed store's own: switch to the mode an existing store was written in.
-    _use: Callable[[SearchOptions | None], None]
+    _use: Callable[[SearchOptions], None]
     _shim: Any
     _default_mode: bool
     _marker_checked: bool
@@ -159,8 +155,8 @@ class SealedIds:
 
     def _delete_stored(self, store_ids: list[Any], **kwargs: Any) -> bool | None:
         out = self._store.delete(store_ids, **kwargs)
-        if store_ids and self._search is not None and self._search.mode in INDEX_MODES:
-            self._search.index_remove(store_ids)
+        if store_ids:
+            self._search.index_remove(store_ids)  # after the store (index modes); nothing in the others
         return out
 
     async def adelete(self, ids: list[Any] | None = None, **kwargs: Any) -> bool | None:
@@ -171,7 +167,7 @@ class SealedIds:
         found = await self._afind(ids) if has_get_by_ids(self._store) else None
         store_ids = self._delete_ids(ids, found)
         out = await self._store.adelete(store_ids, **kwargs)
-        if store_ids and self._search is not None and self._search.mode in INDEX_MODES:
+        if store_ids:
             await asyncio.to_thread(self._search.index_remove, store_ids)
         return out
 
@@ -186,11 +182,11 @@ class SealedIds:
         found = self._store.get_by_ids([self._marker_id])
         # the mode from the sealed text: the plain field is the host's to edit (a forged "single" is refused)
         written = self._store_marker.mode(found[0].metadata or {}, found[0].page_content) if found else None
-        if self._default_mode and written == "candidates" and self._search is not None:
+        if self._default_mode and written == "candidates":
             self._use(DEFAULT_SEARCH)  # a store written before the store-held index was the default: its own mode
         self._default_mode = False
         settle_marker(self._search, written, found[0].metadata if found else None)
-        if found or self._search is None:
+        if found:
             self._marker_checked = True
             return
         if not write or dim is None:

@@ -7,9 +7,10 @@ sealed records a store lists, and compact the store-held index's log into one se
 
 from __future__ import annotations
 
-from textcrafter_rag.errors import InvalidInputError
+import functools
+
+from textcrafter_rag.sealed.core import SealedSearch
 from textcrafter_rag.sealed.index_modes import compact_store_index
-from textcrafter_rag.sealed_search import SealedSearch
 
 __all__ = ["SealedIndexUpkeep"]
 
@@ -17,7 +18,7 @@ __all__ = ["SealedIndexUpkeep"]
 class SealedIndexUpkeep:
     """Saves, rebuilds and compacts the sealed index (mixed into the store)."""
 
-    _search: SealedSearch | None
+    _search: SealedSearch
 
     # ``_marker`` is the reading steps' (:mod:`._reading`).
 
@@ -26,10 +27,8 @@ class SealedIndexUpkeep:
 
         Raises:
             ValueError: The store does not use the app-side index, or has no ``index_path``.
-            textcrafter_rag.app_index.IndexConflictError: Another process wrote the file since.
+            textcrafter_rag.sealed.app_index.IndexConflictError: Another process wrote the file since.
         """
-        if self._search is None or self._search.mode != "index":
-            raise InvalidInputError("this store does not use the app-side index (search=AppIndexSearch(...))")
         self._search.save_index()
 
     def rebuild_index(self, *, batch_size: int = 1_000, progress: bool = True) -> int:
@@ -38,13 +37,11 @@ class SealedIndexUpkeep:
         For a store whose records were written without it (an older release, the app-side index file) or
         whose log was lost. Needs a store that can list its records (InMemory, Chroma, FAISS, Qdrant, Milvus).
         """
-        if self._search is None or self._search.mode != "store-index":
-            raise InvalidInputError("rebuild_index() is for the store-held index (search=StoreIndexSearch())")
-        self._marker(write=False)
-        return self._search.rebuild_index(batch_size=batch_size, progress=progress)
+        marker = functools.partial(self._marker, write=False)  # names the index's dimension
+        return self._search.rebuild_index(batch_size=batch_size, progress=progress, before=marker)
 
     def compact_index(self) -> bool:
         """Compact the store-held index's log into one sealed snapshot now; whether one was written (see
         :func:`~textcrafter_rag.sealed.index_modes.compact_store_index`)."""
         self._marker(write=False)  # the marker names the store-held index's dimension
-        return compact_store_index(self._search.indexes if self._search is not None else None)
+        return compact_store_index(self._search.indexes)

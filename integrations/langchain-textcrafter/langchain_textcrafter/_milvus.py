@@ -25,7 +25,7 @@ from langchain_core.vectorstores import VectorStore
 
 from textcrafter_rag.errors import InvalidInputError
 from textcrafter_rag.sealed.port import PortRecord
-from textcrafter_rag.sealed_records import canonical_record_id
+from textcrafter_rag.sealed.records import canonical_record_id
 
 __all__ = ["MilvusReads", "is_milvus", "milvus_reads_by_id", "milvus_records"]
 

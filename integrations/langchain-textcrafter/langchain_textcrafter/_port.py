@@ -16,11 +16,10 @@ from langchain_core.documents import Document
 from langchain_core.vectorstores import VectorStore
 
 from textcrafter_rag.errors import NotSupportedError
+from textcrafter_rag.sealed.core import SealedSearch
 from textcrafter_rag.sealed.port import PortRecord
+from textcrafter_rag.sealed.records import ID_FIELD, canonical_record_id
 from textcrafter_rag.sealed.replica import HitFieldsOf
-from textcrafter_rag.sealed.store_index import StoreIndexSearch
-from textcrafter_rag.sealed_records import ID_FIELD, canonical_record_id
-from textcrafter_rag.sealed_search import SealedSearch
 
 from ._milvus import is_milvus, milvus_records
 from .sealed_embeddings import SealedTextEmbeddings
@@ -120,5 +119,5 @@ def attach_port(search: SealedSearch, port: LangChainPort, fields: HitFieldsOf) 
     have read from the store, without reading them.
     """
     search.attach(port)
-    if isinstance(search.options, StoreIndexSearch) and search.options.replica:
+    if search.indexes is not None and search.indexes.replica is not None:
         search.replicate(port.store.get_by_ids, fields)

@@ -1,10 +1,11 @@
 """The read methods of :class:`~langchain_textcrafter.SealedVectorStore`, split from it by role.
 
 Every LangChain search entry point (text or vector query, scores, relevance scores, MMR, sync and async)
-either passes through to the wrapped store (single-stage, after the mode check) or runs sealed search:
-the clean query ranks the records that the store (candidates) or the app-side index returned, opened in
-this process. :class:`SealedReading` holds that dispatch and the counters searches keep (:attr:`~SealedReading.stats`);
-the sealed store defines the steps.
+either hands the query to the wrapped store's own search (a mode that ``store_ranks``: single-stage, after the
+mode check) or runs the mode's sealed search (:mod:`textcrafter_rag.sealed.engine`): the clean query ranks the
+records that the index (or, in candidates, the store) picked, opened in this process. :class:`SealedReading`
+holds that dispatch and the counters searches keep (:attr:`~SealedReading.stats`); the sealed store defines the
+steps.
 
 MMR's ``fetch_k`` is honoured in sealed search: its picks come from the first ``fetch_k`` opened records by exact
 cosine, and a ``fetch_k`` above the records one search opens (the store's ``open_k``) is refused.
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from abc import abstractmethod
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -24,10 +25,10 @@ from langchain_core.vectorstores.utils import maximal_marginal_relevance
 
 from textcrafter_rag.errors import InvalidInputError
 from textcrafter_rag.logs import SearchCounters
-from textcrafter_rag.sealed.engine import MODES, Found, Query, arun, run
-from textcrafter_rag.sealed_records import ID_FIELD
-from textcrafter_rag.sealed_search import MODE_KEY, SealedSearch
-from textcrafter_rag.two_stage import VECTOR_KEY
+from textcrafter_rag.sealed.candidates import VECTOR_KEY
+from textcrafter_rag.sealed.core import MODE_KEY, SealedSearch
+from textcrafter_rag.sealed.engine import Found, Query, SearchMode, arun, run
+from textcrafter_rag.sealed.records import ID_FIELD
 from textcrafter_rag.validation import check_store_vectors
 
 from .clean_vectors import CleanVectors, as_row
@@ -51,7 +52,7 @@ def has_get_by_ids(store: VectorStore) -> bool:
 class SealedReading(SearchCounters, VectorStore):
     """Search methods over the steps a sealed store defines (see :class:`~langchain_textcrafter.SealedVectorStore`)."""
 
-    _search: SealedSearch | None
+    _search: SealedSearch
     _store: VectorStore
     _clean: CleanVectors
 
@@ -81,10 +82,34 @@ class SealedReading(SearchCounters, VectorStore):
     def _opened_scored(self, pairs: Iterable[tuple[Document, float]]) -> list[tuple[Document, float]]:
         """Scored hits, opened."""
 
+    # -- single-stage: the wrapped store's own search answers ----------------------------------------
+
+    def _own(self, call: Callable[[int], list[Document]], k: int) -> list[Document]:
+        """The wrapped store's own answer (single-stage), opened: asked for one more than ``k``, since the
+        store's marker record may rank among the hits (it is never returned), then cut to ``k``."""
+        self._marker(write=False)
+        return self._opened(call(k + 1))[:k]
+
+    def _own_scored(self, call: Callable[[int], list[tuple[Document, float]]], k: int) -> list[tuple[Document, float]]:
+        """:meth:`_own` for scored hits (the store's own scores)."""
+        self._marker(write=False)
+        return self._opened_scored(call(k + 1))[:k]
+
+    async def _aown(self, call: Callable[[int], Awaitable[list[Document]]], k: int) -> list[Document]:
+        """Async :meth:`_own`."""
+        await asyncio.to_thread(self._marker, write=False)
+        return self._opened(await call(k + 1))[:k]
+
+    async def _aown_scored(
+        self, call: Callable[[int], Awaitable[list[tuple[Document, float]]]], k: int
+    ) -> list[tuple[Document, float]]:
+        """Async :meth:`_own_scored`."""
+        await asyncio.to_thread(self._marker, write=False)
+        return self._opened_scored(await call(k + 1))[:k]
+
     # -- sealed search ---------------------------------------------------------------------------
 
     def _core(self) -> SealedSearch:
-        assert self._search is not None  # sealed-search paths only
         return self._search
 
     def _query_vector(self, vector: Any) -> np.ndarray:
@@ -130,9 +155,9 @@ class SealedReading(SearchCounters, VectorStore):
         )
 
     @staticmethod
-    def _mode(core: SealedSearch, kwargs: Mapping[str, Any]) -> Any:
+    def _mode(core: SealedSearch, kwargs: Mapping[str, Any]) -> SearchMode:
         """The core's mode; store arguments (filters) only where the store ranks."""
-        mode = MODES[core.mode]
+        mode = core.search_mode
         if kwargs and not mode.ranks_in_store:
             raise InvalidInputError(
                 f"an index mode ranks in this process and passes nothing to the store: {sorted(kwargs)} cannot "
@@ -181,9 +206,8 @@ class SealedReading(SearchCounters, VectorStore):
     def similarity_search_with_score(self, query: str, k: int = 4, **kwargs: Any) -> list[tuple[Document, float]]:
         """Hits with scores (the wrapped store's, or the exact cosine in sealed search), opened."""
         self._check(kwargs, k=k)
-        if self._search is None:
-            self._marker(write=False)
-            return self._opened_scored(self._store.similarity_search_with_score(query, k=k, **kwargs))
+        if self._core().search_mode.store_ranks:
+            return self._own_scored(lambda n: self._store.similarity_search_with_score(query, k=n, **kwargs), k)
         clean = self._query_vector(self._clean.query(query))
         return self._ranked(clean, self._fetch(clean, k, kwargs), k)
 
@@ -192,9 +216,8 @@ class SealedReading(SearchCounters, VectorStore):
     ) -> list[tuple[Document, float]]:
         """Async :meth:`similarity_search_with_score`."""
         self._check(kwargs, k=k)
-        if self._search is None:
-            await asyncio.to_thread(self._marker, write=False)
-            return self._opened_scored(await self._store.asimilarity_search_with_score(query, k=k, **kwargs))
+        if self._core().search_mode.store_ranks:
+            return await self._aown_scored(lambda n: self._store.asimilarity_search_with_score(query, k=n, **kwargs), k)
         clean = self._query_vector(await self._clean.aquery(query))
         hits = await self._afetch(clean, k, kwargs)
         return await asyncio.to_thread(self._ranked, clean, hits, k)
@@ -204,9 +227,10 @@ class SealedReading(SearchCounters, VectorStore):
     ) -> list[tuple[Document, float]]:
         """Hits with relevance scores (the wrapped store's in [0, 1], or the exact cosine), opened."""
         self._check(kwargs, k=k)
-        if self._search is None:
-            self._marker(write=False)
-            return self._opened_scored(self._store.similarity_search_with_relevance_scores(query, k=k, **kwargs))
+        if self._core().search_mode.store_ranks:
+            return self._own_scored(
+                lambda n: self._store.similarity_search_with_relevance_scores(query, k=n, **kwargs), k
+            )
         return super().similarity_search_with_relevance_scores(query, k=k, **kwargs)
 
     async def asimilarity_search_with_relevance_scores(
@@ -214,28 +238,27 @@ class SealedReading(SearchCounters, VectorStore):
     ) -> list[tuple[Document, float]]:
         """Async :meth:`similarity_search_with_relevance_scores`."""
         self._check(kwargs, k=k)
-        if self._search is None:
-            await asyncio.to_thread(self._marker, write=False)
-            return self._opened_scored(await self._store.asimilarity_search_with_relevance_scores(query, k=k, **kwargs))
+        if self._core().search_mode.store_ranks:
+            return await self._aown_scored(
+                lambda n: self._store.asimilarity_search_with_relevance_scores(query, k=n, **kwargs), k
+            )
         return await super().asimilarity_search_with_relevance_scores(query, k=k, **kwargs)
 
     def similarity_search_by_vector(self, embedding: list[float], k: int = 4, **kwargs: Any) -> list[Document]:
         """Hits for a query vector (in sealed search a clean one: the store never receives it), opened."""
         self._check(kwargs, k=k)
-        if self._search is None:
-            self._marker(write=False)
+        if self._core().search_mode.store_ranks:
             vector = check_store_vectors(as_row(embedding), name="query vector")[0].tolist()
-            return self._opened(self._store.similarity_search_by_vector(vector, k=k, **kwargs))
+            return self._own(lambda n: self._store.similarity_search_by_vector(vector, k=n, **kwargs), k)
         clean = self._query_vector(embedding)
         return [d for d, _ in self._ranked(clean, self._fetch(clean, k, kwargs), k)]
 
     async def asimilarity_search_by_vector(self, embedding: list[float], k: int = 4, **kwargs: Any) -> list[Document]:
         """Async :meth:`similarity_search_by_vector`."""
         self._check(kwargs, k=k)
-        if self._search is None:
-            await asyncio.to_thread(self._marker, write=False)
+        if self._core().search_mode.store_ranks:
             vector = check_store_vectors(as_row(embedding), name="query vector")[0].tolist()
-            return self._opened(await self._store.asimilarity_search_by_vector(vector, k=k, **kwargs))
+            return await self._aown(lambda n: self._store.asimilarity_search_by_vector(vector, k=n, **kwargs), k)
         clean = self._query_vector(embedding)
         hits = await self._afetch(clean, k, kwargs)
         return [d for d, _ in await asyncio.to_thread(self._ranked, clean, hits, k)]
@@ -245,9 +268,10 @@ class SealedReading(SearchCounters, VectorStore):
     ) -> list[Document]:
         """MMR: the wrapped store's, or over the first ``fetch_k`` opened records' clean vectors."""
         self._check(kwargs, k=k)
-        if self._search is None:
-            self._marker(write=False)
-            return self._opened(self._store.max_marginal_relevance_search(query, k, fetch_k, lambda_mult, **kwargs))
+        if self._core().search_mode.store_ranks:
+            return self._own(
+                lambda n: self._store.max_marginal_relevance_search(query, n, max(fetch_k, n), lambda_mult, **kwargs), k
+            )
         fetch_k = self._mmr_fetch_k(fetch_k)
         clean = self._query_vector(self._clean.query(query))
         return self._mmr(clean, self._fetch(clean, fetch_k, kwargs), k, fetch_k, lambda_mult)
@@ -257,10 +281,10 @@ class SealedReading(SearchCounters, VectorStore):
     ) -> list[Document]:
         """Async :meth:`max_marginal_relevance_search`."""
         self._check(kwargs, k=k)
-        if self._search is None:
-            await asyncio.to_thread(self._marker, write=False)
-            return self._opened(
-                await self._store.amax_marginal_relevance_search(query, k, fetch_k, lambda_mult, **kwargs)
+        if self._core().search_mode.store_ranks:
+            return await self._aown(
+                lambda n: self._store.amax_marginal_relevance_search(query, n, max(fetch_k, n), lambda_mult, **kwargs),
+                k,
             )
         fetch_k = self._mmr_fetch_k(fetch_k)
         clean = self._query_vector(await self._clean.aquery(query))
@@ -272,11 +296,13 @@ class SealedReading(SearchCounters, VectorStore):
     ) -> list[Document]:
         """MMR for a query vector, hits opened."""
         self._check(kwargs, k=k)
-        if self._search is None:
-            self._marker(write=False)
+        if self._core().search_mode.store_ranks:
             vector = check_store_vectors(as_row(embedding), name="query vector")[0].tolist()
-            return self._opened(
-                self._store.max_marginal_relevance_search_by_vector(vector, k, fetch_k, lambda_mult, **kwargs)
+            return self._own(
+                lambda n: self._store.max_marginal_relevance_search_by_vector(
+                    vector, n, max(fetch_k, n), lambda_mult, **kwargs
+                ),
+                k,
             )
         fetch_k = self._mmr_fetch_k(fetch_k)
         clean = self._query_vector(embedding)
@@ -287,11 +313,13 @@ class SealedReading(SearchCounters, VectorStore):
     ) -> list[Document]:
         """Async :meth:`max_marginal_relevance_search_by_vector`."""
         self._check(kwargs, k=k)
-        if self._search is None:
-            await asyncio.to_thread(self._marker, write=False)
+        if self._core().search_mode.store_ranks:
             vector = check_store_vectors(as_row(embedding), name="query vector")[0].tolist()
-            return self._opened(
-                await self._store.amax_marginal_relevance_search_by_vector(vector, k, fetch_k, lambda_mult, **kwargs)
+            return await self._aown(
+                lambda n: self._store.amax_marginal_relevance_search_by_vector(
+                    vector, n, max(fetch_k, n), lambda_mult, **kwargs
+                ),
+                k,
             )
         fetch_k = self._mmr_fetch_k(fetch_k)
         clean = self._query_vector(embedding)

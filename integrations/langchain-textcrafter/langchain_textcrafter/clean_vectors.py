@@ -1,7 +1,7 @@
-"""Clean vectors from the user's embeddings, in this process, for the sealed store's two search modes.
+"""Clean vectors from the user's embeddings, in this process, for the sealed store's search modes.
 
 The sealed store needs the clean document and query vectors (they are sealed, and the query ranks the
-opened records); the store itself only ever receives what :class:`~textcrafter_rag.sealed_search.SealedSearch`
+opened records); the store itself only ever receives what :class:`~textcrafter_rag.sealed.core.SealedSearch`
 builds from them. A :class:`ProtectedEmbeddings` is read through its base encoders (its own mechanism and
 rotation would only blur the exact re-rank; the sealed store's key rotates and noises what the store gets);
 any other LangChain ``Embeddings`` is taken as it is.
@@ -25,11 +25,13 @@ class CleanVectors:
 
     Args:
         embedding: The user's embeddings.
+        own: Take the embeddings' own vectors, protected ones included: single-stage, where the store ranks
+            them (and no clean vector is kept).
     """
 
-    def __init__(self, embedding: Embeddings) -> None:
+    def __init__(self, embedding: Embeddings, *, own: bool = False) -> None:
         self._embedding = embedding
-        protector = embedding.protector if isinstance(embedding, ProtectedEmbeddings) else None
+        protector = embedding.protector if isinstance(embedding, ProtectedEmbeddings) and not own else None
         self._documents = protector.encoder if protector is not None else None
         self._queries = protector.query_encoder if protector is not None else None
 

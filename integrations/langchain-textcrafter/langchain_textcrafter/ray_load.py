@@ -46,10 +46,10 @@ from langchain_core.vectorstores import VectorStore
 from textcrafter_rag.batches import column_to_matrix
 from textcrafter_rag.deprecation import renamed_keyword
 from textcrafter_rag.errors import InvalidInputError, InvalidTypeError, MissingColumnError
-from textcrafter_rag.record_ids import canonical_record_id
+from textcrafter_rag.sealed.candidates import TwoStageSearch
+from textcrafter_rag.sealed.record_ids import canonical_record_id
 from textcrafter_rag.sealed.store_index import StoreIndexSearch
 from textcrafter_rag.sealing import load_key
-from textcrafter_rag.two_stage import TwoStageSearch
 
 from .sealed import SealedVectorStore
 
@@ -198,7 +198,7 @@ class SealedLoad:
     def writer(self) -> str:
         """This actor's writer id in the index log (empty before its first batch, or without the index)."""
         search = self.store._search
-        held = search.store_index() if search is not None and search.mode == "store-index" else None
+        held = search.store_index()
         return (held.log.writer or "") if held is not None else ""
 
     def __call__(self, batch: Any) -> dict[str, np.ndarray]:
@@ -213,9 +213,9 @@ class SealedLoad:
         metas = metas or [{} for _ in texts]
         docs = [Document(page_content=t, metadata=m) for t, m in zip(texts, metas, strict=True)]
         if self.vector_column is not None and self.vector_column in names:
-            search = self.store._search
-            assert search is not None  # single-stage is refused at construction
-            vectors = search.check_vectors(column_to_matrix(batch[self.vector_column], name=self.vector_column))
+            vectors = self.store._search.check_vectors(
+                column_to_matrix(batch[self.vector_column], name=self.vector_column)
+            )
             written = self.store._add(docs, ids, vectors, {})
         else:
             written = self.store.add_documents(docs, ids=ids)
@@ -235,7 +235,7 @@ def unindexed(store: SealedVectorStore, ids: Sequence[Any]) -> list[Any]:
         InvalidInputError: The store does not use the store-held index.
     """
     search = store._search
-    if search is None or search.mode != "store-index":
+    if search.indexes is None or not search.indexes.held:
         raise InvalidInputError("unindexed() checks the store-held index (search=StoreIndexSearch())")
     store._marker(write=False)  # learns the index's dimension from the store's marker
     held = search.store_index()

@@ -1,19 +1,19 @@
 """``SealedVectorStore``: any LangChain vector store, holding only ciphertext for texts and chosen metadata.
 
 Each text, and each metadata field you name, is sealed with AES-256-GCM (the record id bound as associated
-data; :mod:`textcrafter_rag.sealed_records`) before the wrapped store sees it, and opened on the way out. The
+data; :mod:`textcrafter_rag.sealed.records`) before the wrapped store sees it, and opened on the way out. The
 sealed store builds the wrapped store itself, with embeddings (:mod:`.sealed_embeddings`) that answer for each
 sealed text with the vector the sealed store chose, so nothing patches the store you built.
 
-Sealed search (:mod:`textcrafter_rag.sealed_search`): every record carries its clean vector sealed, and your
+Sealed search (:mod:`textcrafter_rag.sealed.core`): every record carries its clean vector sealed, and your
 process ranks the opened records by exact cosine. Modes, chosen by ``search=``:
 
 * the store-held index (:class:`~textcrafter_rag.sealed.StoreIndexSearch`, the default where the store reads
   by id): the store holds a keyed random vector per record and ranks nothing; the sealed index lives in the
   store (:mod:`textcrafter_rag.sealed.log`), so every process with the key searches it;
-* candidates (:class:`~textcrafter_rag.two_stage.TwoStageSearch`, the default where it cannot): the store
+* candidates (:class:`~textcrafter_rag.sealed.candidates.TwoStageSearch`, the default where it cannot): the store
   ranks heavily noised vectors and returns records in rounds to an expected recall;
-* the app-side index file (:class:`~textcrafter_rag.app_index.AppIndexSearch`), and single-stage
+* the app-side index file (:class:`~textcrafter_rag.sealed.app_index.AppIndexSearch`), and single-stage
   (``search=None``: the store ranks the vectors of ``embedding``; protect them).
 
 Record ids are keyed (:mod:`._ids`): the store holds a UUID per record that names nothing.
@@ -31,23 +31,22 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 
-from textcrafter_rag.app_index import AppIndexSearch
 from textcrafter_rag.deprecation import renamed_keyword, warn_renamed
 from textcrafter_rag.errors import InvalidInputError, InvalidTypeError
-from textcrafter_rag.sealed.layout import RESERVED_FIELDS, guarded_filters, is_library_record
-from textcrafter_rag.sealed.marker import StoreMarker
-from textcrafter_rag.sealed.store_index import StoreIndexSearch
-from textcrafter_rag.sealed_records import RecordSealer, new_record_id
-from textcrafter_rag.sealed_search import (
-    INDEX_MODES,
+from textcrafter_rag.sealed.candidates import DEFAULT_SEARCH, VECTOR_KEY, TwoStageSearch
+from textcrafter_rag.sealed.core import (
     SealedSearch,
     SearchOptions,
     StoreRanksWarning,
     UnprotectedVectorsWarning,
 )
+from textcrafter_rag.sealed.layout import RESERVED_FIELDS, guarded_filters, is_library_record
+from textcrafter_rag.sealed.marker import StoreMarker
+from textcrafter_rag.sealed.modes import SingleStageSearch, mode_of
+from textcrafter_rag.sealed.records import RecordSealer, new_record_id
+from textcrafter_rag.sealed.store_index import StoreIndexSearch
 from textcrafter_rag.sealing import NotPicklable, SecretKey
-from textcrafter_rag.two_stage import DEFAULT_SEARCH, VECTOR_KEY, TwoStageSearch
-from textcrafter_rag.validation import check_int, check_store_vectors
+from textcrafter_rag.validation import check_int
 
 from ._copy import copy_records
 from ._ids import SealedIds
@@ -96,9 +95,9 @@ class SealedVectorStore(NotPicklable, SealedIds, SealedReading, SealedIndexUpkee
         fetch_k: Deprecated (warned): an int is ``search=TwoStageSearch(open_k=...)``, ``None`` is ``search=None``.
         search: The mode's options. Left out: :class:`~textcrafter_rag.sealed.StoreIndexSearch` (the store-held
             index) where the store reads by id, else the candidate rounds
-            (:data:`~textcrafter_rag.two_stage.DEFAULT_SEARCH`, warned); a store written in candidates opens in
+            (:data:`~textcrafter_rag.sealed.candidates.DEFAULT_SEARCH`, warned); a store written in candidates opens in
             them. A ``TwoStageSearch`` (candidates), an ``AppIndexSearch`` (the index in a local file), or
-            ``None`` (single-stage, the store ranks the vectors of ``embedding``: protect them).
+            ``SingleStageSearch()`` (``None`` too: the store ranks the vectors of ``embedding``: protect them).
         strict: Raise on a hit that does not open instead of skipping and counting it (:attr:`skipped`).
         record_ids: ``"keyed"`` (default): the wrapped store holds each record under a keyed UUID of its id
             (HMAC under the key and tenant), which links no stored record to a known text; reads and
@@ -153,31 +152,27 @@ class SealedVectorStore(NotPicklable, SealedIds, SealedReading, SealedIndexUpkee
             search = TwoStageSearch.of(fetch_k)
         elif fetch_k is not _DEFAULT:
             raise InvalidInputError("give either fetch_k= or search=, not both")
-        if search is not None and not isinstance(search, (TwoStageSearch, StoreIndexSearch, AppIndexSearch)):
-            raise InvalidTypeError(
-                "search must be a StoreIndexSearch, a TwoStageSearch, an AppIndexSearch or None, "
-                f"got {type(search).__name__}"
-            )
+        search = SingleStageSearch() if search is None else search
+        mode = mode_of(search)
         embedding = adopted_embeddings(store, embedding)
         self._embedding: Embeddings = embedding
-        if search is None and not isinstance(embedding, ProtectedEmbeddings):
+        if mode.store_ranks and not isinstance(embedding, ProtectedEmbeddings):
             warnings.warn(
                 f"single-stage search (search=None): the store ranks the vectors of {type(embedding).__name__}, "
                 "which are not protected; wrap them (ProtectedEmbeddings(base=...)) or leave search= out",
                 UnprotectedVectorsWarning,
                 stacklevel=2,
             )
-        if search is not None:
+        if not mode.store_ranks:
             check_embedding_key(embedding, secret)
-        self._clean = CleanVectors(embedding)
+        self._clean = CleanVectors(embedding, own=mode.store_ranks)
         self._secret, self._context, self._strict = secret, tenant, strict
-        self._search: SealedSearch | None = None
         self._store_marker = StoreMarker(secret, tenant=tenant)
         self._marker_id = self._store_marker.id
         self._marker_checked = False
-        query = self._store_query if search is not None else None
+        query = self._store_query if not mode.store_ranks else None
         inner, shim = build_wrapped(store, embedding, query=query, aquery=self._astore_query if query else None)
-        inner = milvus_reads_by_id(inner, sealed=search is not None)  # langchain-milvus reads no ids itself
+        inner = milvus_reads_by_id(inner, sealed=not mode.store_ranks)  # langchain-milvus reads no ids itself
         if self._default_mode and not has_get_by_ids(inner):
             warnings.warn(
                 f"{type(inner).__name__} cannot read records by id, so sealed search falls back to candidates: the "
@@ -187,7 +182,7 @@ class SealedVectorStore(NotPicklable, SealedIds, SealedReading, SealedIndexUpkee
                 stacklevel=2,
             )
             search = DEFAULT_SEARCH
-        elif isinstance(search, (StoreIndexSearch, AppIndexSearch)) and not has_get_by_ids(inner):
+        elif mode.keeps_index and not has_get_by_ids(inner):
             raise InvalidInputError(
                 f"an index mode fetches records by id, and {type(inner).__name__} has no get_by_ids: "
                 "search this store with candidates (search=TwoStageSearch())"
@@ -195,13 +190,10 @@ class SealedVectorStore(NotPicklable, SealedIds, SealedReading, SealedIndexUpkee
         self._store, self._shim, self._id_field = inner, shim, store_id_field(inner)
         self._use(search)
 
-    def _use(self, search: SearchOptions | None) -> None:
+    def _use(self, search: SearchOptions) -> None:
         """Search in the mode of these options (at construction, or the mode an existing store was written in)."""
-        self._search = (
-            SealedSearch(self._secret, tenant=self._context, options=search, strict=self._strict) if search else None
-        )
-        if self._search is not None and self._search.mode == "store-index":
-            attach_port(self._search, LangChainPort(self._store, self._shim, id_field=self._id_field), self._hit_fields)
+        self._search = SealedSearch(self._secret, tenant=self._context, options=search, strict=self._strict)
+        attach_port(self._search, LangChainPort(self._store, self._shim, id_field=self._id_field), self._hit_fields)
 
     @property
     def store(self) -> VectorStore:
@@ -224,9 +216,9 @@ class SealedVectorStore(NotPicklable, SealedIds, SealedReading, SealedIndexUpkee
         return self._records.record_ids
 
     @property
-    def search_options(self) -> SearchOptions | None:
-        """The sealed search mode's options, or ``None`` for single-stage search."""
-        return self._search.options if self._search is not None else None
+    def search_options(self) -> SearchOptions:
+        """The search mode's options (``SingleStageSearch()`` for single-stage search)."""
+        return self._search.options
 
     @property
     def two_stage(self) -> TwoStageSearch | None:
@@ -275,12 +267,11 @@ class SealedVectorStore(NotPicklable, SealedIds, SealedReading, SealedIndexUpkee
             sealed.append(
                 Document(id=sid if isinstance(sid, str) else None, page_content=rec.text, metadata=rec.metadata)
             )
-        if self._search is not None and clean is not None:
-            fields = self._search.record_fields(clean, store_ids, [d.page_content for d in sealed], seeds=seeds)
-            for doc, extra in zip(sealed, fields, strict=True):
-                doc.metadata.update(extra)
-        if clean is None or self._search is None:
+        if clean is None:
             return sealed, record_ids, store_ids, None
+        fields = self._search.record_fields(clean, store_ids, [d.page_content for d in sealed], seeds=seeds)
+        for doc, extra in zip(sealed, fields, strict=True):
+            doc.metadata.update(extra)
         return sealed, record_ids, store_ids, self._search.store_vectors(clean, store_ids, seeds=seeds).tolist()
 
     def add_documents(self, documents: list[Document], **kwargs: Any) -> list[str]:
@@ -291,11 +282,7 @@ class SealedVectorStore(NotPicklable, SealedIds, SealedReading, SealedIndexUpkee
         """
         if not documents:
             return []
-        texts = [d.page_content for d in documents]
-        if self._search is None:
-            vectors = check_store_vectors(self._embedding.embed_documents(texts), name="document vectors")
-        else:
-            vectors = self._search.check_vectors(self._clean.documents(texts))
+        vectors = self._search.check_vectors(self._clean.documents([d.page_content for d in documents]))
         return self._add(documents, kwargs.pop("ids", None), vectors, kwargs)
 
     def _add(
@@ -308,13 +295,8 @@ class SealedVectorStore(NotPicklable, SealedIds, SealedReading, SealedIndexUpkee
         seeds: Sequence[bytes | None] | None = None,
     ) -> list[str]:
         self._marker(write=True, dim=vectors.shape[1])
-        sealed, record_ids, store_ids, store_vectors = self._seal(
-            documents, ids, vectors if self._search is not None else None, seeds=seeds
-        )
-        if store_vectors is None:
-            store_vectors = vectors.tolist()
-        if self._search is not None and self._search.mode in INDEX_MODES:
-            self._search.index_add(store_ids, vectors)  # before the store: no record is ever stored unindexed
+        sealed, record_ids, store_ids, store_vectors = self._seal(documents, ids, vectors, seeds=seeds)
+        self._search.index_add(store_ids, vectors)  # before the store (index modes): no record is stored unindexed
         with self._shim.registered(dict(zip((d.page_content for d in sealed), store_vectors, strict=True))):
             out = self._store.add_documents(sealed, ids=store_ids, **kwargs)
         return self._user_ids(out, store_ids, record_ids)
@@ -353,20 +335,13 @@ class SealedVectorStore(NotPicklable, SealedIds, SealedReading, SealedIndexUpkee
         """Async :meth:`add_documents` (the embeddings' native async path, then the store's)."""
         if not documents:
             return []
-        texts = [d.page_content for d in documents]
-        if self._search is None:
-            vectors = check_store_vectors(await self._embedding.aembed_documents(texts), name="document vectors")
-        else:
-            vectors = self._search.check_vectors(await self._clean.adocuments(texts))
+        vectors = self._search.check_vectors(await self._clean.adocuments([d.page_content for d in documents]))
         await asyncio.to_thread(self._marker, write=True, dim=vectors.shape[1])
         sealed, ids, store_ids, store_vectors = await asyncio.to_thread(
-            self._seal, documents, kwargs.pop("ids", None), vectors if self._search is not None else None
+            self._seal, documents, kwargs.pop("ids", None), vectors
         )
-        if self._search is not None and self._search.mode in INDEX_MODES:
-            await asyncio.to_thread(self._search.index_add, store_ids, vectors)
-        with self._shim.registered(
-            dict(zip((d.page_content for d in sealed), store_vectors or vectors.tolist(), strict=True))
-        ):
+        await asyncio.to_thread(self._search.index_add, store_ids, vectors)
+        with self._shim.registered(dict(zip((d.page_content for d in sealed), store_vectors or [], strict=True))):
             out = await self._store.aadd_documents(sealed, ids=store_ids, **kwargs)
         return self._user_ids(out, store_ids, ids)
 
@@ -416,12 +391,15 @@ class SealedVectorStore(NotPicklable, SealedIds, SealedReading, SealedIndexUpkee
         kwargs.update(guarded_filters(kwargs))
 
     def _select_relevance_score_fn(self) -> Any:
-        return self._store._select_relevance_score_fn() if self._search is None else (lambda cosine: cosine)
+        return (
+            self._store._select_relevance_score_fn()
+            if self._search.search_mode.store_ranks
+            else (lambda cosine: cosine)
+        )
 
     def _get_retriever_tags(self) -> list[str]:
         return [type(self).__name__, type(self._store).__name__, type(self._embedding).__name__]
 
     def __repr__(self) -> str:
-        search = f", search={self.search_options!r}" if self._search is not None else ""
-        name, sealed = type(self._store).__name__, self.sealed_metadata
-        return f"SealedVectorStore(store={name}, sealed_metadata={sealed!r}{search}, key=<redacted>)"
+        name, sealed, search = type(self._store).__name__, self.sealed_metadata, self.search_options
+        return f"SealedVectorStore(store={name}, sealed_metadata={sealed!r}, search={search!r}, key=<redacted>)"

@@ -6,8 +6,8 @@ import numpy as np
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import InMemoryVectorStore
 
+from textcrafter_rag.sealed.candidates import pack_vector, unpack_vector
 from textcrafter_rag.testing import KnownVectors
-from textcrafter_rag.two_stage import pack_vector, unpack_vector
 
 
 class FakeAsymmetricEmbeddings(Embeddings):

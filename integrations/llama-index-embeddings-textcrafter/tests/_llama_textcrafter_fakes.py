@@ -14,8 +14,8 @@ from llama_index.core.instrumentation.event_handlers import BaseEventHandler
 from llama_index.core.instrumentation.events.embedding import EmbeddingEndEvent
 from llama_index.core.instrumentation.span_handlers import NullSpanHandler
 
+from textcrafter_rag.sealed.candidates import pack_vector, unpack_vector
 from textcrafter_rag.testing import KnownVectors
-from textcrafter_rag.two_stage import pack_vector, unpack_vector
 
 #: Two dozen near-identical notes, and UUID ids (Qdrant's point ids), for the sealed-search tests.
 NOTES = [f"Patient {i} was treated for condition {i % 7} at ward {i % 5}." for i in range(24)]

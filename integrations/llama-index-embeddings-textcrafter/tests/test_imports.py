@@ -13,6 +13,7 @@ EXPECTED_ALL = [
     "SealedVectorStore",
     "SealedKVStore",
     "sealed_storage_context",
+    "SingleStageSearch",
     "StoreIndexSearch",
     "TwoStageSearch",
     "AppIndexSearch",

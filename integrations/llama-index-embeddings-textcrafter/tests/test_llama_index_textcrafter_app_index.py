@@ -10,8 +10,8 @@ from llama_index.core.schema import TextNode
 from llama_index.core.vector_stores import VectorStoreQuery
 
 from llama_index.embeddings.textcrafter import SealedEmbedding, SealedVectorStore, sealed_storage_context
-from textcrafter_rag.app_index import AppIndexSearch
-from textcrafter_rag.sealed_search import ModeMismatchError
+from textcrafter_rag.sealed.app_index import AppIndexSearch
+from textcrafter_rag.sealed.core import ModeMismatchError
 from textcrafter_rag.sealing import Sealer, generate_key
 from textcrafter_rag.testing import KnownVectors
 

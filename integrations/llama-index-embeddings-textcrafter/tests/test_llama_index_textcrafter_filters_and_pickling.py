@@ -10,6 +10,7 @@ from llama_index.core.schema import TextNode
 from llama_index.core.vector_stores import MetadataFilter, MetadataFilters, SimpleVectorStore, VectorStoreQuery
 
 from llama_index.embeddings.textcrafter import SealedVectorStore
+from textcrafter_rag import SingleStageSearch
 from textcrafter_rag.errors import NotPicklableError
 from textcrafter_rag.sealing import generate_key
 
@@ -18,7 +19,7 @@ from textcrafter_rag.sealing import generate_key
 def sealed() -> SealedVectorStore:
     inner = SimpleVectorStore()
     inner.stores_text = True
-    store = SealedVectorStore(inner, key=generate_key(), sealed_metadata=("author",))
+    store = SealedVectorStore(inner, key=generate_key(), sealed_metadata=("author",), search=SingleStageSearch())
     store.add([TextNode(text="Jane Doe moved.", metadata={"author": "Jane Doe", "topic": "m"}, embedding=[1.0, 0.0])])
     return store
 

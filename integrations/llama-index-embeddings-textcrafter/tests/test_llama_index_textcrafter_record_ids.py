@@ -14,7 +14,7 @@ from llama_index.core.schema import NodeRelationship, RelatedNodeInfo, TextNode
 from llama_index.core.vector_stores import VectorStoreQuery
 
 from llama_index.embeddings.textcrafter import SealedVectorStore, sealed_storage_context
-from textcrafter_rag.sealed_records import IDS_KEY
+from textcrafter_rag.sealed.records import IDS_KEY
 from textcrafter_rag.sealing import generate_key
 from textcrafter_rag.testing import KnownVectors
 

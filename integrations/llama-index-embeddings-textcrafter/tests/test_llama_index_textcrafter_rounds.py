@@ -12,9 +12,9 @@ from llama_index.core.schema import TextNode
 from llama_index.core.vector_stores import VectorStoreQuery
 
 from llama_index.embeddings.textcrafter import SealedVectorStore
-from textcrafter_rag.candidate_rounds import RecallCapWarning
+from textcrafter_rag.sealed.candidates import TwoStageSearch, pack_vector, unpack_vector
+from textcrafter_rag.sealed.rounds import RecallCapWarning
 from textcrafter_rag.sealing import generate_key
-from textcrafter_rag.two_stage import TwoStageSearch, pack_vector, unpack_vector
 
 QdrantVectorStore = pytest.importorskip("llama_index.vector_stores.qdrant").QdrantVectorStore
 from qdrant_client import QdrantClient

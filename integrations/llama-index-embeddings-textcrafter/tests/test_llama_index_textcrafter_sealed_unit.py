@@ -20,7 +20,8 @@ from llama_index.core.vector_stores.utils import node_to_metadata_dict
 
 from llama_index.embeddings.textcrafter import SealedKVStore, SealedVectorStore
 from llama_index.embeddings.textcrafter.sealed_storage import SEALED_VALUE
-from textcrafter_rag.sealed_records import RecordSealer
+from textcrafter_rag import SingleStageSearch
+from textcrafter_rag.sealed.records import RecordSealer
 from textcrafter_rag.sealing import SealError, generate_key
 
 SOURCE = Document(text="Jane Doe's full file.", metadata={"author": "Jane Doe", "topic": "moves"}, id_="doc-1")
@@ -36,7 +37,7 @@ def _node(text: str = "Jane Doe moved to 12 Elm Street, Leeds.", **kw: object) -
 def sealed() -> SealedVectorStore:
     inner = SimpleVectorStore()
     inner.stores_text = True  # as a text-keeping store (Qdrant, Chroma): it gets shells under keyed ids
-    return SealedVectorStore(inner, key=generate_key(), sealed_metadata=("author",))
+    return SealedVectorStore(inner, key=generate_key(), sealed_metadata=("author",), search=SingleStageSearch())
 
 
 def test_a_shell_carries_no_plaintext_and_opens_to_the_original(sealed: SealedVectorStore) -> None:
@@ -63,7 +64,7 @@ def test_query_results_and_what_does_not_open() -> None:
     key = generate_key()
     inner = SimpleVectorStore()
     inner.stores_text = True  # as if it kept text: query results then carry nodes
-    sealed = SealedVectorStore(inner, key=key, sealed_metadata=("author",))
+    sealed = SealedVectorStore(inner, key=key, sealed_metadata=("author",), search=SingleStageSearch())
     node = _node()
     sealed.add([node])
     result = sealed.query(VectorStoreQuery(query_embedding=[1.0, 0.0, 0.0], similarity_top_k=1))

@@ -16,12 +16,12 @@ from llama_index.core.schema import TextNode
 from llama_index.core.vector_stores import VectorStoreQuery
 
 from llama_index.embeddings.textcrafter import SealedVectorStore
-from textcrafter_rag.candidate_rounds import RecallCapWarning
 from textcrafter_rag.logs import SearchStats
 from textcrafter_rag.sealed import StoreIndexSearch
+from textcrafter_rag.sealed.candidates import TwoStageSearch
 from textcrafter_rag.sealed.layout import MARKER_KEY, is_library_record
+from textcrafter_rag.sealed.rounds import RecallCapWarning
 from textcrafter_rag.sealing import generate_key
-from textcrafter_rag.two_stage import TwoStageSearch
 
 QdrantVectorStore = pytest.importorskip("llama_index.vector_stores.qdrant").QdrantVectorStore
 from qdrant_client import QdrantClient

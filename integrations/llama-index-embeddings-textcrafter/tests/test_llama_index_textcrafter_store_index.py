@@ -20,13 +20,14 @@ from llama_index.core.vector_stores import SimpleVectorStore, VectorStoreQuery
 from llama_index.core.vector_stores.types import BasePydanticVectorStore
 
 from llama_index.embeddings.textcrafter import SealedEmbedding, SealedVectorStore, sealed_storage_context
-from textcrafter_rag.app_index import AppIndexSearch
+from textcrafter_rag import SingleStageSearch
 from textcrafter_rag.sealed import StoreIndexSearch
+from textcrafter_rag.sealed.app_index import AppIndexSearch
+from textcrafter_rag.sealed.candidates import DEFAULT_SEARCH, TwoStageSearch
+from textcrafter_rag.sealed.core import ModeMismatchError, StoreRanksWarning
 from textcrafter_rag.sealed.log import LOG_FIELD
-from textcrafter_rag.sealed_search import ModeMismatchError, StoreRanksWarning
 from textcrafter_rag.sealing import Sealer, SealError, generate_key
 from textcrafter_rag.testing import KnownVectors
-from textcrafter_rag.two_stage import TwoStageSearch
 
 from ._llama_textcrafter_fakes import NOTE_IDS, NOTES, FakeBase, cosine, exact_top
 
@@ -280,7 +281,9 @@ def test_stores_written_before_open_in_their_own_mode(base) -> None:
         got = _texts(reopened, base, q, 3)
         assert len(got) == 3 and set(got) <= set(TEXTS)
         if mode is None:
-            assert reopened.search_options is None  # single-stage writes no marker: recognised by its shells
+            assert (
+                reopened.search_options == SingleStageSearch()
+            )  # single-stage writes no marker: recognised by its shells
         else:
             assert isinstance(reopened.search_options, mode)
             assert got == exact_top(base, q, 3)
@@ -311,19 +314,20 @@ class _NoReadById(BasePydanticVectorStore):
         raise NotImplementedError
 
 
-def test_a_store_that_cannot_read_by_id_keeps_single_stage_and_says_so_once(monkeypatch) -> None:
+def test_a_store_that_cannot_read_by_id_gets_candidates_as_in_langchain_and_says_so_once(monkeypatch) -> None:
+    """The fallback both adapters share: candidates where the store keeps payloads, else single-stage."""
     from llama_index.embeddings.textcrafter import _mode_choice
 
     monkeypatch.setattr(_mode_choice, "_WARNED", set())
-    with pytest.warns(StoreRanksWarning, match="ranks"):
-        assert SealedVectorStore(_NoReadById(), key=generate_key()).search_options is None
+    with pytest.warns(StoreRanksWarning, match="falls back to candidates"):
+        assert SealedVectorStore(_NoReadById(), key=generate_key()).search_options == DEFAULT_SEARCH
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert SealedVectorStore(_NoReadById(), key=generate_key()).search_options is None  # once per store class
-        assert SealedVectorStore(_NoReadById(), key=generate_key(), search=None).search_options is None
-    with pytest.warns(StoreRanksWarning):
+        assert SealedVectorStore(_NoReadById(), key=generate_key()).search_options == DEFAULT_SEARCH  # once a class
+        assert SealedVectorStore(_NoReadById(), key=generate_key(), search=None).search_options == SingleStageSearch()
+    with pytest.warns(StoreRanksWarning, match="ranks the nodes' embeddings itself"):  # it keeps no payloads
         ctx = sealed_storage_context(vector_store=SimpleVectorStore(), key=generate_key())
-    assert ctx.vector_store.search_options is None
+    assert ctx.vector_store.search_options == SingleStageSearch()
     with pytest.raises(ValueError, match="reads records by id"):
         SealedVectorStore(_NoReadById(), key=generate_key(), search=StoreIndexSearch())
 
@@ -387,7 +391,7 @@ def test_the_mode_comes_from_the_sealed_marker_and_no_error_recommends_a_weaker_
 def test_single_stage_warns_when_handed_vectors_no_protected_embedding_made(base) -> None:
     from llama_index.embeddings.textcrafter import ProtectedEmbedding
     from textcrafter_rag import GaussianNoise
-    from textcrafter_rag.sealed_search import UnprotectedVectorsWarning
+    from textcrafter_rag.sealed.core import UnprotectedVectorsWarning
 
     store = SealedVectorStore(SimpleVectorStore(), key=generate_key(), search=None)
     with pytest.warns(UnprotectedVectorsWarning, match="2 of 2 vectors came from no ProtectedEmbedding"):

@@ -27,7 +27,7 @@ import psutil
 import pytest
 from langchain_core.documents import Document
 
-from textcrafter_rag.sealed_records import canonical_record_id
+from textcrafter_rag.sealed.records import canonical_record_id
 from textcrafter_rag.testing import pii_records
 from textcrafter_rag.testing.pii_records import PiiRecord
 

@@ -21,12 +21,12 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 
 from langchain_textcrafter import SealedVectorStore
-from textcrafter_rag.app_index import AppIndexSearch
-from textcrafter_rag.sealed_search import MARKER_KEY, MODE_KEY
+from textcrafter_rag.sealed.app_index import AppIndexSearch
+from textcrafter_rag.sealed.candidates import VECTOR_KEY
+from textcrafter_rag.sealed.core import MARKER_KEY, MODE_KEY
 from textcrafter_rag.sealing import Sealer
 from textcrafter_rag.testing import scan_for_plaintext
 from textcrafter_rag.testing.pii_records import SEALED_FIELDS
-from textcrafter_rag.two_stage import VECTOR_KEY
 
 from ._sealed_engine_servers import RECORDS, assert_opened, documents
 

@@ -14,7 +14,7 @@ import pytest
 from langchain_core.embeddings import Embeddings
 
 from langchain_textcrafter import SealedVectorStore
-from textcrafter_rag.app_index import AppIndexSearch
+from textcrafter_rag.sealed.app_index import AppIndexSearch
 from textcrafter_rag.sealing import generate_key
 from textcrafter_rag.testing.pii_records import SEALED_FIELDS
 

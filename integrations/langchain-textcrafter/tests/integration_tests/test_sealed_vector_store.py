@@ -26,8 +26,8 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
 from langchain_textcrafter import ProtectedEmbeddings, SealedVectorStore, SealError
-from textcrafter_rag.sealed_records import canonical_record_id
-from textcrafter_rag.sealed_search import SkippedRecordsWarning
+from textcrafter_rag.sealed.core import SkippedRecordsWarning
+from textcrafter_rag.sealed.records import canonical_record_id
 from textcrafter_rag.sealing import generate_key
 from textcrafter_rag.testing import pii_records, scan_for_plaintext, scanned_files
 from textcrafter_rag.testing.pii_records import SEALED_FIELDS

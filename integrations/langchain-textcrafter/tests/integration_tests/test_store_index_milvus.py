@@ -23,10 +23,11 @@ import pytest
 from langchain_core.embeddings import Embeddings
 
 from langchain_textcrafter import SealedVectorStore
+from textcrafter_rag import SingleStageSearch
 from textcrafter_rag.errors import InvalidInputError
 from textcrafter_rag.sealed import StoreIndexSearch
+from textcrafter_rag.sealed.core import UnprotectedVectorsWarning
 from textcrafter_rag.sealed.layout import CHUNKS_FIELD, LOG_FIELD
-from textcrafter_rag.sealed_search import UnprotectedVectorsWarning
 from textcrafter_rag.sealing import generate_key
 
 from ._sealed_engine_servers import release_milvus
@@ -169,7 +170,7 @@ def test_sealed_search_on_milvus_needs_dynamic_fields(tmp_path) -> None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UnprotectedVectorsWarning)  # single-stage over hash vectors
             single = SealedVectorStore(static, embedding=HashEmbeddings(), key=generate_key(), search=None)
-        assert single.search_options is None  # single-stage writes records of one layout: allowed
+        assert single.search_options == SingleStageSearch()  # single-stage writes records of one layout: allowed
         single.store.client.close()
     finally:
         release_milvus(uri)

@@ -13,7 +13,7 @@ import numpy as np
 from langchain_core.vectorstores import InMemoryVectorStore
 
 from langchain_textcrafter import ProtectedEmbeddings, SealedVectorStore
-from textcrafter_rag.two_stage import TwoStageSearch
+from textcrafter_rag.sealed.candidates import TwoStageSearch
 
 KEY = "vf0oZ0Hc8Ybn7v1u1oU8mJk0m6Ca0XxyRr2H3J4cQdE="  # fixed: the candidate noise, and so this test, is deterministic
 NAMES = ["Olivia Brennan", "Oliver Brennan", "Olivia Brenner", "Olive Brennan"]

@@ -8,6 +8,7 @@ EXPECTED_ALL = [
     "MissingPolicyError",
     "FingerprintMismatch",
     "__version__",
+    "SingleStageSearch",
     "StoreIndexSearch",
     "TwoStageSearch",
     "AppIndexSearch",

@@ -20,11 +20,11 @@ from langchain_core.vectorstores import InMemoryVectorStore
 
 from langchain_textcrafter import SealedVectorStore
 from langchain_textcrafter.ray_load import SealedLoad, unindexed
-from textcrafter_rag.app_index import AppIndexSearch, SingleProcessIndexWarning
 from textcrafter_rag.errors import InvalidInputError, InvalidTypeError, MissingColumnError
 from textcrafter_rag.sealed import StoreIndexSearch
+from textcrafter_rag.sealed.app_index import AppIndexSearch, SingleProcessIndexWarning
+from textcrafter_rag.sealed.core import SealedSearch
 from textcrafter_rag.sealed.log import LOG_FIELD
-from textcrafter_rag.sealed_search import SealedSearch
 from textcrafter_rag.sealing import generate_key
 from textcrafter_rag.testing import KnownVectors
 

@@ -10,11 +10,11 @@ from _langchain_textcrafter_fakes import FakeAsymmetricEmbeddings, RecordingStor
 from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
 
 from langchain_textcrafter import SealedVectorStore
-from textcrafter_rag.app_index import AppIndexSearch, IndexConflictError
-from textcrafter_rag.sealed_search import ModeMismatchError
+from textcrafter_rag.sealed.app_index import AppIndexSearch, IndexConflictError
+from textcrafter_rag.sealed.candidates import pack_vector, unpack_vector
+from textcrafter_rag.sealed.core import ModeMismatchError
 from textcrafter_rag.sealing import Sealer, generate_key
 from textcrafter_rag.testing import KnownVectors
-from textcrafter_rag.two_stage import pack_vector, unpack_vector
 
 TEXTS = [f"Patient {i} was treated for condition {i % 7} at ward {i % 5}." for i in range(40)]
 IDS = [f"r{i}" for i in range(40)]
@@ -126,7 +126,7 @@ def test_copy_from_candidates_into_an_index_store_and_async(base) -> None:
 
 
 def test_a_process_without_the_index_is_told_so_and_a_new_store_answers_empty(base) -> None:
-    from textcrafter_rag.sealed_search import IndexMissingError
+    from textcrafter_rag.sealed.core import IndexMissingError
 
     key = generate_key()
     assert _indexed(base, key).similarity_search("q", k=2) == []  # nothing written yet: nothing found

@@ -13,8 +13,8 @@ import numpy as np
 from _langchain_textcrafter_fakes import FakeAsymmetricEmbeddings, RecordingStore, cosine, exact_top
 
 from langchain_textcrafter import SealedVectorStore
+from textcrafter_rag.sealed.candidates import TwoStage, TwoStageSearch
 from textcrafter_rag.testing import KnownVectors
-from textcrafter_rag.two_stage import TwoStage, TwoStageSearch
 
 TEXTS = [f"Patient {i} was treated for condition {i % 7} at ward {i % 5}." for i in range(30)]
 IDS = [f"r{i}" for i in range(30)]

@@ -16,11 +16,11 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import InMemoryVectorStore
 
 from langchain_textcrafter import SealedVectorStore
-from textcrafter_rag.app_index import AppIndexSearch
 from textcrafter_rag.errors import InvalidInputError
+from textcrafter_rag.sealed.app_index import AppIndexSearch
+from textcrafter_rag.sealed.candidates import TwoStageSearch
 from textcrafter_rag.sealed.store_index import StoreIndexSearch
 from textcrafter_rag.sealing import generate_key
-from textcrafter_rag.two_stage import TwoStageSearch
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 

@@ -13,6 +13,7 @@ from langchain_core.vectorstores import InMemoryVectorStore
 
 import langchain_textcrafter
 from langchain_textcrafter import SealedVectorStore, StoreIndexSearch, TwoStageSearch
+from textcrafter_rag import SingleStageSearch
 from textcrafter_rag.sealing import generate_key
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -36,7 +37,7 @@ def _store(**kwargs: object) -> SealedVectorStore:
 
 
 def test_the_options_search_takes_are_exported_by_the_adapter() -> None:
-    from textcrafter_rag.app_index import AppIndexSearch
+    from textcrafter_rag.sealed.app_index import AppIndexSearch
 
     assert langchain_textcrafter.TwoStageSearch is TwoStageSearch
     assert langchain_textcrafter.StoreIndexSearch is StoreIndexSearch
@@ -50,7 +51,7 @@ def test_fetch_k_still_chooses_candidates_and_warns_with_what_to_pass() -> None:
     assert store.search_options == TwoStageSearch(open_k=13)
     with pytest.warns(DeprecationWarning, match="search=None"):
         single = _store(fetch_k=None)
-    assert single.search_options is None
+    assert single.search_options == SingleStageSearch()
 
 
 def test_search_and_tenant_do_not_warn() -> None:

@@ -13,12 +13,13 @@ from langchain_core.documents import Document
 from langchain_core.vectorstores import VectorStore
 
 from langchain_textcrafter import SealedVectorStore
-from textcrafter_rag.app_index import AppIndexSearch
-from textcrafter_rag.sealed_records import IDS_KEY, USER_ID_FIELD
-from textcrafter_rag.sealed_search import SkippedRecordsWarning
+from textcrafter_rag.sealed.app_index import AppIndexSearch
+from textcrafter_rag.sealed.candidates import TwoStageSearch
+from textcrafter_rag.sealed.core import SkippedRecordsWarning
+from textcrafter_rag.sealed.layout import is_library_record
+from textcrafter_rag.sealed.records import IDS_KEY, USER_ID_FIELD
 from textcrafter_rag.sealing import Sealer, SealError, generate_key
 from textcrafter_rag.testing import KnownVectors
-from textcrafter_rag.two_stage import TwoStageSearch
 
 TEXTS = [f"Patient {i} was treated for condition {i % 7} at ward {i % 5}." for i in range(12)]
 IDS = [f"patient-{1230 + i}" for i in range(12)]  # meaningful ids: what links a stored record to a known text
@@ -150,7 +151,8 @@ def test_a_keyed_store_never_sends_a_clear_id_and_a_clear_writer_is_refused(base
 def test_clear_ids_are_the_explicit_opt_out(base) -> None:
     store = _store(base, "single", record_ids="clear")
     store.add_texts(TEXTS[:2], ids=IDS[:2])
-    assert set(store.store.store) == set(IDS[:2]) and store.store_ids(IDS[:2]) == IDS[:2]
+    data = {i for i, row in store.store.store.items() if not is_library_record(row["metadata"])}  # not the marker
+    assert data == set(IDS[:2]) and store.store_ids(IDS[:2]) == IDS[:2]
     assert store.record_ids == "clear" and store.similarity_search_by_vector(base.doc(TEXTS[0]), k=1)[0].id == IDS[0]
 
 

@@ -9,10 +9,10 @@ import pytest
 from _langchain_textcrafter_fakes import FakeAsymmetricEmbeddings, RecordingStore, exact_top
 
 from langchain_textcrafter import SealedVectorStore
-from textcrafter_rag.candidate_rounds import RecallCapWarning
+from textcrafter_rag.sealed.candidates import TwoStageSearch
+from textcrafter_rag.sealed.rounds import RecallCapWarning
 from textcrafter_rag.sealing import generate_key
 from textcrafter_rag.testing import KnownVectors
-from textcrafter_rag.two_stage import TwoStageSearch
 
 TEXTS = [f"Note {i}: patient treated for condition {i % 11} in ward {i % 13}." for i in range(260)]
 

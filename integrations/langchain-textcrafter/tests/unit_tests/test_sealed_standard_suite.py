@@ -8,8 +8,8 @@ from langchain_tests.integration_tests import VectorStoreIntegrationTests
 
 from langchain_textcrafter import SealedVectorStore
 from textcrafter_rag.sealed import StoreIndexSearch
+from textcrafter_rag.sealed.candidates import TwoStageSearch
 from textcrafter_rag.sealing import generate_key
-from textcrafter_rag.two_stage import TwoStageSearch
 
 
 class TestStoreHeldIndex(VectorStoreIntegrationTests):
@@ -32,7 +32,7 @@ class TestCandidates(VectorStoreIntegrationTests):
         )
 
 
-@pytest.mark.filterwarnings("ignore::textcrafter_rag.sealed_search.UnprotectedVectorsWarning")
+@pytest.mark.filterwarnings("ignore::textcrafter_rag.sealed.core.UnprotectedVectorsWarning")
 class TestSingleStage(VectorStoreIntegrationTests):
     """Single-stage: the store ranks the vectors of ``embedding`` (the suite's fake encoder, unprotected)."""
 

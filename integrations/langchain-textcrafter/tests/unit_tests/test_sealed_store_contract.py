@@ -20,7 +20,7 @@ from textcrafter_rag.testing import KnownVectors
 from textcrafter_rag.testing.sealed_store_contract import Held, Hit, Request, SealedStoreContract
 
 #: Single-stage opened over a store written with the plain base (the writer's embeddings travel with the store).
-pytestmark = pytest.mark.filterwarnings("ignore::textcrafter_rag.sealed_search.UnprotectedVectorsWarning")
+pytestmark = pytest.mark.filterwarnings("ignore::textcrafter_rag.sealed.core.UnprotectedVectorsWarning")
 
 
 class LoggingStore(RecordingStore):

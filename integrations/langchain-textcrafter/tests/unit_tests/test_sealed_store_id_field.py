@@ -10,8 +10,8 @@ from langchain_core.documents import Document
 from langchain_core.vectorstores import InMemoryVectorStore
 
 from langchain_textcrafter import SealedVectorStore, SealError
+from textcrafter_rag.sealed.candidates import DEFAULT_SEARCH
 from textcrafter_rag.sealing import generate_key
-from textcrafter_rag.two_stage import DEFAULT_SEARCH
 
 TEXTS = ["Jane Doe moved to Leeds.", "Bob Smith paid by card 4111."]
 

@@ -12,11 +12,11 @@ from _langchain_textcrafter_fakes import FakeAsymmetricEmbeddings, RecordingStor
 from langchain_textcrafter import ProtectedEmbeddings, SealedVectorStore, SealError
 from textcrafter_rag import GaussianNoise
 from textcrafter_rag.sealed import StoreIndexSearch
+from textcrafter_rag.sealed.candidates import DEFAULT_SEARCH
+from textcrafter_rag.sealed.core import ModeMismatchError, UnindexedRecordsWarning, UnprotectedVectorsWarning
 from textcrafter_rag.sealed.log import LOG_FIELD
-from textcrafter_rag.sealed_search import ModeMismatchError, UnindexedRecordsWarning, UnprotectedVectorsWarning
 from textcrafter_rag.sealing import Sealer, generate_key
 from textcrafter_rag.testing import KnownVectors
-from textcrafter_rag.two_stage import DEFAULT_SEARCH
 
 TEXTS = [f"Patient {i} was treated for condition {i % 7} at ward {i % 5}." for i in range(40)]
 IDS = [f"r{i}" for i in range(40)]

@@ -12,14 +12,14 @@ from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
 from langchain_textcrafter import ProtectedEmbeddings, SealedVectorStore, SealError
 from textcrafter_rag import GaussianNoise
 from textcrafter_rag.sealed import StoreIndexSearch
-from textcrafter_rag.sealed_search import (
+from textcrafter_rag.sealed.candidates import DEFAULT_SEARCH, TwoStage, TwoStageSearch
+from textcrafter_rag.sealed.core import (
     ModeMismatchError,
     SkippedRecordsWarning,
     StoreRanksWarning,
 )
 from textcrafter_rag.sealing import Sealer, generate_key
 from textcrafter_rag.testing import KnownVectors
-from textcrafter_rag.two_stage import DEFAULT_SEARCH, TwoStage, TwoStageSearch
 
 TEXTS = [f"Patient {i} was treated for condition {i % 7} at ward {i % 5}." for i in range(30)]
 IDS = [f"r{i}" for i in range(30)]
@@ -226,7 +226,7 @@ def test_the_store_held_index_is_the_default_and_older_stores_open_in_their_own_
     assert reopened.two_stage == DEFAULT_SEARCH
     single = SealedVectorStore(InMemoryVectorStore, embedding=base, key=key, fetch_k=None)
     single.add_texts(TEXTS[:3], ids=IDS[:3])
-    with pytest.raises(SealError, match="single-stage writes no marker"):
+    with pytest.raises(ModeMismatchError, match="written in 'single' mode"):  # its marker names its mode
         SealedVectorStore(single.store, key=key).similarity_search("q", k=1)
     assert [d.page_content for d in SealedVectorStore(single.store, key=key, fetch_k=None).get_by_ids(["r1"])] == [
         TEXTS[1]

@@ -16,10 +16,10 @@ from _langchain_textcrafter_fakes import FakeAsymmetricEmbeddings
 from langchain_core.vectorstores import InMemoryVectorStore
 
 from langchain_textcrafter import SealedVectorStore
+from textcrafter_rag.sealed.candidates import TwoStageSearch
 from textcrafter_rag.sealed.layout import LIBRARY_FIELDS, is_library_record
 from textcrafter_rag.sealed.store_index import StoreIndexSearch
 from textcrafter_rag.sealing import generate_key
-from textcrafter_rag.two_stage import TwoStageSearch
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)  # langchain-community's own notice

@@ -4,7 +4,8 @@
 * ``SealedEmbedding`` is the plain encoder for sealed search, reporting no vectors to LlamaIndex's events,
   callbacks or spans (a ``ProtectedEmbedding`` given to the sealed store as ``embed_model=`` is read through
   its base encoder the same way).
-* ``StoreIndexSearch``, ``TwoStageSearch``, ``AppIndexSearch``: the options ``search=`` takes, one per mode.
+* ``StoreIndexSearch``, ``TwoStageSearch``, ``AppIndexSearch``, ``SingleStageSearch``: the options ``search=``
+  takes, one per mode.
 * ``SealedVectorStore`` wraps a vector store so it holds only sealed nodes (stores that keep text).
 * ``SealedKVStore`` / ``sealed_storage_context`` seal the docstore and index store (where the text
   lives for stores that keep none, such as FAISS).
@@ -20,7 +21,7 @@ from llama_index.embeddings.textcrafter.base import BypassedCacheWarning, Protec
 from llama_index.embeddings.textcrafter.instrumentation import ReportedVectorsWarning
 from llama_index.embeddings.textcrafter.sealed_storage import SealedKVStore, sealed_storage_context
 from llama_index.embeddings.textcrafter.sealed_vector_store import SealedVectorStore
-from textcrafter_rag import AppIndexSearch, StoreIndexSearch, TwoStageSearch
+from textcrafter_rag import AppIndexSearch, SingleStageSearch, StoreIndexSearch, TwoStageSearch
 
 __all__ = [
     "AppIndexSearch",
@@ -30,6 +31,7 @@ __all__ = [
     "SealedEmbedding",
     "SealedKVStore",
     "SealedVectorStore",
+    "SingleStageSearch",
     "StoreIndexSearch",
     "TwoStageSearch",
     "sealed_storage_context",

@@ -14,14 +14,14 @@ Without an index (single-stage, candidates) they reach the wrapped store alone, 
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Sequence
 from typing import Any
 
 from llama_index.core.vector_stores.types import BasePydanticVectorStore, MetadataFilters
 
-from textcrafter_rag.errors import InvalidInputError
+from textcrafter_rag.sealed.core import SealedSearch
 from textcrafter_rag.sealed.index_modes import compact_store_index
-from textcrafter_rag.sealed_search import INDEX_MODES, SealedSearch
 
 __all__ = ["SealedIndexUpkeep"]
 
@@ -29,7 +29,7 @@ __all__ = ["SealedIndexUpkeep"]
 class SealedIndexUpkeep:
     """Deletes, clears and rebuilds that keep the sealed index in step with the store (mixed into the store)."""
 
-    _search: SealedSearch | None
+    _search: SealedSearch
     _store: BasePydanticVectorStore
     _marker_checked: bool
     _ids_scheme: str | None
@@ -40,7 +40,7 @@ class SealedIndexUpkeep:
 
     def _indexes(self) -> bool:
         """Whether this store's own index picks the records (an index mode): adds and deletes update it."""
-        return self._search is not None and self._search.mode in INDEX_MODES
+        return self._search.indexes is not None
 
     def delete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
         """Delete the nodes of a source document (stored under its keyed id, and under its clear one if written so).
@@ -96,40 +96,24 @@ class SealedIndexUpkeep:
     def _forget(self, store_ids: Sequence[Any]) -> None:
         """Tombstone these store ids in the index, *after* the store deleted them (index modes only)."""
         if store_ids and self._indexes():
-            assert self._search is not None
             self._marker(write=False)  # a process that deletes before it adds or searches: the index's dimension
             self._search.index_remove(list(store_ids))
 
-    def _before_clear(self) -> tuple[list[str], dict[str, int] | None]:
-        """What a clear needs to know first: the app-side index's ids, or every writer's head of the store-held
-        index's log (read up to date, just before the store is cleared)."""
-        if self._search is None or self._search.mode not in INDEX_MODES:
-            return [], None
-        if self._search.mode == "index":
-            index = self._search.index()
-            return (index.ids() if index is not None else []), None
-        self._marker(write=False)  # the marker names the index's dimension
-        held = self._search.store_index()
-        return [], (held.log.heads() if held is not None else None)
+    def _before_clear(self) -> Any:
+        """What a clear needs to know first (:meth:`~textcrafter_rag.sealed.core.SealedSearch.before_clear`)."""
+        if self._indexes():
+            self._marker(write=False)  # the marker names the store-held index's dimension
+        return self._search.before_clear()
 
-    def _cleared(self, ids: list[str], heads: dict[str, int] | None) -> None:
+    def _cleared(self, state: Any) -> None:
         """After the wrapped store was cleared: the index forgets every id it held, the marker is gone.
 
-        The store-held index's log went with the store: this process starts a new epoch of it (an empty
-        snapshot covering every writer's head before the clear), so every other process drops what it holds at
-        its next read, and a writer that wrote before the clear writes on
-        (:meth:`~textcrafter_rag.sealed.StoreIndex.cleared`).
+        The store-held index's log went with the store: this process starts a new epoch of it, so every other
+        process drops what it holds at its next read (:meth:`~textcrafter_rag.sealed.StoreIndex.cleared`).
         """
         self._marker_checked = False
         self._ids_scheme = None
-        if self._search is None:
-            return
-        if self._search.mode == "store-index":
-            held = self._search.store_index()
-            if held is not None and heads is not None:
-                held.cleared(heads)
-        elif ids:
-            self._search.index_remove(ids)
+        self._search.cleared(state)
 
     def clear(self) -> None:
         """Clear the wrapped store, and the index (app-side or store-held) of every id it held.
@@ -137,15 +121,15 @@ class SealedIndexUpkeep:
         Other processes, writers included, follow a clear of the store-held index at their next read. Clear
         while no other process writes: a write that races the clear may be taken for a rollback by readers.
         """
-        ids, heads = self._before_clear()
+        state = self._before_clear()
         self._store.clear()
-        self._cleared(ids, heads)
+        self._cleared(state)
 
     async def aclear(self) -> None:
         """Async :meth:`clear`."""
-        ids, heads = await asyncio.to_thread(self._before_clear)
+        state = await asyncio.to_thread(self._before_clear)
         await self._store.aclear()
-        await asyncio.to_thread(self._cleared, ids, heads)
+        await asyncio.to_thread(self._cleared, state)
 
     def rebuild_index(self, *, batch_size: int = 1_000, progress: bool = True) -> int:
         """Rebuild the store-held index from the sealed shells the wrapped store holds; how many were indexed.
@@ -159,19 +143,17 @@ class SealedIndexUpkeep:
             NotImplementedError: The wrapped store cannot list its records.
         """
         self._open_mode(None)
-        if self._search is None or self._search.mode != "store-index":
-            raise InvalidInputError("rebuild_index() is for the store-held index (search=StoreIndexSearch())")
-        self._marker(write=False)
-        return self._search.rebuild_index(batch_size=batch_size, progress=progress)
+        marker = functools.partial(self._marker, write=False)  # names the index's dimension
+        return self._search.rebuild_index(batch_size=batch_size, progress=progress, before=marker)
 
     @property
     def dead(self) -> int:
         """Index entries a search read whose shells the store did not return (counted, never removed)."""
-        return self._search.dead if self._search is not None else 0
+        return self._search.dead
 
     def compact_index(self) -> bool:
         """Compact the store-held index's log into one sealed snapshot now; whether one was written (see
         :func:`~textcrafter_rag.sealed.index_modes.compact_store_index`)."""
         self._open_mode(None)
         self._marker(write=False)  # the marker names the store-held index's dimension
-        return compact_store_index(self._search.indexes if self._search is not None else None)
+        return compact_store_index(self._search.indexes)

@@ -1,8 +1,9 @@
 """The search mode a LlamaIndex :class:`~.sealed_vector_store.SealedVectorStore` is built with.
 
-A new store gets the strongest mode its wrapped store allows: the store-held index where the store keeps
-payloads and reads by id (the store then ranks nothing), else single-stage, said once per store class with a
-:class:`~textcrafter_rag.sealed_search.StoreRanksWarning` so that nobody gets the weaker mode unawares. A
+A new store gets the strongest mode its wrapped store allows, as LangChain's does: the store-held index where the
+store keeps payloads and reads by id (the store then ranks nothing), else the candidate rounds where it keeps
+payloads, else single-stage; a fallback is said once per store class with a
+:class:`~textcrafter_rag.sealed.core.StoreRanksWarning` so that nobody gets a weaker mode unawares. A
 mode the caller names (``search=``, or the deprecated ``fetch_k=``) is checked against the store here, before
 anything is sent to it. Construction never reads the store: a store written before in another mode is recognised at its
 first use (``_open_mode`` in :mod:`._sealed_steps`), and only when the mode was defaulted, never when the
@@ -21,13 +22,13 @@ from llama_index.core.schema import BaseNode, MetadataMode
 from llama_index.core.vector_stores.types import BasePydanticVectorStore
 
 from textcrafter_rag.adapters import check_sealed_key
-from textcrafter_rag.app_index import AppIndexSearch
 from textcrafter_rag.deprecation import warn_renamed
-from textcrafter_rag.errors import InvalidInputError, InvalidTypeError
+from textcrafter_rag.errors import InvalidInputError
+from textcrafter_rag.sealed.candidates import DEFAULT_SEARCH, TwoStageSearch
+from textcrafter_rag.sealed.core import SealedSearch, SearchOptions, StoreRanksWarning, UnprotectedVectorsWarning
+from textcrafter_rag.sealed.modes import SingleStageSearch, mode_of
 from textcrafter_rag.sealed.store_index import StoreIndexSearch
-from textcrafter_rag.sealed_search import SealedSearch, SearchOptions, StoreRanksWarning, UnprotectedVectorsWarning
 from textcrafter_rag.sealing import SecretKey
-from textcrafter_rag.two_stage import TwoStageSearch
 
 from ._port import LlamaIndexPort, reads_by_id
 from ._sealed_steps import shell_fields
@@ -43,16 +44,19 @@ _WARNED: set[str] = set()
 _WARNED_LOCK = threading.Lock()
 
 
-def default_search(store: BasePydanticVectorStore) -> StoreIndexSearch | None:
+def default_search(store: BasePydanticVectorStore) -> SearchOptions:
     """The mode a new store gets when neither ``search=`` nor ``fetch_k=`` is given.
 
     The store-held index (:class:`~textcrafter_rag.sealed.StoreIndexSearch`) where the store keeps payloads
     and reads by id: the store then ranks nothing and learns no vector of any text, and every process with
-    the key searches it. Elsewhere single-stage (``None``: the store ranks the nodes' embeddings, which a
-    ``ProtectedEmbedding`` protects), said once per store class with a :class:`StoreRanksWarning`.
+    the key searches it. Elsewhere the candidate rounds (:data:`~textcrafter_rag.sealed.candidates.DEFAULT_SEARCH`:
+    the store ranks heavily noised vectors) where it keeps payloads, as LangChain's sealed store does, else
+    single-stage (the store ranks the nodes' embeddings, which a ``ProtectedEmbedding`` protects); a fallback
+    is said once per store class with a :class:`StoreRanksWarning`.
     """
     if reads_by_id(store):
         return StoreIndexSearch()
+    fallback: SearchOptions = DEFAULT_SEARCH if store.stores_text else SingleStageSearch()
     name = type(store).__name__
     with _WARNED_LOCK:
         first = name not in _WARNED
@@ -60,54 +64,57 @@ def default_search(store: BasePydanticVectorStore) -> StoreIndexSearch | None:
     if first:
         warnings.warn(
             f"{name} cannot read nodes by id (get_nodes(node_ids=...)) or keeps no payloads, so the default "
-            "store-held index (search=StoreIndexSearch()) is not possible: this store ranks the nodes' "
-            "embeddings itself (protected vectors, with ProtectedEmbedding). Pass search=None to choose "
-            "this explicitly",
+            "store-held index (search=StoreIndexSearch()) is not possible: "
+            + (
+                "sealed search falls back to candidates: the store ranks heavily noised vectors, which an attacker "
+                "who can have its own texts stored can compare with (see SECURITY.md)"
+                if store.stores_text
+                else "this store ranks the nodes' embeddings itself (protected vectors, with ProtectedEmbedding)"
+            )
+            + "; pass search= to choose a mode and silence this",
             StoreRanksWarning,
             stacklevel=4,
         )
-    return None
+    return fallback
 
 
-def named_search(fetch_k: int | TwoStageSearch | None, search: SearchOptions | None) -> SearchOptions | None:
-    """The mode the caller named: ``search=`` itself, or candidate search for the deprecated ``fetch_k=`` (warned).
+def named_search(fetch_k: int | TwoStageSearch | None, search: SearchOptions | None) -> SearchOptions:
+    """The mode the caller named: ``search=`` itself (``None``: single-stage), or candidate search for the
+    deprecated ``fetch_k=`` (warned).
 
     Never both. The warning points at the caller of the store's constructor.
     """
     if search is _FROM_FETCH_K:
         warn_renamed("SealedVectorStore(fetch_k=...)", "search=TwoStageSearch(open_k=...)", stacklevel=4)
-        return TwoStageSearch.of(fetch_k)
+        options = TwoStageSearch.of(fetch_k)
+        return SingleStageSearch() if options is None else options
     if fetch_k is not None:
         raise InvalidInputError("give either fetch_k= or search=, not both")
-    return search
+    return SingleStageSearch() if search is None else search
 
 
-def check_search(store: BasePydanticVectorStore, search: SearchOptions | None, embed_model: Any) -> None:
+def check_search(store: BasePydanticVectorStore, search: SearchOptions, embed_model: Any) -> None:
     """Refuse a mode this store cannot hold, before anything is sent to it.
 
     The index modes read shells by id, and every sealed mode puts the sealed clean vector in the payload;
     ``embed_model=`` only serves sealed search (a single-stage store ranks the query the index embeds).
     """
-    if search is not None and not isinstance(search, (StoreIndexSearch, TwoStageSearch, AppIndexSearch)):
-        raise InvalidTypeError(
-            "search must be a StoreIndexSearch, a TwoStageSearch, an AppIndexSearch or None, "
-            f"got {type(search).__name__}"
-        )
-    if isinstance(search, StoreIndexSearch) and not reads_by_id(store):
+    mode = mode_of(search)
+    if mode.keeps_index and not reads_by_id(store):
         raise InvalidInputError(
-            f"the store-held index reads records by id, and {type(store).__name__} cannot (get_nodes with "
+            f"an index mode reads records by id, and {type(store).__name__} cannot (get_nodes with "
             "node_ids, through a sync client); what each other mode leaves to the store: docs/sealed_search.md"
         )
-    if search is not None and not store.stores_text:
+    if mode.seals_vectors and not store.stores_text:
         raise InvalidInputError(
             f"sealed search needs a vector store that keeps payloads; {type(store).__name__} keeps only "
             "vectors (stores_text=False), so the sealed clean vectors would have nowhere to go"
         )
-    if embed_model is not None and search is None:
+    if embed_model is not None and mode.store_ranks:
         raise InvalidInputError("embed_model= is for sealed search (search=...): single-stage stores rank")
 
 
-def reading_model(embed_model: Any, search: SearchOptions | None, key: SecretKey) -> tuple[Any, bool]:
+def reading_model(embed_model: Any, search: SearchOptions, key: SecretKey) -> tuple[Any, bool]:
     """The model the store embeds queries with, and whether it re-reads node vectors through it.
 
     The embeddings contract of both adapters: a sealed store reads a protected model through its base encoder
@@ -116,7 +123,7 @@ def reading_model(embed_model: Any, search: SearchOptions | None, key: SecretKey
     store's. So a ``ProtectedEmbedding`` given as ``embed_model=`` becomes its :meth:`~.base.ProtectedEmbedding.sealed`
     twin, and the node vectors it made (the index embeds with it too) are re-read through that twin.
     """
-    if search is None or not isinstance(embed_model, ProtectedEmbedding):
+    if mode_of(search).store_ranks or not isinstance(embed_model, ProtectedEmbedding):
         return embed_model, False
     check_sealed_key(embed_model.protector, key)
     return embed_model.sealed(), True
@@ -155,22 +162,19 @@ def warn_unprotected(nodes: Sequence[BaseNode]) -> None:
 
 def search_factory(
     secret: SecretKey, *, tenant: str, strict: bool, port: LlamaIndexPort
-) -> Callable[[SearchOptions | None], SealedSearch | None]:
-    """What builds the core for a mode's options (``None``: single-stage, no core).
+) -> Callable[[SearchOptions], SealedSearch]:
+    """What builds the core for a mode's options.
 
     A closure over the construction's arguments, so the store rebuilds its core the same way whenever the
     mode or the writer changes (a store written before in another mode, a clear); the store-held index gets
     the port to the wrapped store, where its log lives.
     """
 
-    def new_search(options: SearchOptions | None) -> SealedSearch | None:
-        if options is None:
-            return None
+    def new_search(options: SearchOptions) -> SealedSearch:
         core = SealedSearch(secret, tenant=tenant, options=options, strict=strict)
-        if core.mode == "store-index":
-            core.attach(port)
-            if isinstance(options, StoreIndexSearch) and options.replica:  # a query then reads no shell
-                core.replicate(port.get_nodes, shell_fields)
+        core.attach(port)  # the index modes keep it (the store-held index's log lives there)
+        if core.indexes is not None and core.indexes.replica is not None:  # a query then reads no shell
+            core.replicate(port.get_nodes, shell_fields)
         return core
 
     return new_search

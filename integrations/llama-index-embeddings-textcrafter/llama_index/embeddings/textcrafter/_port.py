@@ -23,7 +23,7 @@ from llama_index.core.vector_stores.types import BasePydanticVectorStore, Vector
 
 from textcrafter_rag.errors import NotSupportedError
 from textcrafter_rag.sealed.port import PortRecord
-from textcrafter_rag.sealed_records import canonical_record_id
+from textcrafter_rag.sealed.records import canonical_record_id
 
 __all__ = ["LlamaIndexPort", "reads_by_id"]
 

@@ -2,7 +2,7 @@
 
 By default (``record_ids="keyed"``) the wrapped store holds each shell under the keyed id of its node, and the
 source document's keyed id as its ``ref_doc_id``
-(:meth:`textcrafter_rag.sealed_records.RecordSealer.keyed_id`: UUIDs that name nothing); the node itself, with
+(:meth:`textcrafter_rag.sealed.records.RecordSealer.keyed_id`: UUIDs that name nothing); the node itself, with
 your ids, is sealed inside. These steps map the ids a caller gives (``get_nodes``, ``delete_nodes``,
 ``delete(ref_doc_id)``) to the store's. A store may also hold shells under the other scheme's ids (written by
 the previous release, whose ids were clear, or with ``record_ids="clear"``). A keyed or sealed store looks them
@@ -21,8 +21,8 @@ from typing import Any
 from llama_index.core.schema import BaseNode
 from llama_index.core.vector_stores.types import BasePydanticVectorStore, MetadataFilters, VectorStoreQuery
 
-from textcrafter_rag.record_ids import check_writable
-from textcrafter_rag.sealed_records import ID_FIELD, IDS_KEY, RecordSealer, canonical_record_id
+from textcrafter_rag.sealed.record_ids import check_writable
+from textcrafter_rag.sealed.records import ID_FIELD, IDS_KEY, RecordSealer, canonical_record_id
 
 __all__ = ["SealedNodeIds"]
 

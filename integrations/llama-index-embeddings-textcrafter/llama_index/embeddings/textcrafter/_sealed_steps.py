@@ -4,7 +4,7 @@ The mode marker (and, for a store opened with the default mode, the mode it was 
 query's checks, what the store is asked (a protected query for candidates, or ids from the store-held or
 app-side index), and the exact re-rank of the opened shells. The store class holds the
 LlamaIndex protocol (add, query; deletes and clears in :mod:`._index_upkeep`) and the sealing of nodes; these
-steps translate shells for the framework-free core, :class:`textcrafter_rag.sealed_search.SealedSearch`.
+steps translate shells for the framework-free core, :class:`textcrafter_rag.sealed.core.SealedSearch`.
 """
 
 from __future__ import annotations
@@ -26,41 +26,47 @@ from llama_index.core.vector_stores.types import (
     VectorStoreQueryResult,
 )
 
-from textcrafter_rag.app_index import AppIndexSearch
 from textcrafter_rag.errors import InvalidInputError
 from textcrafter_rag.logs import SearchCounters
-from textcrafter_rag.sealed.engine import MODES, Found, Query, Steps, marker_record, settle_marker
-from textcrafter_rag.sealed.layout import is_library_record
-from textcrafter_rag.sealed.marker import StoreMarker
-from textcrafter_rag.sealed.store_index import StoreIndexSearch
-from textcrafter_rag.sealed_records import ID_FIELD, RecordSealer, canonical_record_id
-from textcrafter_rag.sealed_search import (
+from textcrafter_rag.sealed.app_index import AppIndexSearch
+from textcrafter_rag.sealed.candidates import DEFAULT_SEARCH, VECTOR_KEY
+from textcrafter_rag.sealed.core import (
     MODE_KEY,
     SealedSearch,
     SearchOptions,
     logger,
 )
+from textcrafter_rag.sealed.engine import Found, Query, Steps, marker_record, settle_marker
+from textcrafter_rag.sealed.layout import is_library_record
+from textcrafter_rag.sealed.marker import StoreMarker
+from textcrafter_rag.sealed.modes import SingleStageSearch
+from textcrafter_rag.sealed.records import ID_FIELD, RecordSealer, canonical_record_id
+from textcrafter_rag.sealed.store_index import StoreIndexSearch
 from textcrafter_rag.sealing import SealError
-from textcrafter_rag.two_stage import DEFAULT_SEARCH, VECTOR_KEY
 
 from ._port import LlamaIndexPort
 from .instrumentation import warn_unless_silent
 
-__all__ = ["Hit", "SealedSearchSteps", "shell_fields"]
+__all__ = ["Hit", "SealedSearchSteps", "one_more", "shell_fields"]
 
 #: One shell the store returned, with the id it returned it under (``None`` if it gave none).
 Hit = tuple[BaseNode, Any]
 #: The options a store written in a mode is opened with when the caller named none (the marker names the
 #: mode, not its options: the defaults read every store of that mode; an app-side index still needs its file).
 #: Built when a store of that mode is opened (``AppIndexSearch()`` warns that its index lives in one file).
-_OPENED_WITH: dict[str, Callable[[], SearchOptions | None]] = {
+_OPENED_WITH: dict[str, Callable[[], SearchOptions]] = {
     "store-index": StoreIndexSearch,
     "candidates": lambda: DEFAULT_SEARCH,
     "index": AppIndexSearch,
-    "single": lambda: None,
+    "single": SingleStageSearch,
 }
 #: Records a store opened with the default mode is probed with, when it has no marker.
 _PROBE_K = 10
+
+
+def one_more(query: VectorStoreQuery) -> VectorStoreQuery:
+    """A single-stage query for one more hit than asked: the store's marker record may rank among them."""
+    return dataclasses.replace(query, similarity_top_k=query.similarity_top_k + 1)
 
 
 def shell_fields(shells: Sequence[BaseNode]) -> list[tuple[Any, Any, Any, Any, Any]]:
@@ -71,7 +77,7 @@ def shell_fields(shells: Sequence[BaseNode]) -> list[tuple[Any, Any, Any, Any, A
 class SealedSearchSteps(SearchCounters):
     """Steps of sealed search over a wrapped LlamaIndex store (mixed into the sealed vector store)."""
 
-    _search: SealedSearch | None
+    _search: SealedSearch
     _store: BasePydanticVectorStore
     _records: RecordSealer
     _marker_id: str
@@ -79,10 +85,12 @@ class SealedSearchSteps(SearchCounters):
     _store_marker: StoreMarker
     _marker_checked: bool
     _port: LlamaIndexPort
-    _new_search: Callable[[SearchOptions | None], SealedSearch | None]
+    _new_search: Callable[[SearchOptions], SealedSearch]
     _adopt: bool
 
-    # ``open_node`` (a shell opened into its node) is the sealed vector store's own method.
+    # ``open_node`` (a shell opened into its node) and ``_open_result`` (a result's shells opened) are the
+    # sealed vector store's own methods.
+    _open_result: Callable[[VectorStoreQueryResult], VectorStoreQueryResult]
 
     def _open_mode(self, dim: int | None) -> None:
         """A store opened with the default mode takes the mode it was written in, before anything is sent.
@@ -103,15 +111,13 @@ class SealedSearchSteps(SearchCounters):
         else:
             mode = self._probed_mode(dim)
         self._adopt = False
-        current = self._search.mode if self._search is not None else "single"
-        if mode in _OPENED_WITH and mode != current:
+        if mode in _OPENED_WITH and mode != self._search.mode:
             logger.info("opening a store written in %r mode in that mode (no search= given)", mode)
             self._search = self._new_search(_OPENED_WITH[mode]())
             self._marker_checked = False
 
     def _probed_mode(self, dim: int) -> str | None:
         """The mode the first shell of this key and tenant among a few the store returns was written in."""
-        assert self._search is not None
         probe = self._search.keyed_vectors(["probe"], dim)[0].tolist()
         for node, store_id in self._port.search_nodes(probe, _PROBE_K):
             meta = node.metadata or {}
@@ -125,7 +131,6 @@ class SealedSearchSteps(SearchCounters):
         return None
 
     def _marker_node(self, dim: int) -> TextNode:
-        assert self._search is not None
         scheme = self._records.record_ids
         text, fields, vector = marker_record(self._search, self._marker_id, ids_scheme=scheme, dim=dim)
         return TextNode(id_=self._marker_id, text=text, metadata=fields, embedding=vector)
@@ -136,7 +141,7 @@ class SealedSearchSteps(SearchCounters):
             return False
         written = self._store_marker.mode(found[0].metadata or {}, found[0].get_content()) if found else None
         settle_marker(self._search, written, found[0].metadata if found else None)
-        if found or self._search is None:
+        if found:
             self._marker_checked = True
             return False
         return write
@@ -169,9 +174,18 @@ class SealedSearchSteps(SearchCounters):
             await self._store.async_add([self._marker_node(dim)])
             self._marker_checked = True
 
+    def _own_result(self, query: VectorStoreQuery, result: VectorStoreQueryResult) -> VectorStoreQueryResult:
+        """The store's own answer to a single-stage query (asked for one more: :func:`one_more`), opened, the
+        library's records left out, cut to ``similarity_top_k``."""
+        opened, k = self._open_result(result), query.similarity_top_k
+        return VectorStoreQueryResult(
+            nodes=opened.nodes[:k] if opened.nodes is not None else None,
+            similarities=opened.similarities[:k] if opened.similarities is not None else None,
+            ids=opened.ids[:k] if opened.ids is not None else None,
+        )
+
     def _clean_query(self, query: VectorStoreQuery) -> np.ndarray:
         """The validated clean query of a sealed search (it never leaves this process)."""
-        assert self._search is not None
         if query.query_embedding is None:
             raise InvalidInputError("sealed search needs a query embedding (text-only modes cannot be re-ranked)")
         if query.mode not in (VectorStoreQueryMode.DEFAULT, VectorStoreQueryMode.MMR):
@@ -202,7 +216,7 @@ class SealedSearchSteps(SearchCounters):
 
     @staticmethod
     def _hit_fields(hits: Sequence[Hit]) -> list[tuple[Any, Any, Any, Any, Any]]:
-        """What the core opens of each hit (see :meth:`~textcrafter_rag.sealed_search.SealedSearch.open_hits`)."""
+        """What the core opens of each hit (see :meth:`~textcrafter_rag.sealed.core.SealedSearch.open_hits`)."""
         return [
             (
                 store_id,
@@ -222,8 +236,7 @@ class SealedSearchSteps(SearchCounters):
         them, and ranked exactly: a search among named nodes is complete, not limited to the index's best
         ``open_k``; ``doc_ids`` restrict what was read (:meth:`_restricted`).
         """
-        assert self._search is not None
-        mode, k = MODES[self._search.mode], query.similarity_top_k
+        mode, k = self._search.search_mode, query.similarity_top_k
         if mode.ranks_in_store:
             return mode.find(self._search, Query(clean, k, self._hit_fields))
         if query.filters is not None or kwargs:
@@ -249,7 +262,6 @@ class SealedSearchSteps(SearchCounters):
         ``node_ids``): fewer than ``similarity_top_k`` may come back when the documents' nodes rank below
         the index's best ``open_k``; raise ``open_k`` then.
         """
-        assert self._search is not None
         out = list(shells)
         if query.doc_ids:
             docs = {canonical_record_id(d) for d in query.doc_ids}
@@ -293,7 +305,6 @@ class SealedSearchSteps(SearchCounters):
 
         The results carry no embedding: LlamaIndex hands them to retrieval events, callbacks and spans.
         """
-        assert self._search is not None
         if not opened.positions:
             return VectorStoreQueryResult(nodes=[], similarities=[], ids=[])
         k = query.similarity_top_k

@@ -32,13 +32,13 @@ from llama_index.core.storage.kvstore.types import (
 )
 from llama_index.core.vector_stores.types import BasePydanticVectorStore
 
-from textcrafter_rag.app_index import AppIndexSearch
 from textcrafter_rag.deprecation import renamed_keyword, warn_renamed
 from textcrafter_rag.errors import InvalidInputError, InvalidTypeError
+from textcrafter_rag.sealed.app_index import AppIndexSearch
+from textcrafter_rag.sealed.candidates import TwoStageSearch
+from textcrafter_rag.sealed.records import RecordSealer
 from textcrafter_rag.sealed.store_index import StoreIndexSearch
-from textcrafter_rag.sealed_records import RecordSealer
 from textcrafter_rag.sealing import SealError, SecretKey
-from textcrafter_rag.two_stage import TwoStageSearch
 
 from .sealed_vector_store import SealedVectorStore
 

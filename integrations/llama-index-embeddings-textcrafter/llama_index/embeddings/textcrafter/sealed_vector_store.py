@@ -7,7 +7,7 @@ carries the source document's metadata and hash. Sealing only the text would lea
 
 So this wrapper hands the store a *shell* node per node: its embedding, the keyed id of the node
 and of its source document (for ``delete(ref_doc_id)``: UUIDs under the key and tenant that name
-nothing, :meth:`~textcrafter_rag.sealed_records.RecordSealer.keyed_id`; ``record_ids="clear"`` keeps
+nothing, :meth:`~textcrafter_rag.sealed.records.RecordSealer.keyed_id`; ``record_ids="clear"`` keeps
 your ids), the metadata fields not named in ``sealed_metadata`` (so the store can filter on them), and
 as text one AES-256-GCM token sealing the complete original node (``doc_to_json``, your ids included),
 bound to the shell's id. Query results are opened back into the original nodes, of their original type,
@@ -18,7 +18,7 @@ their text lives in the index's docstore, which :func:`.sealed_storage.sealed_st
 seals. Filtering on a sealed field is impossible (the field is not in the store), and so are
 text, sparse and hybrid query modes over sealed texts.
 
-**Sealed search** (:mod:`textcrafter_rag.sealed_search`): give the store your ``ProtectedEmbedding`` as
+**Sealed search** (:mod:`textcrafter_rag.sealed.core`): give the store your ``ProtectedEmbedding`` as
 ``embed_model=`` (read through its base, as LangChain's store reads ``ProtectedEmbeddings``) or embed with
 :class:`~.base.SealedEmbedding`; no clean vector reaches LlamaIndex's handlers. The clean embedding travels
 sealed in the shell (``_tc_vec``); every query ranks the opened shells by exact cosine. Three modes:
@@ -61,11 +61,8 @@ from llama_index.core.vector_stores.types import (
 
 from textcrafter_rag.deprecation import renamed_keyword
 from textcrafter_rag.errors import InvalidInputError, InvalidTypeError
-from textcrafter_rag.sealed.engine import arun, run
-from textcrafter_rag.sealed.layout import CHUNKS_FIELD, LOG_FIELD, is_library_record
-from textcrafter_rag.sealed.marker import StoreMarker
-from textcrafter_rag.sealed_records import ID_FIELD, IDS_KEY, RecordSealer, canonical_record_id
-from textcrafter_rag.sealed_search import (
+from textcrafter_rag.sealed.candidates import VECTOR_KEY, TwoStageSearch
+from textcrafter_rag.sealed.core import (
     DIM_KEY,
     MARKER_KEY,
     MODE_KEY,
@@ -73,8 +70,11 @@ from textcrafter_rag.sealed_search import (
     SearchOptions,
     StoreRanksWarning,
 )
+from textcrafter_rag.sealed.engine import arun, run
+from textcrafter_rag.sealed.layout import CHUNKS_FIELD, LOG_FIELD, is_library_record
+from textcrafter_rag.sealed.marker import StoreMarker
+from textcrafter_rag.sealed.records import ID_FIELD, IDS_KEY, RecordSealer, canonical_record_id
 from textcrafter_rag.sealing import NotPicklable, SealError, SecretKey
-from textcrafter_rag.two_stage import VECTOR_KEY, TwoStageSearch
 from textcrafter_rag.validation import check_int
 
 from ._index_upkeep import SealedIndexUpkeep
@@ -90,7 +90,7 @@ from ._mode_choice import (
 )
 from ._port import LlamaIndexPort
 from ._sealed_ids import SealedNodeIds
-from ._sealed_steps import Hit, SealedSearchSteps
+from ._sealed_steps import Hit, SealedSearchSteps, one_more
 from .instrumentation import warn_unless_silent
 
 __all__ = ["NODE_FIELD", "SealedVectorStore", "StoreRanksWarning"]
@@ -121,7 +121,7 @@ class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, SealedIn
         fetch_k: Deprecated (warned): ``search=TwoStageSearch(open_k=...)``.
         search: The sealed search mode's options: a
             :class:`~textcrafter_rag.sealed.StoreIndexSearch` (the store-held index), a ``TwoStageSearch``,
-            an :class:`~textcrafter_rag.app_index.AppIndexSearch` (the app-side index file; both index modes
+            an :class:`~textcrafter_rag.sealed.app_index.AppIndexSearch` (the app-side index file; both index modes
             need ``get_nodes``), or ``None``: single-stage, the store ranks with the nodes' embeddings.
             Neither given: ``StoreIndexSearch()`` for a store that keeps payloads and reads by id, else
             single-stage with a :class:`StoreRanksWarning`; a store written before opens in the mode its
@@ -160,7 +160,7 @@ class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, SealedIn
     is_embedding_query: bool = True
     _store: BasePydanticVectorStore = PrivateAttr()
     _records: RecordSealer = PrivateAttr()
-    _search: SealedSearch | None = PrivateAttr(default=None)
+    _search: SealedSearch = PrivateAttr()
     _marker_id: str = PrivateAttr(default="")
     _marker_checked: bool = PrivateAttr(default=False)
     _embed_model: Any = PrivateAttr(default=None)
@@ -169,7 +169,7 @@ class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, SealedIn
     _ids_scheme: str | None = PrivateAttr(default=None)
     _port: LlamaIndexPort = PrivateAttr()
     #: Builds the core for a mode's options (the mode a store written before names replaces the default).
-    _new_search: Callable[[SearchOptions | None], SealedSearch | None] = PrivateAttr()
+    _new_search: Callable[[SearchOptions], SealedSearch] = PrivateAttr()
     #: The mode was not chosen by the caller: the store's marker (or records) may still name another.
     _adopt: bool = PrivateAttr(default=False)
 
@@ -208,7 +208,7 @@ class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, SealedIn
         self._port = LlamaIndexPort(store)
         self._new_search = search_factory(secret, tenant=tenant, strict=strict, port=self._port)
         self._search = self._new_search(search)
-        self._adopt = defaulted and search is not None
+        self._adopt = defaulted and self._search.indexes is not None  # the default where the store reads by id
         self._store_marker = StoreMarker(secret, tenant=tenant)
         self._marker_id = self._store_marker.id
 
@@ -232,9 +232,9 @@ class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, SealedIn
         return self._records.sealed_metadata
 
     @property
-    def search_options(self) -> SearchOptions | None:
-        """The sealed search mode's options, or ``None`` for single-stage search."""
-        return self._search.options if self._search is not None else None
+    def search_options(self) -> SearchOptions:
+        """The search mode's options (``SingleStageSearch()`` for single-stage search)."""
+        return self._search.options
 
     @property
     def two_stage(self) -> TwoStageSearch | None:
@@ -296,7 +296,7 @@ class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, SealedIn
 
     def _shells(self, nodes: Sequence[BaseNode]) -> tuple[list[BaseNode], np.ndarray | None]:
         """The shells for ``nodes``, and (sealed search) their validated clean vectors."""
-        if self._search is None:
+        if self._search.search_mode.store_ranks:  # single-stage: the store ranks the nodes' own embeddings
             return [self._shell(n, n.embedding, {}) for n in nodes], None
         missing = [n.node_id for n in nodes if n.embedding is None]
         if missing:
@@ -329,31 +329,29 @@ class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, SealedIn
         skip and count, never a stored record that no search finds.
         """
         self._open_mode(_dim_of(nodes))
-        if self._search is None:
+        if self._search.search_mode.store_ranks:
             warn_unprotected(nodes)
         shells, clean = self._shells(nodes)
         self._marker(write=False)
         self._check_writable()
-        if clean is not None and self._indexes():
-            assert self._search is not None
-            self._search.index_add([s.node_id for s in shells], clean)
+        if clean is not None:
+            self._search.index_add([s.node_id for s in shells], clean)  # before the store (index modes)
         out = self._store.add(shells, **add_kwargs)
-        self._marker(write=True, dim=clean.shape[1] if clean is not None else None)
+        self._marker(write=True, dim=_dim_of(nodes))
         return self._added_ids(out, shells, nodes)
 
     async def async_add(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[str]:
         """Async :meth:`add`."""
         await asyncio.to_thread(self._open_mode, _dim_of(nodes))
-        if self._search is None:
+        if self._search.search_mode.store_ranks:
             warn_unprotected(nodes)
         shells, clean = self._shells(nodes)
         await self._amarker(write=False)
         await asyncio.to_thread(self._check_writable)
-        if clean is not None and self._indexes():
-            assert self._search is not None
+        if clean is not None:
             await asyncio.to_thread(self._search.index_add, [s.node_id for s in shells], clean)
         out = await self._store.async_add(shells, **kwargs)
-        await self._amarker(write=True, dim=clean.shape[1] if clean is not None else None)
+        await self._amarker(write=True, dim=_dim_of(nodes))
         return self._added_ids(out, shells, nodes)
 
     def query(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
@@ -366,9 +364,9 @@ class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, SealedIn
         check_int(query.similarity_top_k, name="similarity_top_k", low=1, high=1 << 31)  # every mode, before the store
         query = self._mapped_query(query)  # node_ids= / doc_ids= (the retriever's) as the store holds them
         self._open_mode(_dim_of_query(query))
-        if self._search is None:
+        if self._search.search_mode.store_ranks:  # single-stage: the store's own query answers
             self._marker(write=False)
-            return self._open_result(self._store.query(query, **kwargs))
+            return self._own_result(query, self._store.query(one_more(query), **kwargs))
         if query.query_embedding is None and self._embed_model is not None and query.query_str:
             query = dataclasses.replace(query, query_embedding=self._embed_model.get_query_embedding(query.query_str))
         clean = self._clean_query(query)
@@ -386,9 +384,9 @@ class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, SealedIn
         check_int(query.similarity_top_k, name="similarity_top_k", low=1, high=1 << 31)  # every mode, before the store
         query = self._mapped_query(query)  # node_ids= / doc_ids= (the retriever's) as the store holds them
         await asyncio.to_thread(self._open_mode, _dim_of_query(query))
-        if self._search is None:
+        if self._search.search_mode.store_ranks:
             await self._amarker(write=False)
-            return self._open_result(await self._store.aquery(query, **kwargs))
+            return self._own_result(query, await self._store.aquery(one_more(query), **kwargs))
         if query.query_embedding is None and self._embed_model is not None and query.query_str:
             embedding = await self._embed_model.aget_query_embedding(query.query_str)
             query = dataclasses.replace(query, query_embedding=embedding)
@@ -426,10 +424,9 @@ class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, SealedIn
         self._store.persist(persist_path, fs=fs)
 
     def __repr__(self) -> str:
-        two_stage = f", search={self.search_options!r}" if self._search is not None else ""
         return (
-            f"SealedVectorStore(store={type(self._store).__name__}, sealed_metadata={self.sealed_metadata!r}"
-            f"{two_stage}, key=<redacted>)"
+            f"SealedVectorStore(store={type(self._store).__name__}, sealed_metadata={self.sealed_metadata!r}, "
+            f"search={self.search_options!r}, key=<redacted>)"
         )
 
 

@@ -34,8 +34,8 @@ from typing import Any
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESSIV
 
-from .errors import InvalidInputError
-from .sealing import KeyHolder, SealError, SecretKey
+from ..errors import InvalidInputError
+from ..sealing import KeyHolder, SealError, SecretKey
 
 __all__ = ["RECORD_ID_SCHEMES", "RecordIds", "canonical_record_id", "check_writable", "keyed_only"]
 

@@ -1,21 +1,14 @@
 """The one framework-free core of sealed search: what the store receives, what the application opens and ranks.
 
-Both adapters' sealed stores (LangChain ``SealedVectorStore``, LlamaIndex ``sealed_storage_context``)
-build one :class:`SealedSearch` from one parsed key and only translate Documents and Nodes. Its modes are
-chosen by the options object it is given (the store-held index, :mod:`textcrafter_rag.sealed`, is the third):
-
-* **candidates** (:class:`~textcrafter_rag.two_stage.TwoStageSearch`): the store ranks rotated, noised
-  candidate vectors (:class:`~textcrafter_rag.two_stage.TwoStage`) and returns up to ``open_k`` records;
-* **index** (:class:`~textcrafter_rag.app_index.AppIndexSearch`): the store ranks nothing (its vector for a
-  record is a keyed random unit vector of the id); the application scans its own compressed index
-  (:class:`~textcrafter_rag.app_index.AppIndex`) and fetches ``open_k`` records by id.
-
-In all, every record carries its clean direction sealed (``_tc_vec``, bound to the record id) and the
-plain mode marker ``_tc_mode``; hits are opened here, de-duplicated, capped, and ranked by exact cosine.
-A hit that does not open (another tenant under the same key, edited, no sealed vector) is skipped and
-counted (:attr:`SealedSearch.skipped`, one warning per process and store, a record on the ``textcrafter_rag``
-logger at each search), or raises with ``strict=True``; :attr:`SealedSearch.stats` reads every counter.
-A marker record (:meth:`SealedSearch.marker_id`) tells a store's mode to a process opening it in another mode.
+Both adapters' sealed stores (LangChain ``SealedVectorStore``, LlamaIndex ``sealed_storage_context``) build one
+:class:`SealedSearch` from one parsed key and only translate Documents and Nodes. The options object it is given
+selects the mode (:mod:`.modes`, one file each): the store-held index (the default), the app-side index file,
+candidates, or single-stage. In the sealed modes every record carries its clean direction sealed (``_tc_vec``,
+bound to the record id) and the plain mode ``_tc_mode``; hits are opened here, de-duplicated, capped, and ranked
+by exact cosine. A hit that does not open (another tenant under the same key, edited, no sealed vector) is skipped
+and counted (:attr:`SealedSearch.skipped`, one warning per process and store, a record on the ``textcrafter_rag``
+logger at each search), or raises with ``strict=True``; :attr:`SealedSearch.stats` reads every counter. A marker
+record (:meth:`SealedSearch.marker_id`) tells a store's mode to a process opening it in another mode.
 """
 
 from __future__ import annotations
@@ -29,23 +22,24 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from ..deprecation import renamed_keyword
+from ..errors import InvalidInputError, InvalidTypeError
+from ..keyed import keyed_normals
+from ..logs import SearchCounts, SearchStats, logger
+from ..numerics import unit_rows
+from ..sealing import KeyHolder, SealError, SecretKey
+from ..validation import check_store_vectors
 from .app_index import AppIndex, AppIndexSearch
-from .candidate_rounds import FIRST_ROUND, CapCounter, HitFields, OpenedHits, RecallCapWarning, Rounds
-from .deprecation import renamed_keyword, warn_renamed
-from .errors import InvalidInputError, InvalidTypeError
-from .keyed import keyed_normals
-from .logs import SearchCounts, SearchStats, logger
-from .numerics import unit_rows
-from .sealed.index_modes import IndexMissingError, IndexModes, UnindexedRecordsWarning
-from .sealed.layout import DIM_KEY, INDEX_MODES, MARKER_KEY, MODE_KEY
-from .sealed.marker import ModeMismatchError, StoreMarker, check_marker_mode, single_stage_marker_id
-from .sealed.port import PortRecord, RecordPort
-from .sealed.replica import Fetch, HitFieldsOf, port_hit_fields
-from .sealed.store_index import StoreIndex, StoreIndexSearch
-from .sealed_records import RecordSealer, canonical_record_id
-from .sealing import NotPicklable, SealError, SecretKey
-from .two_stage import VECTOR_KEY, TwoStage, TwoStageSearch, rerank
-from .validation import check_store_vectors
+from .candidates import VECTOR_KEY, TwoStage, TwoStageSearch, rerank
+from .index_modes import IndexMissingError, IndexModes, UnindexedRecordsWarning
+from .layout import DIM_KEY, INDEX_MODES, MARKER_KEY, MODE_KEY
+from .marker import ModeMismatchError, StoreMarker, check_marker_mode, single_stage_marker_id
+from .modes import SingleStageSearch, mode_of
+from .port import PortRecord, RecordPort
+from .records import RecordSealer, canonical_record_id
+from .replica import Fetch, HitFieldsOf, port_hit_fields
+from .rounds import FIRST_ROUND, CapCounter, HitFields, OpenedHits, RecallCapWarning, Rounds
+from .store_index import StoreIndex, StoreIndexSearch
 
 __all__ = [
     "DIM_KEY",
@@ -69,9 +63,9 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-#: What selects a mode: candidate search, the store-held index, the app-side index file, or ``None``
-#: (single-stage, the store ranks).
-SearchOptions = TwoStageSearch | StoreIndexSearch | AppIndexSearch
+#: What selects a mode (one options class a mode, :mod:`.modes`): the store-held index, the app-side index file,
+#: candidate search, or single-stage (the store ranks).
+SearchOptions = StoreIndexSearch | AppIndexSearch | TwoStageSearch | SingleStageSearch
 
 
 class UnprotectedVectorsWarning(UserWarning):
@@ -86,25 +80,17 @@ class SkippedRecordsWarning(UserWarning):
     """Some hits did not open and were skipped (counted in :attr:`SealedSearch.skipped`)."""
 
 
-def mode_name(options: SearchOptions | None) -> str:
-    """``"candidates"``, ``"store-index"``, ``"index"`` (the app-side index file) or ``"single"``."""
-    if options is None:
-        return "single"
-    if isinstance(options, StoreIndexSearch):
-        return "store-index"
-    return "index" if isinstance(options, AppIndexSearch) else "candidates"
-
-
-class SealedSearch(NotPicklable):
+class SealedSearch(KeyHolder):
     """Seal records' vectors, build what the store receives, open and rank hits: one key, one tenant.
 
     Args:
         key: The store's key, parsed once by the caller (:class:`~textcrafter_rag.sealing.SecretKey`).
         tenant: The tenant or collection name mixed into the key (``context=``: its deprecated name).
-        options: :class:`TwoStageSearch` (candidates) or :class:`AppIndexSearch` (app-side index).
+        options: A mode's options (:data:`SearchOptions`): :class:`StoreIndexSearch`, :class:`AppIndexSearch`,
+            :class:`TwoStageSearch` (candidates) or :class:`SingleStageSearch`.
         strict: Raise on the first hit that does not open, instead of skipping and counting it.
 
-    Instances hold key material and refuse to be pickled.
+    Instances hold key material and refuse to be pickled; a copy is the object itself (copies of a store share it).
     """
 
     def __init__(
@@ -113,33 +99,28 @@ class SealedSearch(NotPicklable):
         context = renamed_keyword(tenant, context, new="tenant=", old="SealedSearch(context=)", default="")
         if not isinstance(key, SecretKey):
             raise InvalidTypeError(f"key must be a SecretKey (parsed once by the caller), got {type(key).__name__}")
-        if not isinstance(options, (TwoStageSearch, StoreIndexSearch, AppIndexSearch)):
-            raise InvalidTypeError(
-                "options must be a TwoStageSearch, a StoreIndexSearch or an AppIndexSearch, "
-                f"got {type(options).__name__}"
-            )
+        #: The mode (:mod:`.modes`): what the store receives, and how a search asks it.
+        self.search_mode = mode_of(options)
         self.options = options
-        self.mode = mode_name(options)
+        #: The mode's name, as records and the marker carry it.
+        self.mode = self.search_mode.name
         self.strict = bool(strict)
         self._context = context
         self._marker = StoreMarker(key, tenant=context)
         self._vector_key = key.subkey("index-store-vector", context=context)
         # The candidate mode's noise and rotation; in index mode only its vector sealing is used.
-        self._two_stage = TwoStage(
-            key,
-            context=context,
-            search=options if isinstance(options, TwoStageSearch) else TwoStageSearch(doc_strength=0.0),
-        )
+        candidates = options if isinstance(options, TwoStageSearch) else TwoStageSearch(doc_strength=0.0)
+        self._two_stage = TwoStage(key, context=context, search=candidates)
         self._lock = threading.RLock()
         self._counts = SearchCounts()
         self._caps = CapCounter(self.open_k)
         #: Whether this store's marker record was found (the store was written before, in this mode).
         self.marker_seen = False
-        #: The index side, in the modes where the application picks the records (``None`` in candidates).
+        #: The index side, in the modes where the application picks the records (``None`` in the others).
+        index_side = self.search_mode.keeps_index and isinstance(options, (StoreIndexSearch, AppIndexSearch))
+        opens = self._two_stage.open_vector
         self.indexes = (
-            IndexModes(key, tenant=context, options=options, lock=self._lock, open_vector=self._two_stage.open_vector)
-            if isinstance(options, (StoreIndexSearch, AppIndexSearch))
-            else None
+            IndexModes(key, tenant=context, options=options, lock=self._lock, open_vector=opens) if index_side else None
         )
 
     # -- limits -------------------------------------------------------------------------------------
@@ -148,12 +129,6 @@ class SealedSearch(NotPicklable):
     def open_k(self) -> int:
         """The most records one query reads: candidates the store returns, or records fetched by id (index)."""
         return self.options.open_k
-
-    @property
-    def fetch_k(self) -> int:
-        """The deprecated name of :attr:`open_k` (warns)."""
-        warn_renamed("SealedSearch.fetch_k", "SealedSearch.open_k")
-        return self.open_k
 
     def check_k(self, k: int) -> int:
         """``k`` itself, refused if more than :attr:`open_k` records would be needed."""
@@ -172,14 +147,24 @@ class SealedSearch(NotPicklable):
     def store_vectors(
         self, clean: np.ndarray, record_ids: Sequence[Any], *, seeds: Sequence[bytes | None] | None = None
     ) -> np.ndarray:
-        """What the store receives for these (validated) clean vectors: candidates, or keyed random vectors.
+        """What the store receives for these (validated) vectors, as the mode says (:meth:`SearchMode.store_vectors`).
 
         ``seeds``: the noise seeds opened with copied records (:attr:`OpenedHits.seeds`), so a copy is the
         same draw as its source, not a second one (see :meth:`TwoStage.protect_documents`).
         """
-        if self.mode == "candidates":
-            return self._two_stage.protect_documents(clean, seeds=seeds)
-        return self.keyed_vectors([canonical_record_id(r) for r in record_ids], clean.shape[1])
+        return self.search_mode.store_vectors(self, clean, record_ids, seeds)
+
+    def candidate_vectors(self, clean: np.ndarray, seeds: Sequence[bytes | None] | None) -> np.ndarray:
+        """Candidate search's vectors for records (:meth:`TwoStage.protect_documents`)."""
+        return self._two_stage.protect_documents(clean, seeds=seeds)
+
+    def candidate_query(self, query: np.ndarray) -> np.ndarray:
+        """Candidate search's protected query (:meth:`TwoStage.protect_query`)."""
+        return self._two_stage.protect_query(query)
+
+    def id_vectors(self, record_ids: Sequence[Any], dim: int) -> np.ndarray:
+        """Keyed random unit vectors of record ids: what the index modes' store holds (nothing to rank)."""
+        return self.keyed_vectors([canonical_record_id(r) for r in record_ids], dim)
 
     def keyed_vectors(self, labels: Sequence[str], dim: int) -> np.ndarray:
         """Unit vectors from a keyed PRF of each label: unrelated to any text, unpredictable without the key."""
@@ -206,6 +191,8 @@ class SealedSearch(NotPicklable):
 
         ``seeds``: as :meth:`store_vectors` (the seed a copy was drawn with is sealed beside its vector).
         """
+        if not self.search_mode.seals_vectors:
+            return [{} for _ in record_ids]
         given = list(seeds) if seeds is not None else [None] * len(record_ids)
         return [
             {VECTOR_KEY: self.seal_vector(v, record_id=r, record_text=t, seed=s), MODE_KEY: self.mode}
@@ -225,13 +212,9 @@ class SealedSearch(NotPicklable):
     # -- the query ----------------------------------------------------------------------------------
 
     def store_query(self, clean: Any) -> np.ndarray:
-        """What the store is searched with (one row): a protected query; in index mode a keyed random one."""
-        x = check_store_vectors(
-            np.asarray(clean).reshape(1, -1) if not isinstance(clean, str) else clean, name="query vector"
-        )
-        if self.mode == "candidates":
-            return self._two_stage.protect_query(x)
-        return self.keyed_vectors(["query"], x.shape[1])
+        """What the store is searched with (one row), as the mode says (:meth:`SearchMode.store_query`)."""
+        row = np.asarray(clean).reshape(1, -1) if not isinstance(clean, str) else clean
+        return self.search_mode.store_query(self, check_store_vectors(row, name="query vector"))
 
     # -- opening and ranking ------------------------------------------------------------------------
 
@@ -257,7 +240,7 @@ class SealedSearch(NotPicklable):
 
         Each hit is ``(store id, stored _tc_id, sealed vector, mode, sealed text)``: the id the store returned
         (or ``None``), the record id the record carries (see
-        :meth:`~textcrafter_rag.sealed_records.RecordSealer.resolve_record_id`), ``_tc_vec``, ``_tc_mode`` and
+        :meth:`~textcrafter_rag.sealed.records.RecordSealer.resolve_record_id`), ``_tc_vec``, ``_tc_mode`` and
         the record's sealed text as the store holds it (the vector is bound to it).
 
         Duplicates (one record returned twice, in any id spelling) are dropped, at most :attr:`open_k`
@@ -325,7 +308,7 @@ class SealedSearch(NotPicklable):
         )
 
     def rounds(self, query: Any, k: int, fields: Callable[[Sequence[T]], list[HitFields]]) -> Rounds[T]:
-        """One candidate search's rounds (:mod:`~textcrafter_rag.candidate_rounds`): the adapter asks the store.
+        """One candidate search's rounds (:mod:`~textcrafter_rag.sealed.rounds`): the adapter asks the store.
 
         Drive it with ``while r.size is not None: r.take(store_search(store_query, k=r.size))``; a search that
         stopped at ``open_k`` short of the recall target is counted in :attr:`capped` and warned once.
@@ -385,28 +368,33 @@ class SealedSearch(NotPicklable):
 
     def _indexes(self) -> IndexModes:
         if self.indexes is None:
-            raise InvalidInputError(f"this store searches in {self.mode!r} mode: it keeps no index")
+            raise InvalidInputError(
+                f"this store searches in {self.mode!r} mode, which keeps no index: this is for the store-held index "
+                "(search=StoreIndexSearch()) or the app-side index file"
+            )
         return self.indexes
 
     def attach(self, port: RecordPort) -> None:
         """The store the store-held index keeps its log in (the adapter's :class:`RecordPort`)."""
-        self._indexes().attach(port)
+        if self.indexes is not None:
+            self.indexes.attach(port)
 
     def store_index(self, dim: int | None = None) -> StoreIndex | None:
-        """The store-held index (``None`` before its dimension is known)."""
-        return self._indexes().store_index(dim)
+        """The store-held index (``None`` before its dimension is known, and in the other modes)."""
+        return self.indexes.store_index(dim) if self.indexes is not None and self.indexes.held else None
 
     def index(self, dim: int | None = None) -> AppIndex | None:
         """The app-side index of the file mode (``None`` before any record and file)."""
         return self._indexes().index(dim)
 
     def index_add(self, record_ids: Sequence[Any], clean: np.ndarray) -> None:
-        """Index records *before* the store takes them (see :meth:`IndexModes.add`)."""
-        self._indexes().add(record_ids, clean)
+        """Index records *before* the store takes them (:meth:`IndexModes.add`); nothing without an index."""
+        if self.indexes is not None:
+            self.indexes.add(record_ids, clean)
 
     def index_remove(self, record_ids: Sequence[Any]) -> int:
-        """Forget records *after* the store deleted them (see :meth:`IndexModes.remove`)."""
-        return self._indexes().remove(record_ids)
+        """Forget records *after* the store deleted them (:meth:`IndexModes.remove`); how many (0: no index)."""
+        return self.indexes.remove(record_ids) if self.indexes is not None else 0
 
     def replicate(self, fetch: Fetch, fields: HitFieldsOf) -> None:
         """Keep the replica's records as the adapter reads them by id (``StoreIndexSearch(replica=True)``)."""
@@ -430,21 +418,32 @@ class SealedSearch(NotPicklable):
         """Count the entries a fetch by id asked for and did not get back."""
         self._indexes().count_dead(asked, returned)
 
+    def before_clear(self) -> Any:
+        """What a clear of the store must know first (:meth:`IndexModes.before_clear`; ``None``: no index)."""
+        return self.indexes.before_clear() if self.indexes is not None else None
+
+    def cleared(self, state: Any) -> None:
+        """After the store was cleared: the index forgets what it held (:meth:`IndexModes.cleared`)."""
+        if self.indexes is not None and state is not None:
+            self.indexes.cleared(state)
+
     def save_index(self) -> None:
         """Write the app-side index to its file now (it is also written after every add and delete)."""
         self._indexes().save()
 
-    def rebuild_index(self, *, batch_size: int = 1_000, progress: bool = True) -> int:
+    def rebuild_index(
+        self, *, batch_size: int = 1_000, progress: bool = True, before: Callable[[], Any] | None = None
+    ) -> int:
         """Index every sealed record the store lists under this key and tenant (store-held index); how many.
-
         Records of another tenant or edited ones are skipped and counted (:attr:`skipped`); nothing is tombstoned.
-        """
+        ``before`` runs once the mode is checked (the adapter reads the marker, which names the dimension)."""
 
         def open_records(part: list[PortRecord]) -> tuple[list[str], np.ndarray]:
             opened = self.open_hits(port_hit_fields(part), require_one=False)
             return opened.record_ids, opened.vectors
 
-        return self._indexes().rebuild(open_records, batch_size=batch_size, group=self.open_k, progress=progress)
+        rebuild = self._indexes().rebuild
+        return rebuild(open_records, batch_size=batch_size, group=self.open_k, progress=progress, before=before)
 
     def __repr__(self) -> str:
         return f"SealedSearch(options={self.options!r}, key=<redacted>)"

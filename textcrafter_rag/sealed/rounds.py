@@ -20,7 +20,7 @@ This is an estimate, not a bound: it is checked on held-out stores (``tests/test
 clustered synthetic vectors; ``python -m benchmarks.sealed_search``: SciFact and SciFact grown by distractors).
 
 Where the rule is not met at ``open_k``, the search stops there and says so: :attr:`Rounds.capped` (counted by
-:class:`~textcrafter_rag.sealed_search.SealedSearch`, warned once per store, logged at INFO on the
+:class:`~textcrafter_rag.sealed.core.SealedSearch`, warned once per store, logged at INFO on the
 ``textcrafter_rag`` logger each time), never a silent loss. Records
 sealed before the noise seed was sealed beside the vector count as unscored: a round with none scored cannot
 stop early.
@@ -41,9 +41,9 @@ from typing import Any, Generic, TypeVar
 
 import numpy as np
 
-from .logs import logger
-from .numerics import unit_rows
-from .two_stage import TwoStage, TwoStageSearch
+from ..logs import logger
+from ..numerics import unit_rows
+from .candidates import TwoStage, TwoStageSearch
 
 __all__ = [
     "FIRST_ROUND",

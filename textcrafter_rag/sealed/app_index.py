@@ -27,10 +27,10 @@ import numpy as np
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from .errors import InvalidInputError, InvalidTypeError, TextcrafterError
-from .numerics import unit_rows
-from .sealing import NotPicklable, SealError, SecretKey
-from .validation import check_int
+from ..errors import InvalidInputError, InvalidTypeError, TextcrafterError
+from ..numerics import unit_rows
+from ..sealing import NotPicklable, SealError, SecretKey
+from ..validation import check_int
 
 __all__ = [
     "DEFAULT_CODE_BYTES",

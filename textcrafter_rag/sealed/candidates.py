@@ -38,13 +38,13 @@ from typing import Any
 
 import numpy as np
 
-from .deprecation import warn_renamed
-from .errors import InvalidInputError, InvalidTypeError, NotPicklableError
-from .keyed import KeyedRotation, keyed_normals
-from .numerics import row_norms, unit_rows
-from .sealed_records import canonical_record_id
-from .sealing import KeyHolder, Sealer, SealError, SecretKey
-from .validation import check_store_vectors
+from ..deprecation import warn_renamed
+from ..errors import InvalidInputError, InvalidTypeError, NotPicklableError
+from ..keyed import KeyedRotation, keyed_normals
+from ..numerics import row_norms, unit_rows
+from ..sealing import KeyHolder, Sealer, SealError, SecretKey
+from ..validation import check_store_vectors
+from .records import canonical_record_id
 
 __all__ = [
     "DEFAULT_DOC_STRENGTH",
@@ -96,7 +96,7 @@ class TwoStageSearch:
         doc_strength: Norm ``r`` of the noise on each (unit) document vector the store receives.
         query_strength: Norm of the noise on each query vector the store receives (0 sends the clean query).
         recall: Search in rounds until each record of the exact top ``k`` is found with at least this
-            probability, by the rule of :mod:`textcrafter_rag.candidate_rounds`; reaching ``open_k`` first is
+            probability, by the rule of :mod:`textcrafter_rag.sealed.rounds`; reaching ``open_k`` first is
             counted and warned. ``None``: one round of ``open_k`` records.
         fetch_k: The deprecated name of ``open_k`` (warns).
     """
@@ -311,7 +311,7 @@ class TwoStage(KeyHolder):  # refuses pickling and __getstate__ (the key); copie
         """``unit(x + strength * u)`` per row, ``u`` the direction of its seed; NaN rows where the seed is ``None``.
 
         Before the rotation, which keeps inner products: what the application needs to know the score the
-        store gave a record it opened (:mod:`textcrafter_rag.candidate_rounds`).
+        store gave a record it opened (:mod:`textcrafter_rag.sealed.rounds`).
         """
         x = np.asarray(unit, dtype=np.float64)
         known = np.array([seed is not None for seed in seeds], dtype=bool)

@@ -4,7 +4,7 @@
 LlamaIndex ``MetadataFilters``, Weaviate-style ``target`` objects, string expressions such as Milvus'
 ``metadata["author"] == "Jane"``) without importing any store package; :func:`is_filter_kwarg` tells
 which store keywords carry a filter (``filter=``, ``expr=``, ``where=``, ``qdrant_filters=``...). The
-rule that uses them is :meth:`textcrafter_rag.sealed_records.RecordSealer.check_store_kwargs`.
+rule that uses them is :meth:`textcrafter_rag.sealed.records.RecordSealer.check_store_kwargs`.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ sealed and how, so that rule lives here, free of any framework:
   record fails to open. Stores spell ids their own way (Qdrant returns ``"0"`` for ``0`` and a
   UUID in canonical form), so ids are compared by :func:`canonical_record_id`. The id is also kept
   in a plain metadata field (:data:`ID_FIELD`) for stores that return no id with a hit;
-* **record ids are keyed** (``record_ids="keyed"``, the default; :mod:`textcrafter_rag.record_ids`): the
+* **record ids are keyed** (``record_ids="keyed"``, the default; :mod:`textcrafter_rag.sealed.record_ids`): the
   store's id of a record is a keyed UUID of the user's id that names nothing and links no record to a known
   text. The user's id travels sealed (:data:`USER_ID_FIELD`, bound to the store's id, which must be its keyed
   or sealed id), and its presence is bound into the text's associated data, so a record stripped of it does
@@ -42,11 +42,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .deprecation import renamed_keyword
-from .errors import InvalidInputError, InvalidTypeError
+from ..deprecation import renamed_keyword
+from ..errors import InvalidInputError, InvalidTypeError
+from ..sealing import KeyHolder, Sealer, SealError, SecretKey
+from .filters import TEXT_SEARCH_KWARGS, filter_field_names, is_filter_kwarg, names_field
 from .record_ids import RECORD_ID_SCHEMES, RecordIds, canonical_record_id
-from .sealing import KeyHolder, Sealer, SealError, SecretKey
-from .store_filters import TEXT_SEARCH_KWARGS, filter_field_names, is_filter_kwarg, names_field
 
 __all__ = [
     "IDS_KEY",

@@ -1,0 +1,53 @@
+"""What the two index modes share: the application's index picks the records, the store only reads them by id.
+
+The store holds each record under a keyed random unit vector of its id (unrelated to the text), so it has
+nothing to rank; a query sends it ids only. Writes go index first (add) and store first (delete), so a crash
+never leaves a stored record that no search finds (:mod:`~textcrafter_rag.sealed.index_modes`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..engine import Found, Query, ReadIds, SearchCore, Steps
+
+__all__ = ["PickedSearch"]
+
+
+class PickedSearch:
+    """The application's index picks the ids (or the caller names them: ``ids``), the store reads them by id,
+    unless the replica holds them; ``keep`` then restricts what was read (for example to some documents)
+    before anything is opened. An entry whose record did not come back is counted, never removed."""
+
+    store_ranks = False
+    seals_vectors = True
+    keeps_index = True
+    ranks_in_store = False
+
+    def store_vectors(
+        self, core: SearchCore, clean: np.ndarray, record_ids: Sequence[Any], seeds: Sequence[bytes | None] | None
+    ) -> np.ndarray:
+        """Keyed random unit vectors of the record ids: the store has nothing to rank."""
+        return core.id_vectors(record_ids, clean.shape[1])
+
+    def store_query(self, core: SearchCore, query: np.ndarray) -> np.ndarray:
+        """A keyed random vector (a store search, when the adapter makes one, ranks nothing of the query)."""
+        return core.keyed_vectors(["query"], query.shape[1])
+
+    def find(self, core: SearchCore, query: Query) -> Steps:
+        picked = query.ids is None
+        wanted = core.index_candidates(query.clean) if query.ids is None else list(query.ids)
+        local = core.index_records(wanted)  # the replica's (StoreIndexSearch(replica=True)): the store reads none
+        hits = list(local) if local is not None else (list((yield ReadIds(wanted))) if wanted else [])
+        if picked:
+            core.count_dead(wanted, len(hits))
+        if query.keep is not None:
+            hits = query.keep(hits)
+        opened = core.open_hits(query.fields(hits))
+        return Found(hits, opened.positions, opened.record_ids, opened.vectors)
+
+    def settle(self, core: SearchCore, dim: int | None) -> None:
+        """Nothing to learn from the marker (the store-held index overrides this)."""
