@@ -13,8 +13,9 @@ import warnings
 import numpy as np
 import pytest
 
-from textcrafter_rag import logs, sealed_search
+from textcrafter_rag import logs
 from textcrafter_rag.logs import SearchStats
+from textcrafter_rag.sealed import core as sealed_search
 from textcrafter_rag.sealed import index_modes
 from textcrafter_rag.sealed.candidates import TwoStageSearch
 from textcrafter_rag.sealed.core import SealedSearch, SkippedRecordsWarning

@@ -298,8 +298,8 @@ class IndexModes:
         if not found and held.log.others_seen and not marker_seen:
             raise SealError(
                 "this store holds records, and neither an index log nor a marker under this key and tenant: "
-                "wrong key or tenant, or records written in another mode (single-stage writes no marker) or by "
-                "an older release; nothing is returned"
+                "wrong key or tenant, or records written in another mode or by an older release (whose "
+                "single-stage stores wrote no marker); nothing is returned"
             )
         if not found and held.log.others_seen and not self._warned:
             self._warned = True

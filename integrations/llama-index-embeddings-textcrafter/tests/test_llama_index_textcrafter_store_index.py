@@ -281,9 +281,12 @@ def test_stores_written_before_open_in_their_own_mode(base) -> None:
         got = _texts(reopened, base, q, 3)
         assert len(got) == 3 and set(got) <= set(TEXTS)
         if mode is None:
-            assert (
-                reopened.search_options == SingleStageSearch()
-            )  # single-stage writes no marker: recognised by its shells
+            assert reopened.search_options == SingleStageSearch()  # its marker names it
+            writer = _worker(client, key, search=None)
+            writer.store.delete_nodes([writer._marker_id])  # as an earlier release wrote it: no marker
+            assert not writer.store.get_nodes(node_ids=[writer._marker_id])
+            older = _worker(client, key)
+            assert len(_texts(older, base, q, 3)) == 3 and older.search_options == SingleStageSearch()  # by its shells
         else:
             assert isinstance(reopened.search_options, mode)
             assert got == exact_top(base, q, 3)
