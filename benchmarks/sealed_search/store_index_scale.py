@@ -25,7 +25,7 @@ log into the same index).
 
 Usage::
 
-    python -m benchmarks.sealed_search.store_index_scale              # 10,000,000 records (about 25 min here)
+    python -m benchmarks.sealed_search.store_index_scale              # 10,000,000 records (about 18 min here)
     python -m benchmarks.sealed_search.store_index_scale --n 1000000  # one size
 """
 
