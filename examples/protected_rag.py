@@ -231,9 +231,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     # 4. what is on disk: read the FAISS file itself and compare with the raw embeddings
     on_disk = faiss.read_index(str(store_dir / "index.faiss"))
-    stored = on_disk.reconstruct_n(0, on_disk.ntotal)
     row_of = {sid: i for i, sid in enumerate(loaded.store_ids(ids))}  # FAISS holds keyed ids, not ours
-    rows = [row_of[loaded.store.index_to_docstore_id[i]] for i in range(on_disk.ntotal)]
+    # the articles' rows (the store also holds the sealed store's marker record, under its own keyed id)
+    pairs = [(i, row_of[sid]) for i, sid in sorted(loaded.store.index_to_docstore_id.items()) if sid in row_of]
+    stored = on_disk.reconstruct_n(0, on_disk.ntotal)[[i for i, _ in pairs]]
+    rows = [r for _, r in pairs]
     order = [texts[r] for r in rows]
     raw_in_order = raw[rows]
     cos = _cosine_rows(stored, raw_in_order)

@@ -23,6 +23,7 @@ EXPECTED_ALL = [
     "generate_key",
     "KeyedRotation",
     "TenantKey",
+    "SingleStageSearch",
     "StoreIndexSearch",
     "TwoStageSearch",
     "AppIndexSearch",

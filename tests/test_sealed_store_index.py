@@ -239,3 +239,20 @@ def test_opening_a_long_log_reads_a_bounded_batch_of_segments_at_a_time():
     assert reader.refresh() == 100 and len(reader) == 200
     assert max(port.asked) <= 16  # never the whole log in one read (nor in memory)
     assert reader.candidates(x[150], 1) == ["r75"]
+
+
+def test_a_write_made_after_reading_another_writers_is_merged_after_it_whatever_the_clocks(monkeypatch):
+    """Writer B's clock runs an hour ahead of A's. B deletes "x"; then A, having read B's delete (each write reads
+    the log first), adds "x" again: every process must end with "x" indexed, as the store holds it."""
+    port, x = MemoryPort(), vectors(2, 10)
+    a, b = process(port), process(port)
+    hour = 3_600 * 10**9
+    now = {"t": 10**18}
+    monkeypatch.setattr("textcrafter_rag.sealed.log.time.time_ns", lambda: now["t"])
+    a.add(["x"], x[:1])
+    now["t"] += hour  # B's machine
+    b.remove(["x"])
+    now["t"] -= hour - 1  # A's machine: a nanosecond after its first write
+    a.add(["x"], x[:1])
+    for reader in (process(port), b):
+        assert reader.candidates(x[0], 1) == ["x"]

@@ -21,8 +21,11 @@ listing. So no two processes ever write the same log record:
 * **Readers** (:meth:`IndexLog.refresh`, before each search by default) read the heads, then fetch by id
   every segment past the ones this process applied, *and one past each head* (a writer killed between its
   segment and its head), a few segments a writer at a time, and apply each writer's in its own sequence order,
-  different writers' merged by (time, writer, seq): a writer's clock going back never reorders its own writes;
-  two writers changing one id at the same moment are ordered by their clocks. A head lower than one seen before,
+  different writers' merged by (time, writer, seq). A segment's time is a logical clock: past the wall clock
+  and past every segment its writer had read, so a write made after its process read another's is merged
+  after it whatever the machines' clocks say (each write reads the log first, as each search does), and a
+  writer's clock going back never reorders its own writes; two writers changing one id at the same moment
+  (between one's read and its write) are ordered by their clocks. A head lower than one seen before,
   or a segment missing below a head, raises :class:`IndexRollbackError`; a segment that does not open raises
   :class:`IndexTamperedError`. An error or an empty answer never removes an index entry: segments are only
   ever added to what a process holds.
@@ -109,6 +112,7 @@ class IndexLog(NotPicklable):
 
     __slots__ = (
         "_applied",
+        "_clock",
         "_chunks",
         "_head_seen",
         "_lock",
@@ -142,6 +146,10 @@ class IndexLog(NotPicklable):
         self._seq = 0
         #: Highest segment applied per writer (this process's own included).
         self._applied: dict[str, int] = {}
+        #: The highest segment time this process wrote or applied: its next segment's time is past it (a
+        #: logical clock), so a write made after this process read another's is merged after it, whatever the
+        #: two machines' clocks say.
+        self._clock = 0
         #: Highest head seen per writer (a lower one later is a rollback).
         self._head_seen: dict[str, int] = {}
         self._lock = threading.RLock()
@@ -181,7 +189,8 @@ class IndexLog(NotPicklable):
         with self._lock:
             self.ensure_writer()
             seq = self._seq + 1
-            seg = Segment(self._writer, seq, time.time_ns(), [str(i) for i in adds], vecs, [str(i) for i in deletes])
+            self._clock = max(time.time_ns(), self._clock + 1)
+            seg = Segment(self._writer, seq, self._clock, [str(i) for i in adds], vecs, [str(i) for i in deletes])
             self._chunks.pop((self._writer, seq), None)
             if (
                 n := self.records.put_sealed("seg", f"{self._writer}|{seq}", seg.encode(), self._segment_chunk_ids(seq))
@@ -329,13 +338,21 @@ class IndexLog(NotPicklable):
                     raise
                 return self._read(self.heads(), apply)
 
-    def start_from(self, covers: dict[str, int], *, epoch: int) -> None:
-        """Forget what was applied: the caller's index now holds a snapshot of every writer's first ``covers``."""
+    def start_from(self, covers: dict[str, int], *, epoch: int, clock: int = 0) -> None:
+        """Forget what was applied: the caller's index now holds a snapshot of every writer's first ``covers``
+        (``clock``: the latest segment time the snapshot holds, so this process's next writes come after it)."""
         with self._lock:
             self.epoch = int(epoch)
+            self._clock = max(self._clock, int(clock))
             self._applied = {str(w): int(s) for w, s in covers.items()}
             # not added to the heads seen: a writer the snapshot covers is read again once a head of it is found
             # (its next write), so a new process does not probe every writer that ever wrote
+
+    @property
+    def clock(self) -> int:
+        """The latest segment time this process wrote or applied (a snapshot of its index records it)."""
+        with self._lock:
+            return self._clock
 
     @property
     def applied(self) -> dict[str, int]:
@@ -350,6 +367,7 @@ class IndexLog(NotPicklable):
             streams = [self._segments(w, heads[w], got) for w in heads]
             count = 0
             for _, _, _, seg in heapq.merge(*streams):
+                self._clock = max(self._clock, seg.ts)
                 apply(seg)
                 self._applied[seg.writer] = max(self._applied.get(seg.writer, 0), seg.seq)
                 count += 1

@@ -215,10 +215,13 @@ class StoreIndex(NotPicklable):
             self.refresh()
 
     def add(self, ids: Sequence[str], clean: np.ndarray) -> None:
-        """Log these index entries in the store (before the caller stores the records), then index them here."""
+        """Log these index entries in the store (before the caller stores the records), then index them here.
+
+        The log is read first (as before a search, ``refresh_every``): a first write never starts an index that
+        hides the records already there, and the segment is merged after every write this process has read.
+        """
         with self._lock:
-            if self._read_at is None:
-                self.refresh()  # a first write never starts an index that hides the records already there
+            self._refresh_if_due()
             for start in range(0, len(ids), _SEGMENT_ENTRIES):
                 part = list(ids[start : start + _SEGMENT_ENTRIES])
                 seg = self.log.append(adds=part, vectors=clean[start : start + len(part)])
@@ -226,10 +229,10 @@ class StoreIndex(NotPicklable):
             self._compact_if_due(len(ids))
 
     def remove(self, ids: Sequence[str]) -> None:
-        """Log tombstones for these ids (after the caller deleted the records), then forget them here."""
+        """Log tombstones for these ids (after the caller deleted the records), then forget them here (the log
+        read first, as in :meth:`add`)."""
         with self._lock:
-            if self._read_at is None:
-                self.refresh()
+            self._refresh_if_due()
             for start in range(0, len(ids), _SEGMENT_ENTRIES):
                 self._apply([self.log.append(deletes=list(ids[start : start + _SEGMENT_ENTRIES]))])
             self._compact_if_due(len(ids))

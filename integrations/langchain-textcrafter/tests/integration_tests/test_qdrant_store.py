@@ -161,7 +161,9 @@ def test_local_mode_persists_the_collection(ingested: Ingested) -> None:
     info = ingested.client.get_collection(COLLECTION)
     assert info.config.params.vectors.distance == models.Distance.DOT
     assert info.config.params.vectors.size == 384
-    assert ingested.client.count(COLLECTION).count == len(ingested.corpus.bodies) == 5 * PER_CLASS
+    # every article, and the sealed store's marker record (one, under its keyed id)
+    assert ingested.client.count(COLLECTION).count == len(ingested.corpus.bodies) + 1 == 5 * PER_CLASS + 1
+    assert ingested.client.retrieve(COLLECTION, ids=[ingested.store._marker_id])
     stored, _ = ingested.stored()
     before = np.asarray([ingested.before_close[i] for i in range(len(stored))], dtype=np.float32)
     np.testing.assert_array_equal(stored, before)  # bit-identical after close + reopen from disk
