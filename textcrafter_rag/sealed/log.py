@@ -112,8 +112,8 @@ class IndexLog(NotPicklable):
 
     __slots__ = (
         "_applied",
-        "_clock",
         "_chunks",
+        "_clock",
         "_head_seen",
         "_lock",
         "_port",
