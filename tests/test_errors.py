@@ -98,6 +98,7 @@ CASES: dict[str, list[Callable[[], Any]]] = {
         lambda: StoreIndexSearch(refresh_every=-1.0),
         lambda: StoreIndexSearch(compact_every=-1),
         lambda: StoreIndexSearch(replica="yes"),
+        lambda: StoreIndexSearch(background_compaction="yes"),
     ],
     "TwoStageSearch": [lambda: TwoStageSearch(open_k=0), lambda: TwoStageSearch(recall=2.0)],
     "AppIndexSearch": [lambda: AppIndexSearch(open_k=0), lambda: AppIndexSearch(train_at=0)],

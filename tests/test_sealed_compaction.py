@@ -11,20 +11,12 @@ from collections.abc import Sequence
 
 import numpy as np
 import pytest
-from _store_index_helpers import DIM, KEY, process, vectors
+from _store_index_helpers import DIM, KEY, kinds, process, vectors, write_in_batches
 
 from textcrafter_rag.sealed import IndexRollbackError, IndexTamperedError, PortRecord, StoreIndex, StoreIndexSearch
 from textcrafter_rag.sealed.log import LOG_FIELD
 from textcrafter_rag.sealed.replica import Replica
 from textcrafter_rag.testing.memory_port import MemoryPort
-
-
-def kinds(port: MemoryPort) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for r in port.records.values():
-        kind = r.fields.get(LOG_FIELD, "data")
-        out[kind] = out.get(kind, 0) + 1
-    return out
 
 
 class CountingPort(MemoryPort):
@@ -38,12 +30,6 @@ class CountingPort(MemoryPort):
         got = super().get(ids)
         self.asked += sum(1 for r in got if r.fields.get(LOG_FIELD) == "seg")
         return got
-
-
-def write_in_batches(index: StoreIndex, x: np.ndarray, *, prefix: str, first: int = 0, batch: int = 10) -> None:
-    """Add ``x`` as ``{prefix}{first}``, ``{prefix}{first + 1}``, ..., ``batch`` records a segment."""
-    for start in range(0, len(x), batch):
-        index.add([f"{prefix}{first + i}" for i in range(start, start + batch)], x[start : start + batch])
 
 
 def test_a_new_process_opens_from_the_snapshot_and_reads_only_the_segments_past_it():
@@ -102,9 +88,9 @@ def test_a_trained_index_round_trips_through_a_snapshot():
     assert reader.snapshots.loaded == 1
 
 
-def test_compaction_runs_by_itself_after_compact_every_entries():
+def test_compaction_runs_by_itself_after_compact_every_entries_and_inline_when_asked():
     port, x = MemoryPort(), vectors(60, 4)
-    writer = process(port, compact_every=25)
+    writer = process(port, compact_every=25, background_compaction=False)  # in the write: no thread to wait for
     write_in_batches(writer, x[:20], prefix="r")
     assert "snap" not in kinds(port)
     write_in_batches(writer, x[20:30], prefix="r", first=20)

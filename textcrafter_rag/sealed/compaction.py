@@ -15,6 +15,12 @@ stored in chunks like a segment. The protocol, in order:
    this process read. Best effort: a failed delete loses nothing, it only leaves records the next compaction
    deletes.
 
+Writes go on during a compaction (:class:`~.store_index.StoreIndex` runs it in a background thread): the index
+bytes and ``covers`` (the segments applied, per writer) are taken together, under the lock that applies
+segments, so a snapshot holds exactly the segments it covers. Step 1 and step 3 run without that lock; a
+segment written after the bytes were taken is past ``covers``: it is neither in the snapshot nor deleted, and a
+process that opens from the snapshot reads it from the log. Step 2 is one empty segment, like a write.
+
 A process that has applied nothing (a new process) loads the newest snapshot the heads name, then reads only
 the segments past it. A process that finds a segment missing below a head (a compaction deleted it while it
 was behind) loads a snapshot that covers the gap and reads on from there; if none covers it, the gap is a
@@ -66,38 +72,68 @@ class Snapshots(NotPicklable):
 
     def write(self, index: bytes, covers: dict[str, int], *, epoch: int | None = None) -> dict[str, Any]:
         """Store ``index`` (what the segments ``covers`` names built) as a snapshot, point the heads at it, and
-        delete what it covers; the pointer its head carries.
+        delete what it covers, in a row; the pointer its head carries.
 
         ``epoch`` (a new one after the store was cleared) makes every process that reads the heads replace its
         index by this snapshot, not only new ones; by default the snapshot keeps the log's current epoch.
         """
-        log = self.log
-        writer = log.ensure_writer()
+        pointer = self.store(index, covers, epoch=self.log.epoch if epoch is None else epoch)
+        previous = self.point(pointer)
+        self.clean(pointer, covers, previous)
+        return pointer
+
+    def store(self, index: bytes, covers: dict[str, int], *, epoch: int) -> dict[str, Any]:
+        """Step 1: seal ``index`` with what it covers and store it in chunks; the pointer a head will carry.
+
+        Nothing names it yet, so it needs no lock: the chunk ids are this writer's next snapshot's, which no other
+        writer writes and no head names. A failed attempt leaves chunks that the next one overwrites (the same
+        ids: only :meth:`point` moves on to the next number); an abandoned one is deleted (:meth:`discard`).
+        """
+        writer = self.log.ensure_writer()
         n = (int(self._own["n"]) if self._own is not None else 0) + 1
         header = json.dumps({"covers": covers}, separators=(",", ":")).encode("utf-8")
-        plain = struct.pack("<Q", len(header)) + header + index
-        chunks = log.records.put_sealed("snap", f"{writer}|{n}", plain, self._chunk_ids(writer, n))
-        epoch = log.epoch if epoch is None else int(epoch)
-        pointer = {"writer": writer, "n": n, "chunks": chunks, "covered": sum(covers.values()), "epoch": epoch}
-        log.epoch = epoch
+        chunks = self.log.records.put_sealed(
+            "snap", f"{writer}|{n}", struct.pack("<Q", len(header)) + header + index, self._chunk_ids(writer, n)
+        )
+        return {"writer": writer, "n": n, "chunks": chunks, "covered": sum(covers.values()), "epoch": int(epoch)}
+
+    def point(self, pointer: dict[str, Any]) -> dict[str, Any] | None:
+        """Step 2: append an empty segment whose head names the stored snapshot (durable from here); the snapshot
+        of this writer's that it replaces (:meth:`clean` deletes it).
+
+        The snapshot becomes this writer's own *before* the head is written: should the append fail after a head
+        named it, the next snapshot takes the next number and deletes this one, never overwrites chunks a head
+        may name.
+        """
+        log = self.log
+        previous, self._own = self._own, pointer
+        log.epoch = int(pointer["epoch"])
         log.snapshot = pointer
         log.append()  # an empty segment: its head names the snapshot, which is durable from here
-        previous, self._own = self._own, pointer
         self.written += 1
+        return previous
+
+    def clean(self, pointer: dict[str, Any], covers: dict[str, int], previous: dict[str, Any] | None) -> None:
+        """Step 3 (best effort): delete ``previous``, the other writers' heads and the segments that ``covers``
+        names, and nothing past it: a segment written after the snapshot's index was taken is not in it."""
+        log, writer = self.log, str(pointer["writer"])
         # other writers' heads that the snapshot covers: a writer that writes again writes a new head
-        stale = [
-            log.records.head_id(w, s) for w, s in log.searched_heads.items() if w != writer and s <= covers.get(w, 0)
-        ]
+        searched = dict(log.searched_heads)
+        stale = [log.records.head_id(w, s) for w, s in searched.items() if w != writer and s <= covers.get(w, 0)]
         if previous is not None:
-            stale += [self._chunk_ids(writer, int(previous["n"]))(c) for c in range(int(previous["chunks"]))]
+            ids = self._chunk_ids(str(previous["writer"]), int(previous["n"]))
+            stale += [ids(c) for c in range(int(previous["chunks"]))]
         self._delete(stale + self._covered_segments(covers))
         logger.info(
-            "compacted the sealed index: a snapshot of %d bytes in %d store records covers %d segments",
-            len(plain),
-            chunks,
+            "compacted the sealed index: a snapshot in %d store records covers %d segments",
+            pointer["chunks"],
             pointer["covered"],
         )
-        return pointer
+
+    def discard(self, pointer: dict[str, Any]) -> None:
+        """Delete a stored snapshot that no head names (abandoned before :meth:`point`): best effort."""
+        ids = self._chunk_ids(str(pointer["writer"]), int(pointer["n"]))
+        self._delete([ids(c) for c in range(int(pointer["chunks"]))])
 
     def _covered_segments(self, covers: dict[str, int]) -> list[str]:
         ids: list[str] = []

@@ -37,8 +37,8 @@ def compact_store_index(indexes: IndexModes | None) -> bool:
     """Compact a store's store-held index now (``indexes``: its core's index side, ``None`` in candidate or
     single-stage search): store the index as one sealed snapshot, then delete the segments it covers; whether a
     snapshot was written (not while the codebook trains). A new process then opens the store from the snapshot
-    and the segments past it. Compaction also runs by itself every ``StoreIndexSearch(compact_every=...)``
-    entries a process writes.
+    and the segments past it. Compaction also runs by itself, in a background thread, every
+    ``StoreIndexSearch(compact_every=...)`` entries a process writes; this call first waits for one in flight.
 
     Raises:
         InvalidInputError: The store does not use the store-held index.

@@ -12,7 +12,10 @@ so an add acknowledged before a search starts is found by that search, in every 
 
 Compaction (:mod:`.compaction`): once a process has written ``compact_every`` index entries since its last
 snapshot (and at least a quarter of the index), it stores the index as a sealed snapshot and deletes the
-segments it covers, so a new process reads the snapshot and the segments past it, not the whole log.
+segments it covers, so a new process reads the snapshot and the segments past it, not the whole log. The write
+that makes it due starts it in a background thread and returns: at a million records a compaction takes over a
+second and stores about 100 MB, which no write should wait for. Only taking the index's bytes holds the lock
+that writes and searches take (:meth:`StoreIndex.compact`).
 """
 
 from __future__ import annotations
@@ -58,6 +61,9 @@ class StoreIndexSearch:
         compact_every: Index entries this process writes before it compacts the log into a snapshot (and at
             least a quarter of the index, so compaction rewrites at most a few times the index in all); ``0``
             never compacts by itself (:meth:`StoreIndex.compact` still does).
+        background_compaction: Run a compaction that ``compact_every`` makes due in a background thread, which
+            then calls the store while writes go on (the store's client must allow calls from two threads, as
+            async use already needs); ``False``: in the write that makes it due (tests, scripts).
         replica: Keep a local replica of the sealed records, synced from the store by the log
             (:mod:`.replica`), so that a query reads no record from the store: the store no longer sees which
             records a query reads. Opening then reads every record once, and memory holds every record.
@@ -70,6 +76,7 @@ class StoreIndexSearch:
     segment_chars: int = DEFAULT_SEGMENT_CHARS
     background_training: bool = True
     compact_every: int = 50_000
+    background_compaction: bool = True
     replica: bool = False
 
     def __post_init__(self) -> None:
@@ -90,6 +97,8 @@ class StoreIndexSearch:
             raise InvalidInputError(f"refresh_every must be finite and non-negative, got {self.refresh_every}")
         if not isinstance(self.background_training, bool):
             raise InvalidTypeError("background_training must be a bool")
+        if not isinstance(self.background_compaction, bool):
+            raise InvalidTypeError("background_compaction must be a bool")
         if not isinstance(self.replica, bool):
             raise InvalidTypeError("replica must be a bool")
 
@@ -121,6 +130,10 @@ class StoreIndex(NotPicklable):
         self.index = self._new_index()
         self.snapshots = Snapshots(self.log)
         self._lock = threading.RLock()
+        #: Held by the one compaction that runs (taken before :attr:`_lock`, never while holding it and waiting).
+        self._compacting = threading.Lock()
+        #: The background compaction last started (:meth:`wait_compacted` joins it).
+        self._compaction: threading.Thread | None = None
         self._read_at: float | None = None
         #: Index entries this process logged since its last snapshot.
         self._since_snapshot = 0
@@ -164,18 +177,54 @@ class StoreIndex(NotPicklable):
         return self.snapshots.load(restore, writer=gap.writer, seq=gap.seq)
 
     def compact(self) -> bool:
-        """Store this process's index as a sealed snapshot now, and delete the segments it covers.
+        """Store this process's index as a sealed snapshot now, and delete the segments it covers; whether a
+        snapshot was written. Synchronous: it first waits for a background compaction in flight.
 
         Returns ``False`` (nothing written) while the codebook trains in the background: the next write retries.
         """
+        with self._compacting:
+            return self._compact()
+
+    def _compact(self) -> bool:
+        """One compaction (the caller holds :attr:`_compacting`, so no other runs); whether a snapshot was written.
+
+        Writes and searches go on meanwhile, except while the index's bytes are taken: they and what they cover
+        (the segments applied) are taken together under the lock that applies segments, so the snapshot holds
+        exactly what it covers. Serializing holds that lock, since FAISS's index cannot be read while a write
+        changes it: at a million trained records that is the one part of a compaction a write may wait for.
+        Sealing and storing the snapshot, and deleting what it covers, run without it; a segment written
+        meanwhile is past what the snapshot covers, so it is neither in it nor deleted.
+        """
         with self._lock:
-            self.refresh()
+            self.refresh()  # the snapshot covers what other processes wrote too: fewer segments left to read
             data = self.index.to_bytes()
             if data is None:
                 return False
-            self.snapshots.write(data, self.log.applied)
-            self._since_snapshot = 0
-            return True
+            covers, epoch, taken, snapshots = self.log.applied, self.log.epoch, self._since_snapshot, self.snapshots
+        pointer = snapshots.store(data, covers, epoch=epoch)
+        del data
+        with self._lock:  # one empty segment, like a write; its head makes the snapshot durable
+            if self.log.epoch != epoch:  # another process cleared the store meanwhile: this index is gone with it
+                stale, previous = True, None
+            else:
+                stale, previous = False, snapshots.point(pointer)
+                self._since_snapshot = max(0, self._since_snapshot - taken)  # the entries written since stay due
+        if stale:
+            snapshots.discard(pointer)
+            logger.info("a compaction was dropped: the store was cleared while it ran")
+            return False
+        snapshots.clean(pointer, covers, previous)
+        return True
+
+    def wait_compacted(self, timeout: float | None = None) -> bool:
+        """Wait for a background compaction in flight (tests, scripts, a process about to exit); whether none
+        runs now. A process that exits during one leaves what a crash there leaves: nothing lost
+        (:mod:`.compaction`)."""
+        thread = self._compaction
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
+            return not thread.is_alive()
+        return True
 
     def cleared(self, heads: dict[str, int]) -> None:
         """The store was cleared, this key and tenant's log with it: start a new epoch of the log.
@@ -186,7 +235,7 @@ class StoreIndex(NotPicklable):
         clear writes on, its new segments read from past its cleared ones. A write that races the clear (between
         reading ``heads`` and the clear) may be taken for a rollback: clear while no other process writes.
         """
-        with self._lock:
+        with self._compacting, self._lock:  # a compaction in flight finishes first: it never spans a clear
             epoch = max([self.log.epoch, *(int(s.get("epoch", 0)) for s in self.log.snapshots)]) + 1
             self.log.new_writer()
             self.index = self._new_index()
@@ -201,13 +250,40 @@ class StoreIndex(NotPicklable):
             self._read_at = time.monotonic()
 
     def _compact_if_due(self, entries: int) -> None:
+        """Start a compaction once due (the caller holds :attr:`_lock`): in a background thread, so the write
+        returns, or inline with ``background_compaction=False``. One runs at a time: while one runs, a due one is
+        skipped, and the next write checks again."""
         self._since_snapshot += entries
         every = self.options.compact_every
-        if every and self._since_snapshot >= max(every, len(self.index) // 4):
+        if not every or self._since_snapshot < max(every, len(self.index) // 4):
+            return
+        if not self._compacting.acquire(blocking=False):
+            return
+        if not self.options.background_compaction:
             try:
-                self.compact()
-            except Exception as exc:  # the write itself is logged: a failed compaction is retried, never fatal
-                logger.warning("compacting the sealed index failed (retried at the next write): %s", exc)
+                self._compact_quietly()
+            finally:
+                self._compacting.release()
+            return
+        try:
+            thread = threading.Thread(target=self._compact_in_background, name="textcrafter-compaction", daemon=True)
+            thread.start()
+        except BaseException:
+            self._compacting.release()
+            raise
+        self._compaction = thread
+
+    def _compact_in_background(self) -> None:
+        try:
+            self._compact_quietly()
+        finally:
+            self._compacting.release()
+
+    def _compact_quietly(self) -> None:
+        try:
+            self._compact()
+        except Exception as exc:  # the write itself is logged: a failed compaction is retried, never fatal
+            logger.warning("compacting the sealed index failed (retried at a later write): %s", exc)
 
     def _refresh_if_due(self) -> None:
         every = self.options.refresh_every
