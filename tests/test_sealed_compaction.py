@@ -191,3 +191,31 @@ def test_a_forged_chunk_count_is_a_missing_chunk_not_a_huge_allocation():
     finally:
         tracemalloc.stop()
     assert peak < 20 * 2**20  # not a million chunks' worth of buffer (a ~1 KB chunk: over 1 GB)
+
+
+class KeepsEverything(MemoryPort):
+    """A store whose deletes fail: a compaction's covered segments stay (deletes are best effort)."""
+
+    def delete(self, ids: Sequence[str]) -> None:
+        raise OSError("deletes refused")
+
+
+def test_a_process_opened_from_a_snapshot_writes_after_every_write_the_snapshot_holds(monkeypatch):
+    """B's clock runs an hour ahead; B's delete of "x" is in a snapshot, and stays in the log (deletes failed). A
+    process opened from the snapshot on a slow clock re-adds "x": a reader that reads both must keep "x" (the
+    opened process's clock passed B's when it read the empty segment that made the snapshot durable)."""
+    port, x = KeepsEverything(), vectors(1, 12)
+    now = {"t": 10**18}
+    monkeypatch.setattr("textcrafter_rag.sealed.log.time.time_ns", lambda: now["t"])
+    a = process(port)
+    a.add(["x"], x)
+    reader = process(port)
+    assert reader.candidates(x[0], 1) == ["x"]  # it applied the add, not yet the delete
+    now["t"] += 3_600 * 10**9
+    process(port).remove(["x"])  # B
+    assert process(port).compact()  # the snapshot holds B's delete; its segment stays
+    now["t"] -= 3_600 * 10**9 - 1
+    opened = process(port)
+    assert opened.candidates(x[0], 1) == [] and opened.snapshots.loaded == 1  # from the snapshot, not B's segment
+    opened.add(["x"], x)
+    assert reader.candidates(x[0], 1) == ["x"]  # merged B's delete, then the re-add

@@ -338,21 +338,17 @@ class IndexLog(NotPicklable):
                     raise
                 return self._read(self.heads(), apply)
 
-    def start_from(self, covers: dict[str, int], *, epoch: int, clock: int = 0) -> None:
-        """Forget what was applied: the caller's index now holds a snapshot of every writer's first ``covers``
-        (``clock``: the latest segment time the snapshot holds, so this process's next writes come after it)."""
+    def start_from(self, covers: dict[str, int], *, epoch: int) -> None:
+        """Forget what was applied: the caller's index now holds a snapshot of every writer's first ``covers``.
+
+        The snapshot's own head is one past what it covers (an empty segment, stamped past every segment its
+        writer had applied), so this process's clock passes every write the snapshot holds when it reads it.
+        """
         with self._lock:
             self.epoch = int(epoch)
-            self._clock = max(self._clock, int(clock))
             self._applied = {str(w): int(s) for w, s in covers.items()}
             # not added to the heads seen: a writer the snapshot covers is read again once a head of it is found
             # (its next write), so a new process does not probe every writer that ever wrote
-
-    @property
-    def clock(self) -> int:
-        """The latest segment time this process wrote or applied (a snapshot of its index records it)."""
-        with self._lock:
-            return self._clock
 
     @property
     def applied(self) -> dict[str, int]:
