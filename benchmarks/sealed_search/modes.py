@@ -129,7 +129,8 @@ def make_mode(name: str, label: str, *, key: bytes = BENCH_KEY, context: str = C
     secret = SecretKey(key)
     if name.startswith("store-index"):
         every = _COMPACT_EVERY if name.endswith("-compacted") else StoreIndexSearch().compact_every
-        held = StoreIndexSearch(replica=name.endswith("-replica"), compact_every=every)
+        # compaction inline, as the committed battery ran it: the attackers read the same snapshots every run
+        held = StoreIndexSearch(replica=name.endswith("-replica"), compact_every=every, background_compaction=False)
         search = SealedSearch(secret, tenant=context, options=held)
         return Mode(name, label, opened=held.open_k, search=search, held=held, key=key, context=context)
     if name.startswith("candidates"):
