@@ -159,6 +159,8 @@ class IndexModes:
                         assert held is not None
                         total += held.rebuild([(ids, vectors)])
                 bar.update(len(batch))
+        if self._store_index is not None:
+            self._store_index.wait_compacted()  # a bulk job ends with its compaction done (a CLI exits next)
         logger.info("rebuilt the sealed index: %d records indexed", total)
         return total
 
