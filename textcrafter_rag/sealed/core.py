@@ -29,7 +29,7 @@ from ..logs import SearchCounts, SearchStats, logger
 from ..numerics import unit_rows
 from ..sealing import KeyHolder, SealError, SecretKey
 from ..validation import check_store_vectors
-from .app_index import AppIndex, AppIndexSearch
+from .app_index import AppIndexSearch
 from .candidates import VECTOR_KEY, TwoStage, TwoStageSearch, rerank
 from .index_modes import IndexMissingError, IndexModes, UnindexedRecordsWarning
 from .layout import DIM_KEY, INDEX_MODES, MARKER_KEY, MODE_KEY
@@ -383,14 +383,15 @@ class SealedSearch(KeyHolder):
         """The store-held index (``None`` before its dimension is known, and in the other modes)."""
         return self.indexes.store_index(dim) if self.indexes is not None and self.indexes.held else None
 
-    def index(self, dim: int | None = None) -> AppIndex | None:
-        """The app-side index of the file mode (``None`` before any record and file)."""
-        return self._indexes().index(dim)
-
     def index_add(self, record_ids: Sequence[Any], clean: np.ndarray) -> None:
         """Index records *before* the store takes them (:meth:`IndexModes.add`); nothing without an index."""
         if self.indexes is not None:
             self.indexes.add(record_ids, clean)
+
+    def index_stored(self, record_ids: Sequence[Any], clean: np.ndarray) -> None:
+        """After the store took them: log again what a racing delete removed (:meth:`IndexModes.stored`)."""
+        if self.indexes is not None:
+            self.indexes.stored(record_ids, clean)
 
     def index_remove(self, record_ids: Sequence[Any]) -> int:
         """Forget records *after* the store deleted them (:meth:`IndexModes.remove`); how many (0: no index)."""

@@ -27,6 +27,7 @@ from .app_index import AppIndex, AppIndexSearch, IndexFile
 from .layout import is_library_record
 from .port import PortRecord, RecordPort
 from .record_ids import canonical_record_id
+from .records import RecordSealer
 from .replica import Fetch, HitFieldsOf, OpenVector, Replica, port_hit_fields
 from .store_index import StoreIndex, StoreIndexSearch
 
@@ -238,14 +239,28 @@ class IndexModes:
             if self._file is not None and self.options.autosave:
                 self._file.save(index)
 
+    def stored(self, record_ids: Sequence[Any], clean: np.ndarray) -> None:
+        """*After* the store took records the index logged: the store-held index reads the log and logs again
+        those a racing delete from another process removed (:meth:`StoreIndex.confirm`); one process's file
+        races nothing."""
+        held = self.store_index(clean.shape[1]) if self.held else None
+        if held is not None:
+            held.confirm([canonical_record_id(r) for r in record_ids], clean)
+
     def remove(self, record_ids: Sequence[Any]) -> int:
-        """Forget records, *after* the store deleted them; how many (the store-held index: how many logged)."""
+        """Forget records, *after* the store deleted them; how many (the store-held index: how many logged).
+
+        The store-held index then reads the records back: one another process stored again meanwhile (an add
+        racing this delete: its entry logged before the tombstone, its store write after the store delete) is
+        logged again, so the index holds what the store holds.
+        """
         ids = [canonical_record_id(r) for r in record_ids]
         if self.held:
             held = self.store_index()
             if held is None:
                 return 0  # nothing indexed, searched or marked in this process: no dimension for a log record yet
             held.remove(ids)
+            self._index_again(held, ids)
             return len(ids)
         index = self.index()
         if index is None:
@@ -256,6 +271,22 @@ class IndexModes:
             if removed and self._file is not None and self.options.autosave:
                 self._file.save(index)
         return removed
+
+    def _index_again(self, held: StoreIndex, ids: list[str]) -> None:
+        """Log again those of ``ids`` whose records the store holds (after their tombstones were logged)."""
+        assert self._port is not None  # the store-held index has its port
+        back = [r for r in self._port.get(ids) if not is_library_record(r.fields)]
+        again, vectors = [], []
+        for store_id, stored_id, token, _, text in port_hit_fields(back):
+            try:
+                rid = RecordSealer.resolve_record_id(store_id, stored_id)
+                vectors.append(self._open_vector(token, record_id=rid, record_text=text))
+                again.append(canonical_record_id(rid))
+            except SealError:
+                continue  # another tenant's record under the same key, or edited: never indexed here
+        if again:
+            held.add(again, np.stack(vectors).astype(np.float32))
+            logger.info("%d records stored again by a racing add were logged again after their delete", len(again))
 
     @property
     def dead(self) -> int:

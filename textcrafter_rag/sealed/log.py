@@ -15,7 +15,8 @@ listing. So no two processes ever write the same log record:
   unrelated keyed random vectors, so a search for that direction returns every head first, on any store,
   without a listing API. Each head names the other writers its process knew, so a head that an approximate
   engine's search misses is still found through any head that names it.
-* **Write order.** segment, then head, then (by the caller) the data records, then acknowledge. A crash
+* **Write order.** segment, then head, then (by the caller) the data records, then the log read again (a
+  tombstone that raced the add: its entry logged again, :meth:`StoreIndex.confirm`), then acknowledge. A crash
   after the segment leaves index entries whose records were never stored: a search reads them, finds no
   record, skips and counts them. No record is ever stored without an index entry.
 * **Readers** (:meth:`IndexLog.refresh`, before each search by default) read the heads, then fetch by id

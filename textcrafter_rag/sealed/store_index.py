@@ -304,6 +304,20 @@ class StoreIndex(NotPicklable):
                 self._apply([seg])
             self._compact_if_due(len(ids))
 
+    def confirm(self, ids: Sequence[str], clean: np.ndarray) -> int:
+        """After the caller stored these records: read the log, and log again those a delete from another process
+        removed meanwhile (one that raced this add: its store delete came before this store write, its tombstone
+        after this entry); how many. The store holds them, so the index must: an entry logged again is stamped
+        after the delete. An entry of a record deleted after this write is logged again too: a dead entry,
+        skipped and counted at search, never a stored record no search finds."""
+        with self._lock:
+            self.refresh()
+            gone = [i for i, held in enumerate(self.index.holds(ids)) if not held]
+            if gone:
+                self.add([ids[i] for i in gone], np.asarray(clean)[gone])
+                logger.info("%d index entries a racing delete removed were logged again", len(gone))
+            return len(gone)
+
     def remove(self, ids: Sequence[str]) -> None:
         """Log tombstones for these ids (after the caller deleted the records), then forget them here (the log
         read first, as in :meth:`add`)."""

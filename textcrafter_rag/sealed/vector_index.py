@@ -107,6 +107,11 @@ class VectorIndex:
             raise InvalidInputError(f"expected {n} vectors of dimension {self.dim}, got shape {x.shape}")
         return np.ascontiguousarray(unit_rows(x.astype(np.float64)).astype(np.float32))
 
+    def holds(self, ids: Sequence[str]) -> list[bool]:
+        """Whether each id is in the index."""
+        with self._lock:
+            return (self._ids.labels([str(i) for i in ids]) >= 0).tolist()
+
     def add(self, ids: Sequence[str], vectors: Any) -> None:
         """Add (or replace) these records."""
         ids = [str(i) for i in ids]

@@ -299,6 +299,7 @@ class SealedVectorStore(NotPicklable, SealedIds, SealedReading, SealedIndexUpkee
         self._search.index_add(store_ids, vectors)  # before the store (index modes): no record is stored unindexed
         with self._shim.registered(dict(zip((d.page_content for d in sealed), store_vectors, strict=True))):
             out = self._store.add_documents(sealed, ids=store_ids, **kwargs)
+        self._search.index_stored(store_ids, vectors)  # a delete that raced this add leaves its entry logged
         return self._user_ids(out, store_ids, record_ids)
 
     def copy_to(
@@ -343,6 +344,7 @@ class SealedVectorStore(NotPicklable, SealedIds, SealedReading, SealedIndexUpkee
         await asyncio.to_thread(self._search.index_add, store_ids, vectors)
         with self._shim.registered(dict(zip((d.page_content for d in sealed), store_vectors or [], strict=True))):
             out = await self._store.aadd_documents(sealed, ids=store_ids, **kwargs)
+        await asyncio.to_thread(self._search.index_stored, store_ids, vectors)
         return self._user_ids(out, store_ids, ids)
 
     @staticmethod

@@ -90,7 +90,8 @@ def test_two_writers_load_every_record_and_a_fresh_store_finds_each_by_its_vecto
 
 def test_a_load_that_skips_the_index_is_caught(base, key_file, monkeypatch) -> None:
     shared = SharedMemory()
-    monkeypatch.setattr(SealedSearch, "index_add", lambda self, ids, clean: None)
+    monkeypatch.setattr(SealedSearch, "index_add", lambda self, ids, clean: None)  # a load that never logs
+    monkeypatch.setattr(SealedSearch, "index_stored", lambda self, ids, clean: None)
     out = SealedLoad(store=shared, key_file=key_file)(_batch(base, 0, 20))
     monkeypatch.undo()
     assert unindexed(_reader(shared, base, key_file), list(out["id"])) == list(out["id"])

@@ -337,6 +337,8 @@ class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, SealedIn
         if clean is not None:
             self._search.index_add([s.node_id for s in shells], clean)  # before the store (index modes)
         out = self._store.add(shells, **add_kwargs)
+        if clean is not None:
+            self._search.index_stored([s.node_id for s in shells], clean)  # a racing delete leaves it logged
         self._marker(write=True, dim=_dim_of(nodes))
         return self._added_ids(out, shells, nodes)
 
@@ -351,6 +353,8 @@ class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, SealedIn
         if clean is not None:
             await asyncio.to_thread(self._search.index_add, [s.node_id for s in shells], clean)
         out = await self._store.async_add(shells, **kwargs)
+        if clean is not None:
+            await asyncio.to_thread(self._search.index_stored, [s.node_id for s in shells], clean)
         await self._amarker(write=True, dim=_dim_of(nodes))
         return self._added_ids(out, shells, nodes)
 
