@@ -137,3 +137,18 @@ def test_moving_into_the_trained_index_loses_no_write_made_meanwhile(monkeypatch
     assert ids[5] not in index.search(x[5], 50)
     assert index.search(fresh[0], 1) == [ids[10]] and ids[10] not in index.search(x[10], 3)
     assert "late" in index.search(x[0], 5)
+
+
+def test_the_index_says_which_ids_it_holds_whatever_the_sign_of_their_labels() -> None:
+    """Labels are any int64 but -1 (half of all UUID4 first halves are negative): held means not -1."""
+    rng = np.random.default_rng(3)
+    ids = [str(uuid.UUID(int=int(rng.integers(0, 2**62)) << 66 | 0x4 << 76 | i, version=4)) for i in range(40)]
+    ids += ["not-a-uuid", "UPPER-" + ids[0]]
+    index = VectorIndex(8, code_bytes=8, train_at=1_000)
+    index.add(ids[:30] + ids[40:], rng.standard_normal((32, 8)))
+    labels = IdTable()
+    labels.add(ids)
+    assert (labels.labels(ids) < 0).any() and (labels.labels(ids) > 0).any()  # both signs occur
+    assert index.holds(ids) == [True] * 30 + [False] * 10 + [True, True]
+    index.remove(ids[:5])
+    assert index.holds(ids[:6]) == [False] * 5 + [True]

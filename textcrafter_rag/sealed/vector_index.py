@@ -110,7 +110,7 @@ class VectorIndex:
     def holds(self, ids: Sequence[str]) -> list[bool]:
         """Whether each id is in the index."""
         with self._lock:
-            return (self._ids.labels([str(i) for i in ids]) >= 0).tolist()
+            return (self._ids.labels([str(i) for i in ids]) != -1).tolist()  # labels are any int64 but -1
 
     def add(self, ids: Sequence[str], vectors: Any) -> None:
         """Add (or replace) these records."""
