@@ -13,7 +13,7 @@ import pytest
 from textcrafter_rag.sealed import PortRecord, StoreIndexSearch
 from textcrafter_rag.sealed.candidates import TwoStageSearch
 from textcrafter_rag.sealed.core import SealedSearch
-from textcrafter_rag.sealed.engine import Query, ReadIds, SearchStore, arun, run
+from textcrafter_rag.sealed.engine import Query, ReadIds, SearchStore, add_records, arun, delete_records, run
 from textcrafter_rag.sealed.modes import MODES
 from textcrafter_rag.sealed.modes.candidates import CandidateSearch
 from textcrafter_rag.sealed.modes.store_index import StoreIndexMode
@@ -149,3 +149,47 @@ def test_the_async_driver_runs_the_algorithm_off_the_event_loop() -> None:
 
     loop_thread = asyncio.run(main())
     assert seen and all(t is not loop_thread for t in seen)  # the log read ran in a worker thread
+
+
+class WritingLog:
+    """A core that records the index steps a write takes, in order."""
+
+    def __init__(self, events: list[str]) -> None:
+        self.events = events
+
+    def index_add(self, record_ids, clean) -> None:
+        self.events.append(f"log {list(record_ids)}")
+
+    def index_stored(self, record_ids, clean) -> None:
+        self.events.append(f"check {list(record_ids)}")
+
+    def index_remove(self, record_ids) -> int:
+        self.events.append(f"tombstone {list(record_ids)}")
+        return len(record_ids)
+
+
+def test_a_write_runs_in_the_order_that_loses_no_record_in_both_drivers() -> None:
+    """Add: entries, records, check; delete: records, tombstones (none for no ids); sync and async alike."""
+    x = vectors(1, 5)
+    for driver in ("sync", "async"):
+        events: list[str] = []
+        core = WritingLog(events)
+
+        def store(what: str, events: list[str] = events) -> str:
+            events.append(what)
+            return f"{what} done"
+
+        async def astore(what: str, store=store) -> str:
+            return store(what)
+
+        jobs = [
+            (add_records(core, ["a"], x), "store a"),
+            (delete_records(core, ["a"]), "delete a"),
+            (delete_records(core, []), "delete all"),
+        ]
+        for steps, what in jobs:
+            if driver == "sync":
+                assert run(steps, write=lambda what=what: store(what)) == f"{what} done"
+            else:
+                assert asyncio.run(arun(steps, write=lambda what=what: astore(what))) == f"{what} done"
+        assert events == ["log ['a']", "store a", "check ['a']", "delete a", "tombstone ['a']", "delete all"], driver

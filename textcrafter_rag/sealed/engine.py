@@ -2,9 +2,11 @@
 
 A mode's search is a generator of *requests* (:class:`SearchStore`: the store's best ``k`` for a vector;
 :class:`ReadIds`: these records by id) that receives each answer and returns what to rank (:class:`Found`).
-It does no I/O itself, so one algorithm serves both frameworks and both calling conventions: :func:`run` answers
-the requests with an adapter's sync calls, :func:`arun` with its async ones (each step of the algorithm,
-which may read the store-held index's log, runs in a worker thread, off the event loop).
+A write is one too (:func:`add_records`, :func:`delete_records`: the index's steps around one :class:`Write`,
+the adapter's own add or delete of the sealed records), so the order that loses no record is written once.
+Neither does I/O itself, so one algorithm serves both frameworks and both calling conventions: :func:`run`
+answers the requests with an adapter's sync calls, :func:`arun` with its async ones (each step of the
+algorithm, which may read the store-held index's log, runs in a worker thread, off the event loop).
 
 The modes are one file each under :mod:`.modes` (the registry, :data:`~.modes.MODES`), each a
 :class:`SearchMode`: what the store receives for a record and a query, and the search's requests:
@@ -34,6 +36,10 @@ from .records import ID_FIELD, IDS_KEY
 
 __all__ = [
     "Found",
+    "Write",
+    "WriteSteps",
+    "add_records",
+    "delete_records",
     "MarkedCore",
     "Query",
     "ReadIds",
@@ -67,6 +73,11 @@ class ReadIds:
 
 
 @dataclass(frozen=True)
+class Write:
+    """Write to the store now: the adapter's own add or delete of the sealed records (its answer is returned)."""
+
+
+@dataclass(frozen=True)
 class Found(Generic[H]):
     """What a search read and opened: every hit, and the positions, record ids and clean vectors of the opened."""
 
@@ -90,6 +101,8 @@ class Query:
 
 #: A mode's search: requests out, answers in, :class:`Found` at the end.
 Steps = Generator[SearchStore | ReadIds, Sequence[Any], Found[Any]]
+#: A write: one :class:`Write` out, the store's answer in, and back.
+WriteSteps = Generator[Write, Any, Any]
 
 
 class SearchCore(Protocol):
@@ -145,29 +158,66 @@ class SearchMode(Protocol):
     def settle(self, core: SearchCore, dim: int | None) -> None: ...
 
 
+class WritingCore(Protocol):
+    """What a write asks of the core (:class:`~textcrafter_rag.sealed.core.SealedSearch`): nothing without an index."""
+
+    def index_add(self, record_ids: Sequence[Any], clean: Any) -> None: ...
+
+    def index_stored(self, record_ids: Sequence[Any], clean: Any) -> None: ...
+
+    def index_remove(self, record_ids: Sequence[Any]) -> int: ...
+
+
+def add_records(core: WritingCore, record_ids: Sequence[Any], clean: np.ndarray | None) -> WriteSteps:
+    """One add, in the order that leaves no stored record unindexed: the index entries (the index modes), the
+    records (:class:`Write`), then the log read again (an entry a racing delete removed is logged again).
+    ``clean``: the records' clean vectors (``None`` in single-stage, which keeps no index)."""
+    core.index_add(record_ids, clean)
+    answer = yield Write()
+    core.index_stored(record_ids, clean)
+    return answer
+
+
+def delete_records(core: WritingCore, record_ids: Sequence[Any]) -> WriteSteps:
+    """One delete: the records (:class:`Write`), then their tombstones and the records read back (the index
+    modes: one a racing add stored again is logged again)."""
+    answer = yield Write()
+    if record_ids:
+        core.index_remove(record_ids)
+    return answer
+
+
+def _sync_call(request: Any, search: Any, read: Any, write: Any) -> Any:
+    if isinstance(request, SearchStore):
+        return search(request.vector, request.k)
+    return read(request.ids) if isinstance(request, ReadIds) else write()
+
+
 def run(
-    steps: Steps,
+    steps: Steps | WriteSteps,
     *,
-    search: Callable[[list[float], int], Sequence[Any]],
-    read: Callable[[list[str]], Sequence[Any]],
-) -> Found[Any]:
-    """Run a mode's search with an adapter's sync calls."""
+    search: Callable[[list[float], int], Sequence[Any]] | None = None,
+    read: Callable[[list[str]], Sequence[Any]] | None = None,
+    write: Callable[[], Any] | None = None,
+) -> Any:
+    """Run a mode's search, or a write, with an adapter's sync calls (those its requests need)."""
     try:
         request = next(steps)
         while True:
-            answer = search(request.vector, request.k) if isinstance(request, SearchStore) else read(request.ids)
-            request = steps.send(answer)
+            request = steps.send(_sync_call(request, search, read, write))
     except StopIteration as done:
         return done.value
 
 
 async def arun(
-    steps: Steps,
+    steps: Steps | WriteSteps,
     *,
-    search: Callable[[list[float], int], Awaitable[Sequence[Any]]],
-    read: Callable[[list[str]], Awaitable[Sequence[Any]]],
-) -> Found[Any]:
-    """Run a mode's search with an adapter's async calls; the algorithm's own steps run in a worker thread."""
+    search: Callable[[list[float], int], Awaitable[Sequence[Any]]] | None = None,
+    read: Callable[[list[str]], Awaitable[Sequence[Any]]] | None = None,
+    write: Callable[[], Awaitable[Any]] | None = None,
+) -> Any:
+    """Run a mode's search, or a write, with an adapter's async calls; the algorithm's own steps run in a worker
+    thread."""
     sentinel = object()
 
     def step(answer: Any) -> Any:
@@ -178,14 +228,14 @@ async def arun(
 
     request = await asyncio.to_thread(step, sentinel)
     while not isinstance(request, _Done):
-        answer = await (search(request.vector, request.k) if isinstance(request, SearchStore) else read(request.ids))
+        answer = await _sync_call(request, search, read, write)  # the adapter's coroutine, awaited here
         request = await asyncio.to_thread(step, answer)
     return request.value
 
 
 @dataclass(frozen=True)
 class _Done:
-    value: Found[Any]
+    value: Any
 
 
 # -- the marker record ---------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from langchain_core.vectorstores import VectorStore
 
 from textcrafter_rag.sealed.candidates import DEFAULT_SEARCH
 from textcrafter_rag.sealed.core import SealedSearch, SearchOptions
-from textcrafter_rag.sealed.engine import marker_record, settle_marker
+from textcrafter_rag.sealed.engine import arun, delete_records, marker_record, run, settle_marker
 from textcrafter_rag.sealed.marker import StoreMarker
 from textcrafter_rag.sealed.record_ids import check_writable
 from textcrafter_rag.sealed.records import ID_FIELD, IDS_KEY, RecordSealer, canonical_record_id
@@ -154,10 +154,7 @@ class SealedIds:
         return self._delete_stored(self._delete_ids(ids, found), **kwargs)
 
     def _delete_stored(self, store_ids: list[Any], **kwargs: Any) -> bool | None:
-        out = self._store.delete(store_ids, **kwargs)
-        if store_ids:
-            self._search.index_remove(store_ids)  # after the store (index modes); nothing in the others
-        return out
+        return run(delete_records(self._search, store_ids), write=lambda: self._store.delete(store_ids, **kwargs))
 
     async def adelete(self, ids: list[Any] | None = None, **kwargs: Any) -> bool | None:
         """Async :meth:`delete`."""
@@ -166,10 +163,8 @@ class SealedIds:
             return await self._store.adelete(None, **kwargs)
         found = await self._afind(ids) if has_get_by_ids(self._store) else None
         store_ids = self._delete_ids(ids, found)
-        out = await self._store.adelete(store_ids, **kwargs)
-        if store_ids:
-            await asyncio.to_thread(self._search.index_remove, store_ids)
-        return out
+        steps = delete_records(self._search, store_ids)
+        return await arun(steps, write=lambda: self._store.adelete(store_ids, **kwargs))
 
     # -- the mode marker -------------------------------------------------------------------------
 

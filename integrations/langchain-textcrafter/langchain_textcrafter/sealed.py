@@ -40,6 +40,7 @@ from textcrafter_rag.sealed.core import (
     StoreRanksWarning,
     UnprotectedVectorsWarning,
 )
+from textcrafter_rag.sealed.engine import add_records, arun, run
 from textcrafter_rag.sealed.layout import RESERVED_FIELDS, guarded_filters, is_library_record
 from textcrafter_rag.sealed.marker import StoreMarker
 from textcrafter_rag.sealed.modes import SingleStageSearch, mode_of
@@ -296,10 +297,11 @@ class SealedVectorStore(NotPicklable, SealedIds, SealedReading, SealedIndexUpkee
     ) -> list[str]:
         self._marker(write=True, dim=vectors.shape[1])
         sealed, record_ids, store_ids, store_vectors = self._seal(documents, ids, vectors, seeds=seeds)
-        self._search.index_add(store_ids, vectors)  # before the store (index modes): no record is stored unindexed
         with self._shim.registered(dict(zip((d.page_content for d in sealed), store_vectors, strict=True))):
-            out = self._store.add_documents(sealed, ids=store_ids, **kwargs)
-        self._search.index_stored(store_ids, vectors)  # a delete that raced this add leaves its entry logged
+            out = run(
+                add_records(self._search, store_ids, vectors),
+                write=lambda: self._store.add_documents(sealed, ids=store_ids, **kwargs),
+            )
         return self._user_ids(out, store_ids, record_ids)
 
     def copy_to(
@@ -341,10 +343,11 @@ class SealedVectorStore(NotPicklable, SealedIds, SealedReading, SealedIndexUpkee
         sealed, ids, store_ids, store_vectors = await asyncio.to_thread(
             self._seal, documents, kwargs.pop("ids", None), vectors
         )
-        await asyncio.to_thread(self._search.index_add, store_ids, vectors)
         with self._shim.registered(dict(zip((d.page_content for d in sealed), store_vectors or [], strict=True))):
-            out = await self._store.aadd_documents(sealed, ids=store_ids, **kwargs)
-        await asyncio.to_thread(self._search.index_stored, store_ids, vectors)
+            out = await arun(
+                add_records(self._search, store_ids, vectors),
+                write=lambda: self._store.aadd_documents(sealed, ids=store_ids, **kwargs),
+            )
         return self._user_ids(out, store_ids, ids)
 
     @staticmethod

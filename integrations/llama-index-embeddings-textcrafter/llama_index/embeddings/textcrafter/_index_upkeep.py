@@ -21,6 +21,7 @@ from typing import Any
 from llama_index.core.vector_stores.types import BasePydanticVectorStore, MetadataFilters
 
 from textcrafter_rag.sealed.core import SealedSearch
+from textcrafter_rag.sealed.engine import WriteSteps, arun, delete_records, run
 from textcrafter_rag.sealed.index_modes import compact_store_index
 
 __all__ = ["SealedIndexUpkeep"]
@@ -53,8 +54,7 @@ class SealedIndexUpkeep:
         self._open_mode(None)
         for sid in self._ref_doc_ids(ref_doc_id):
             gone = self._ref_doc_nodes(sid) if self._indexes() else []
-            self._store.delete(sid, **delete_kwargs)
-            self._forget(gone)
+            run(self._deleting(gone), write=lambda sid=sid: self._store.delete(sid, **delete_kwargs))
 
     async def adelete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
         """Async :meth:`delete`."""
@@ -62,8 +62,8 @@ class SealedIndexUpkeep:
         await asyncio.to_thread(self._open_mode, None)
         for sid in await asyncio.to_thread(self._ref_doc_ids, ref_doc_id):
             gone = await asyncio.to_thread(self._ref_doc_nodes, sid) if self._indexes() else []
-            await self._store.adelete(sid, **delete_kwargs)
-            await asyncio.to_thread(self._forget, gone)
+            steps = await asyncio.to_thread(self._deleting, gone)
+            await arun(steps, write=lambda sid=sid: self._store.adelete(sid, **delete_kwargs))
 
     def delete_nodes(
         self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None, **delete_kwargs: Any
@@ -77,8 +77,8 @@ class SealedIndexUpkeep:
         self._open_mode(None)
         store_ids = self._node_store_ids(node_ids)
         gone = self._filtered_nodes(filters) if store_ids is None and filters is not None and self._indexes() else []
-        self._store.delete_nodes(store_ids, filters, **delete_kwargs)
-        self._forget(store_ids or gone)
+        steps = self._deleting(store_ids or gone)
+        run(steps, write=lambda: self._store.delete_nodes(store_ids, filters, **delete_kwargs))
 
     async def adelete_nodes(
         self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None, **delete_kwargs: Any
@@ -90,14 +90,15 @@ class SealedIndexUpkeep:
         gone: list[str] = []
         if store_ids is None and filters is not None and self._indexes():
             gone = await asyncio.to_thread(self._filtered_nodes, filters)
-        await self._store.adelete_nodes(store_ids, filters, **delete_kwargs)
-        await asyncio.to_thread(self._forget, store_ids or gone)
+        steps = await asyncio.to_thread(self._deleting, store_ids or gone)
+        await arun(steps, write=lambda: self._store.adelete_nodes(store_ids, filters, **delete_kwargs))
 
-    def _forget(self, store_ids: Sequence[Any]) -> None:
-        """Tombstone these store ids in the index, *after* the store deleted them (index modes only)."""
+    def _deleting(self, store_ids: Sequence[Any]) -> WriteSteps:
+        """A delete of these store ids (:func:`~textcrafter_rag.sealed.engine.delete_records`: the store first,
+        then their tombstones in the index modes)."""
         if store_ids and self._indexes():
             self._marker(write=False)  # a process that deletes before it adds or searches: the index's dimension
-            self._search.index_remove(list(store_ids))
+        return delete_records(self._search, list(store_ids))
 
     def _before_clear(self) -> Any:
         """What a clear needs to know first (:meth:`~textcrafter_rag.sealed.core.SealedSearch.before_clear`)."""

@@ -70,7 +70,7 @@ from textcrafter_rag.sealed.core import (
     SearchOptions,
     StoreRanksWarning,
 )
-from textcrafter_rag.sealed.engine import arun, run
+from textcrafter_rag.sealed.engine import add_records, arun, run
 from textcrafter_rag.sealed.layout import CHUNKS_FIELD, LOG_FIELD, is_library_record
 from textcrafter_rag.sealed.marker import StoreMarker
 from textcrafter_rag.sealed.records import ID_FIELD, IDS_KEY, RecordSealer, canonical_record_id
@@ -334,11 +334,8 @@ class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, SealedIn
         shells, clean = self._shells(nodes)
         self._marker(write=False)
         self._check_writable()
-        if clean is not None:
-            self._search.index_add([s.node_id for s in shells], clean)  # before the store (index modes)
-        out = self._store.add(shells, **add_kwargs)
-        if clean is not None:
-            self._search.index_stored([s.node_id for s in shells], clean)  # a racing delete leaves it logged
+        steps = add_records(self._search, [s.node_id for s in shells], clean)  # no index (single-stage): the add
+        out = run(steps, write=lambda: self._store.add(shells, **add_kwargs))
         self._marker(write=True, dim=_dim_of(nodes))
         return self._added_ids(out, shells, nodes)
 
@@ -350,11 +347,8 @@ class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, SealedIn
         shells, clean = self._shells(nodes)
         await self._amarker(write=False)
         await asyncio.to_thread(self._check_writable)
-        if clean is not None:
-            await asyncio.to_thread(self._search.index_add, [s.node_id for s in shells], clean)
-        out = await self._store.async_add(shells, **kwargs)
-        if clean is not None:
-            await asyncio.to_thread(self._search.index_stored, [s.node_id for s in shells], clean)
+        steps = add_records(self._search, [s.node_id for s in shells], clean)
+        out = await arun(steps, write=lambda: self._store.async_add(shells, **kwargs))
         await self._amarker(write=True, dim=_dim_of(nodes))
         return self._added_ids(out, shells, nodes)
 
