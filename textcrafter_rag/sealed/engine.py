@@ -157,6 +157,8 @@ class SearchMode(Protocol):
 
     def settle(self, core: SearchCore, dim: int | None) -> None: ...
 
+    def reopened(self) -> Any: ...
+
 
 class WritingCore(Protocol):
     """What a write asks of the core (:class:`~textcrafter_rag.sealed.core.SealedSearch`): nothing without an index."""

@@ -19,5 +19,10 @@ class AppIndexMode(PickedSearch):
     name = "index"
     options_type = AppIndexSearch
 
+    def reopened(self) -> AppIndexSearch:
+        """The options a store written in this mode is opened with when the caller names none (without its file
+        a search then says which ``index_path`` to give; choosing it warns that the file serves one process)."""
+        return AppIndexSearch()
+
 
 APP_INDEX = AppIndexMode()

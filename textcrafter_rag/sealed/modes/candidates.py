@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ..candidates import TwoStageSearch
+from ..candidates import DEFAULT_SEARCH, TwoStageSearch
 from ..engine import Found, Query, SearchCore, SearchStore, Steps
 
 __all__ = ["CANDIDATES", "CandidateSearch"]
@@ -50,6 +50,10 @@ class CandidateSearch:
 
     def settle(self, core: SearchCore, dim: int | None) -> None:
         """Nothing to learn from the marker."""
+
+    def reopened(self) -> TwoStageSearch:
+        """The options a store written in this mode is opened with when the caller names none: the rounds."""
+        return DEFAULT_SEARCH
 
 
 CANDIDATES = CandidateSearch()

@@ -62,5 +62,9 @@ class SingleStage:
     def settle(self, core: SearchCore, dim: int | None) -> None:
         """Nothing to learn from the marker."""
 
+    def reopened(self) -> SingleStageSearch:
+        """The options a store written in this mode is opened with when the caller names none."""
+        return SingleStageSearch()
+
 
 SINGLE_STAGE = SingleStage()

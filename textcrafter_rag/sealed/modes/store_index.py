@@ -20,6 +20,10 @@ class StoreIndexMode(PickedSearch):
     name = "store-index"
     options_type = StoreIndexSearch
 
+    def reopened(self) -> StoreIndexSearch:
+        """The options a store written in this mode is opened with when the caller names none."""
+        return StoreIndexSearch()
+
     def settle(self, core: SearchCore, dim: int | None) -> None:
         """Open the index with the marker's dimension: a process that deletes before it adds or searches knows it."""
         if dim is not None:

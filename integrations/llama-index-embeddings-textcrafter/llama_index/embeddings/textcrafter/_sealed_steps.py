@@ -28,8 +28,7 @@ from llama_index.core.vector_stores.types import (
 
 from textcrafter_rag.errors import InvalidInputError
 from textcrafter_rag.logs import SearchCounters
-from textcrafter_rag.sealed.app_index import AppIndexSearch
-from textcrafter_rag.sealed.candidates import DEFAULT_SEARCH, VECTOR_KEY
+from textcrafter_rag.sealed.candidates import VECTOR_KEY
 from textcrafter_rag.sealed.core import (
     MODE_KEY,
     SealedSearch,
@@ -39,9 +38,8 @@ from textcrafter_rag.sealed.core import (
 from textcrafter_rag.sealed.engine import Found, Query, Steps, marker_record, settle_marker
 from textcrafter_rag.sealed.layout import is_library_record
 from textcrafter_rag.sealed.marker import StoreMarker
-from textcrafter_rag.sealed.modes import SingleStageSearch
+from textcrafter_rag.sealed.modes import MODES
 from textcrafter_rag.sealed.records import ID_FIELD, RecordSealer, canonical_record_id
-from textcrafter_rag.sealed.store_index import StoreIndexSearch
 from textcrafter_rag.sealing import SealError
 
 from ._port import LlamaIndexPort
@@ -51,15 +49,6 @@ __all__ = ["Hit", "SealedSearchSteps", "one_more", "shell_fields"]
 
 #: One shell the store returned, with the id it returned it under (``None`` if it gave none).
 Hit = tuple[BaseNode, Any]
-#: The options a store written in a mode is opened with when the caller named none (the marker names the
-#: mode, not its options: the defaults read every store of that mode; an app-side index still needs its file).
-#: Built when a store of that mode is opened (``AppIndexSearch()`` warns that its index lives in one file).
-_OPENED_WITH: dict[str, Callable[[], SearchOptions]] = {
-    "store-index": StoreIndexSearch,
-    "candidates": lambda: DEFAULT_SEARCH,
-    "index": AppIndexSearch,
-    "single": SingleStageSearch,
-}
 #: Records a store opened with the default mode is probed with, when it has no marker.
 _PROBE_K = 10
 
@@ -111,9 +100,9 @@ class SealedSearchSteps(SearchCounters):
         else:
             mode = self._probed_mode(dim)
         self._adopt = False
-        if mode in _OPENED_WITH and mode != self._search.mode:
+        if mode in MODES and mode != self._search.mode:
             logger.info("opening a store written in %r mode in that mode (no search= given)", mode)
-            self._search = self._new_search(_OPENED_WITH[mode]())
+            self._search = self._new_search(MODES[mode].reopened())
             self._marker_checked = False
 
     def _probed_mode(self, dim: int) -> str | None:
