@@ -33,6 +33,11 @@ Usage::
     python -m benchmarks.sealed_search.store_index                    # full: 20,000 records, 1,000,000 in memory
     python -m benchmarks.sealed_search.store_index --parts memory     # one part (the others from the part cache)
     python -m benchmarks.sealed_search.store_index --quick            # writes store_index_quick.*
+    python -m benchmarks.sealed_search.store_index --parts latency --engines qdrant --modes plain store-index \
+        --n-records 1000000 --opens 1 --tag 1m                        # one larger latency run: store_index_1m.*
+
+``--n-records``, ``--modes`` and ``--opens`` change the latency part only (cached under their own key); with
+any of them the report holds the parts measured in this run only (not the cached memory rows).
 """
 
 from __future__ import annotations
@@ -55,6 +60,7 @@ from benchmarks.common.reporting import RESULTS_DIR, Timer, clean_json, make_met
 
 from .store_index_parts import (
     BYTES_TARGET,
+    MODE_NAMES,
     MODES,
     NAME,
     NDCG_TARGET,
@@ -69,7 +75,7 @@ from .store_index_parts import (
     latency_rows,
     memory_rows,
 )
-from .store_index_report import NOT_COVERED, _cited_candidates, render_markdown
+from .store_index_report import NOT_COVERED, _cited_candidates, not_covered, render_markdown
 
 __all__ = [
     "MODES",
@@ -100,6 +106,16 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS), help="parts to measure")
     ap.add_argument("--redo", action="store_true", help="measure the selected parts again, ignoring the part cache")
     ap.add_argument("--engines", nargs="+", choices=("qdrant", "chroma"), default=None, help="engines (latency)")
+    ap.add_argument("--n-records", type=int, default=None, help="records of the latency part (default: the size's)")
+    ap.add_argument(
+        "--modes",
+        nargs="+",
+        choices=tuple(MODE_NAMES),
+        default=None,
+        help="searches of the latency part (default: all; store-index is the default search, refresh-every its "
+        "refresh_every=1.0 variant; the open part runs with either)",
+    )
+    ap.add_argument("--opens", type=int, default=None, help="opens timed per engine (default: the size's)")
     ap.add_argument(
         "--memory-ns",
         nargs="+",
@@ -138,6 +154,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     cfg = SIZES[size]
     if args.engines:
         cfg = Config(**{**asdict(cfg), "engines": tuple(args.engines)})
+    if args.n_records is not None:
+        cfg = Config(**{**asdict(cfg), "n_records": args.n_records})
+    if args.opens is not None:
+        cfg = Config(**{**asdict(cfg), "opens": args.opens})
+    modes = tuple(m for m in MODES if args.modes is None or m in {MODE_NAMES[n] for n in args.modes})
+    # a latency run off the size's grid: its report is this run's parts only
+    custom = args.n_records is not None or args.modes is not None or args.opens is not None
     set_threads()
     t_start = time.perf_counter()
     cache = cache_dir(args.cache_dir)
@@ -147,7 +170,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     part_dir = cache / "sealed_search" / "store_index_parts"
     configs = {
-        "latency": repr((cfg.n_records, cfg.n_queries, cfg.engines, cfg.opens, cfg.n_clusters)),
+        "latency": repr(
+            (cfg.n_records, cfg.n_queries, cfg.engines, cfg.opens, cfg.n_clusters)
+            + ((modes,) if modes != MODES else ())
+        ),
         **{f"memory-{n}": repr((n, cfg.memory_dim)) for n in cfg.memory_ns},
     }
 
@@ -160,11 +186,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return json.loads(p.read_text(encoding="utf-8")) if p.is_file() else None
 
     done: dict[str, dict[str, Any]] = {}
-    if (got := cached("latency")) is not None and not (args.redo and "latency" in args.parts):
+    if (
+        (not custom or "latency" in args.parts)
+        and (got := cached("latency")) is not None
+        and not (args.redo and "latency" in args.parts)
+    ):
         done["latency"] = got
     # the memory part is cached per size: --memory-ns measures some now, the report shows every size cached
     now = set(args.memory_ns or cfg.memory_ns) if "memory" in args.parts else set()
-    mem = {n: got for n in cfg.memory_ns if (got := cached(f"memory-{n}")) is not None and not (args.redo and n in now)}
+    mem = {
+        n: got
+        for n in cfg.memory_ns
+        if (not custom or n in now) and (got := cached(f"memory-{n}")) is not None and not (args.redo and n in now)
+    }
     for n in sorted(now - set(mem)):
         load0 = _load()
         got = {
@@ -199,8 +233,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
                 log(f"latency: {len(data.doc_ids):,} records ({data.about})")
                 key = np.random.default_rng(args.seed).bytes(32)
-                rows = latency_rows(data, engines=cfg.engines, key=key, opens=cfg.opens, progress=log)
-                meta = {"records": data.about, "engines": list(cfg.engines)}
+                rows = latency_rows(data, engines=cfg.engines, key=key, opens=cfg.opens, modes=modes, progress=log)
+                meta = {"records": data.about, "engines": list(cfg.engines), "modes": list(modes)}
         meta["seconds"] = round(t.seconds, 1)
         meta["load_avg_1m_start"], meta["load_avg_1m_end"] = load0, _load()
         done[part] = {"rows": rows, "meta": meta}
@@ -221,7 +255,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         cited_candidates=_cited_candidates(RESULTS_DIR),
         targets={"p95_ratio_to_plain": P95_TARGET, "ndcg_ratio": NDCG_TARGET, "bytes_per_record": BYTES_TARGET},
         git=_git(),
-        not_covered=NOT_COVERED,
+        not_covered=not_covered(cfg.n_records, cfg.n_queries, cfg.engines, modes) if custom else NOT_COVERED,
+        custom=custom,
         runtime_seconds=round(time.perf_counter() - t_start, 1),
     )
     jp, mp = write_results(

@@ -45,6 +45,8 @@ NAME = "store_index"
 SCRIPT = Script(NAME, "benchmarks.sealed_search.store_index")
 PLAIN, SINGLE, DEFAULT, EVERY = "plain", "single-stage", "store-index (default)", "store-index, refresh_every=1.0"
 MODES = (PLAIN, SINGLE, DEFAULT, EVERY)
+#: The command line's names of the modes (``--modes``).
+MODE_NAMES = {"plain": PLAIN, "single-stage": SINGLE, "store-index": DEFAULT, "refresh-every": EVERY}
 #: The issue's targets.
 P95_TARGET, NDCG_TARGET, BYTES_TARGET = 2.0, 0.99, 64.0
 
@@ -123,6 +125,23 @@ def first_queries(data: Retrieval, n: int) -> Retrieval:
     )
 
 
+class _RowEmbeddings(PrecomputedEmbeddings):
+    """:class:`PrecomputedEmbeddings` over float32 matrices, a (matrix, row) per text, not a float list per text
+    (about 12 KB a 384-d record, 12 GB at 1,000,000 records); the list is made per call."""
+
+    def __init__(self, *parts: tuple[Sequence[str], np.ndarray]) -> None:
+        self._mats = [np.asarray(v, dtype=np.float32) for _, v in parts]
+        self._row = {t: (m, i) for m, (texts, _) in enumerate(parts) for i, t in enumerate(texts)}
+        self._probe = np.eye(1, self._mats[0].shape[1], dtype=np.float32)[0].tolist()
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [self.embed_query(t) for t in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        at = self._row.get(text)
+        return self._probe if at is None else self._mats[at[0]][at[1]].tolist()
+
+
 def _ndcg(ranked: dict[str, list[str]], qrels: dict[str, set[str]]) -> float:
     return float(retrieval_metrics(ranked, qrels, ks=(10,))["ndcg@10"])
 
@@ -130,7 +149,7 @@ def _ndcg(ranked: dict[str, list[str]], qrels: dict[str, set[str]]) -> float:
 def _exact_ndcg(data: Retrieval, k: int) -> float:
     docs = data.vectors / np.linalg.norm(data.vectors, axis=1, keepdims=True)
     q = data.query_vectors / np.linalg.norm(data.query_vectors, axis=1, keepdims=True)
-    top = np.argsort(-(q @ docs.T), axis=1, kind="stable")[:, :k]
+    top = np.vstack([np.argsort(-(q[i : i + 16] @ docs.T), axis=1, kind="stable")[:, :k] for i in range(0, len(q), 16)])
     return _ndcg({qid: [data.doc_ids[j] for j in row] for qid, row in zip(data.query_ids, top)}, data.qrels)
 
 
@@ -172,13 +191,16 @@ def latency_rows(
     engines: Sequence[str],
     key: bytes | str,
     opens: int = 3,
+    modes: Sequence[str] = MODES,
     k: int = 10,
     batch: int = 1000,
     progress: Callable[[str], Any] = lambda s: None,
 ) -> list[dict[str, Any]]:
-    """Rows of the ``latency`` part (one per engine and mode) and the ``open`` part (one per engine and open)."""
+    """Rows of the ``latency`` part (one per engine and mode in ``modes``) and the ``open`` part (one per engine
+    and open, when a store-index mode is among ``modes``). Each mode's collection is released (and its folder
+    removed) before the next one is written."""
 
-    embeddings = PrecomputedEmbeddings([*data.texts, *data.query_texts], np.vstack([data.vectors, data.query_vectors]))
+    embeddings = _RowEmbeddings((data.texts, data.vectors), (data.query_texts, data.query_vectors))
     dim = int(data.vectors.shape[1])
     uuids = [str(uuid.UUID(int=i + 1, version=4)) for i in range(len(data.doc_ids))]
     by_uuid = dict(zip(uuids, data.doc_ids))
@@ -211,6 +233,8 @@ def latency_rows(
         for engine in engines:
             # plain and single-stage: one collection each (the engine ranks clean vectors)
             for n, mode in enumerate((PLAIN, SINGLE)):
+                if mode not in modes:
+                    continue
                 name = f"docs_{n}"
                 with _engine(engine, tmp / engine / name, name, dim) as factory:
                     if mode == PLAIN:
@@ -220,8 +244,13 @@ def latency_rows(
                     seconds = fill(store)
                     progress(f"{engine} {mode}: {len(uuids):,} records written in {seconds:.0f} s")
                     lat, ndcg = _searched(store, data, by_uuid, k)
+                    del store  # the engine's client holds every point (Qdrant local: in this process)
+                _released(tmp / engine / name)
                 rows.append(row(engine, mode, lat, ndcg, write_seconds=round(seconds, 1)))
                 progress(f"{engine} {mode}: p95 {rows[-1]['latency_ms_p95']} ms, NDCG@10 {ndcg:.2f}")
+            indexed = [m for m in (DEFAULT, EVERY) if m in modes]
+            if not indexed:
+                continue
             # the store-held index: written once, searched by the default, by refresh_every=1.0, opened afresh
             name = "docs_index"
             with _engine(engine, tmp / engine / name, name, dim) as factory:
@@ -254,6 +283,8 @@ def latency_rows(
                     progress(f"{engine} open {n_open + 1}: {rows[-1]['open_ms']:.0f} ms to the first search")
                     del fresh
                 for mode, options in ((DEFAULT, StoreIndexSearch()), (EVERY, StoreIndexSearch(refresh_every=1.0))):
+                    if mode not in indexed:
+                        continue
                     store = SealedVectorStore(factory, embedding=embeddings, key=key, search=options)
                     lat, ndcg = _searched(store, data, by_uuid, k)
                     rows.append(
@@ -268,14 +299,26 @@ def latency_rows(
                         )
                     )
                     progress(f"{engine} {mode}: p95 {rows[-1]['latency_ms_p95']} ms, NDCG@10 {ndcg:.2f}")
-            plain = next(r for r in rows if r["part"] == "latency" and r["engine"] == engine and r["mode"] == PLAIN)
+                    del store
+                del writer
+            _released(tmp / engine / name)
+        for engine in engines:
+            plain = next(
+                (r for r in rows if r["part"] == "latency" and r["engine"] == engine and r["mode"] == PLAIN), None
+            )
             for r in rows:
-                if r["part"] == "latency" and r["engine"] == engine:
+                if plain is not None and r["part"] == "latency" and r["engine"] == engine:
                     r["p95_ratio_to_plain"] = r["latency_ms_p95"] / plain["latency_ms_p95"]
                     r["p50_ratio_to_plain"] = r["latency_ms_p50"] / plain["latency_ms_p50"]
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return rows
+
+
+def _released(path: Path) -> None:
+    """Drop what the last collection left: its objects (a cycle collection) and its folder."""
+    gc.collect()
+    shutil.rmtree(path, ignore_errors=True)
 
 
 # -- memory -------------------------------------------------------------------------------------------
