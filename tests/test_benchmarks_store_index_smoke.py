@@ -21,6 +21,7 @@ pytest.importorskip("psutil")
 from _retrieval_helpers import synthetic_retrieval
 
 from benchmarks.sealed_search import store_index, store_index_scale
+from benchmarks.sealed_search.store_index_memory import memory_rows
 from benchmarks.sealed_search.store_index_parts import (
     DEFAULT,
     EVERY,
@@ -29,7 +30,6 @@ from benchmarks.sealed_search.store_index_parts import (
     Retrieval,
     grow,
     latency_rows,
-    memory_rows,
 )
 from benchmarks.sealed_search.store_index_report import render_markdown
 from textcrafter_rag.sealed.store_index import StoreIndexSearch

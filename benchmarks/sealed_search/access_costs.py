@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from .access_world import App, WatchedPort
-from .store_index_parts import _rss, _trimmed_rss
+from .store_index_memory import _rss, _trimmed_rss
 
 __all__ = ["cost_rows"]
 

@@ -58,6 +58,7 @@ from benchmarks.common.caches import cache_dir, cache_key
 from benchmarks.common.options import base_parser, resolve_data_or_none, resolve_size, set_threads
 from benchmarks.common.reporting import RESULTS_DIR, Timer, clean_json, make_meta, write_results
 
+from .store_index_memory import memory_rows
 from .store_index_parts import (
     BYTES_TARGET,
     MODE_NAMES,
@@ -73,7 +74,6 @@ from .store_index_parts import (
     first_queries,
     grow,
     latency_rows,
-    memory_rows,
 )
 from .store_index_report import NOT_COVERED, _cited_candidates, not_covered, render_markdown
 

@@ -55,7 +55,8 @@ from textcrafter_rag.sealing import SecretKey
 
 from .distractors import cluster_distractor_chunks
 from .store_index import _git, _load
-from .store_index_parts import BYTES_TARGET, NDCG_TARGET, Retrieval, _rss, _scifact, _trimmed_rss
+from .store_index_memory import _rss, _trimmed_rss
+from .store_index_parts import BYTES_TARGET, NDCG_TARGET, Retrieval, _scifact
 from .timing import SealedPool
 
 __all__ = ["SCRIPT", "scale_row"]

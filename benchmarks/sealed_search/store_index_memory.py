@@ -1,0 +1,170 @@
+"""The memory part of ``benchmarks.sealed_search.store_index``: the process's RSS growth per record of an index
+built from a log, in a fresh subprocess per size (what it measures is said in :mod:`.store_index`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import gc
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psutil
+
+from textcrafter_rag.numerics import unit_rows
+from textcrafter_rag.sealed.log import LOG_FIELD, IndexLog
+from textcrafter_rag.sealed.store_index import StoreIndex, StoreIndexSearch
+from textcrafter_rag.testing.memory_port import MemoryPort
+
+# -- memory -------------------------------------------------------------------------------------------
+
+
+def _rss() -> int:
+
+    gc.collect()
+    return int(psutil.Process().memory_info().rss)
+
+
+def _trimmed_rss() -> int | None:
+    """RSS after glibc's ``malloc_trim(0)`` returned the heap's free pages (``None`` without glibc)."""
+
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name or "libc.so.6")
+        libc.malloc_trim(0)
+    except (OSError, AttributeError):
+        return None
+    return _rss()
+
+
+def memory_child(n: int, dim: int, seed: int) -> dict[str, Any]:
+    """In this process: write a log of ``n`` random records to a MemoryPort, then build a StoreIndex from it."""
+
+    rng = np.random.default_rng(seed)
+    key = rng.bytes(32)
+    port = MemoryPort()
+    writer = IndexLog(key, port=port, dim=dim)
+    t0 = time.perf_counter()
+    for start in range(0, n, 2000):
+        m = min(2000, n - start)
+        ids = [str(uuid.UUID(bytes=rng.bytes(16), version=4)) for _ in range(m)]
+        vecs = unit_rows(rng.standard_normal((m, dim))).astype(np.float32)
+        writer.append(adds=ids, vectors=vecs)
+    write_s = time.perf_counter() - t0
+    del writer, ids, vecs
+    log_chars = sum(len(r.text) for r in port.records.values())
+    before = _trimmed_rss() or _rss()  # the writer's free heap handed back first: a clean baseline
+    options = StoreIndexSearch()
+    t0 = time.perf_counter()
+    index = StoreIndex(key, options=options, port=port, dim=dim)
+    index.refresh()
+    read_s = time.perf_counter() - t0
+    index.index.wait_trained()
+    trained_s = time.perf_counter() - t0
+    q = unit_rows(rng.standard_normal((1, dim)))[0]
+    t1 = time.perf_counter()
+    got = index.candidates(q, options.open_k)
+    scan_ms = (time.perf_counter() - t1) * 1000
+    after = _rss()
+    trimmed = _trimmed_rss()
+    vi = index.index
+    # what the process holds per record, as far as FAISS and the id table say (an accounting, not a measurement)
+    faiss_bytes = vi.bytes_per_record  # codes (or float32 rows) + the int64 label
+    id_bytes = vi.id_bytes_per_record
+    trained = bool(vi.trained)
+    # compaction: the index stored as a sealed snapshot, then opened from it by another fresh StoreIndex
+    segments_before = sum(1 for r in port.records.values() if r.fields.get(LOG_FIELD) == "seg")
+    t1 = time.perf_counter()
+    compacted = index.compact()
+    compact_s = time.perf_counter() - t1
+    snap = [r for r in port.records.values() if r.fields.get(LOG_FIELD) == "snap"]
+    n_first = len(index)
+    del index, vi
+    base_snapshot = _trimmed_rss() or _rss()  # the first index gone: the port (log and snapshot) remains
+    t1 = time.perf_counter()
+    reopened = StoreIndex(key, options=options, port=port, dim=dim)
+    reopened.refresh()
+    snapshot_open_s = time.perf_counter() - t1
+    same = reopened.candidates(q, options.open_k) == got and len(reopened) == n_first
+    after_snapshot, trimmed_snapshot = _rss(), _trimmed_rss()
+    return {
+        "part": "memory",
+        "n_records": n,
+        "dim": dim,
+        "vectors": f"{dim}-d random unit vectors (Gaussian, normalised), random UUID4 ids",
+        "log_records": len(port.records),
+        "log_chars": log_chars,
+        "write_seconds": round(write_s, 1),
+        "build_seconds": round(read_s, 2),
+        "build_and_train_seconds": round(trained_s, 2),
+        "first_scan_ms": round(scan_ms, 2),
+        "index_entries": n_first,
+        "trained": trained,
+        "rss_before_mb": round(before / 2**20, 1),
+        "rss_after_mb": round(after / 2**20, 1),
+        "rss_bytes_per_record": (after - before) / n,
+        "rss_trimmed_bytes_per_record": None if trimmed is None else (trimmed - before) / n,
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0, 1),
+        "accounted_faiss_bytes_per_record": faiss_bytes,
+        "accounted_id_table_bytes_per_record": id_bytes,
+        "open_k_found": len(got),
+        "compacted": compacted,
+        "compact_seconds": round(compact_s, 2),
+        "log_chunks_before_compaction": segments_before,
+        "log_chunks_after_compaction": sum(1 for r in port.records.values() if r.fields.get(LOG_FIELD) == "seg"),
+        "snapshot_records": len(snap),
+        "snapshot_mb": round(sum(len(r.text) for r in snap) / 2**20, 1),
+        "open_from_snapshot_seconds": round(snapshot_open_s, 2),
+        "opened_from_snapshot": reopened.snapshots.loaded == 1,
+        "snapshot_same_candidates": bool(same),
+        "rss_snapshot_bytes_per_record": (after_snapshot - base_snapshot) / n,
+        "rss_snapshot_trimmed_bytes_per_record": None
+        if trimmed_snapshot is None
+        else (trimmed_snapshot - base_snapshot) / n,
+    }
+
+
+def memory_rows(
+    ns: Sequence[int], *, dim: int, seed: int, progress: Callable[[str], Any] = lambda s: None, timeout: float = 1200
+) -> list[dict[str, Any]]:
+    """One :func:`memory_child` per size, each in a fresh Python process (its RSS is the index's alone)."""
+    rows = []
+    code = (
+        "import json, sys; from benchmarks.sealed_search.store_index_memory import memory_child; "
+        "print(json.dumps(memory_child(*map(int, sys.argv[1:]))))"
+    )
+    root = str(Path(__file__).resolve().parents[2])
+    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
+    for n in ns:
+        t0 = time.perf_counter()
+        out = subprocess.run(
+            [sys.executable, "-c", code, str(n), str(dim), str(seed)],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            cwd=root,
+            env={**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")},
+        )
+        if out.returncode != 0:
+            raise RuntimeError(f"memory child for n={n} failed ({out.returncode}):\n{out.stderr[-4000:]}")
+        rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
+        r = rows[-1]
+        progress(
+            f"memory n={n:,}: {r['rss_bytes_per_record']:.0f} B a record, build {r['build_seconds']} s "
+            f"({time.perf_counter() - t0:.0f} s in all)"
+        )
+    return rows
+
+
+# -- report -------------------------------------------------------------------------------------------
