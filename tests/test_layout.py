@@ -263,6 +263,87 @@ def test_the_sealed_wing_is_one_folder_with_floors() -> None:
     assert not [p.name for p in PACKAGE.glob("*.py") if p.stem in flat], "a sealed-search module outside its folder"
 
 
+#: What a mode says of itself (:class:`textcrafter_rag.sealed.engine.SearchMode`) and the names of the modes'
+#: options and marker: an adapter that reads them branches on the mode.
+MODE_CAPABILITIES = {"store_ranks", "seals_vectors", "keeps_index", "ranks_in_store", "parallel_writers", "answered_by"}
+MODE_OPTIONS = {"TwoStageSearch", "StoreIndexSearch", "AppIndexSearch", "SingleStageSearch"}
+MODE_NAMES = {"single", "candidates", "store-index", "index"}
+#: The adapters' one lookup by mode: their reader of each answering kind (``ANSWERS[mode.answered_by]``).
+READER_REGISTRIES = {"ANSWERS", "_readers"}
+#: Deprecated accessors that answer what they always did (warned): ``two_stage`` is the candidate options or None.
+DEPRECATED_ACCESSORS = {"two_stage"}
+ADAPTERS = (
+    INTEGRATIONS / "langchain-textcrafter" / "langchain_textcrafter",
+    INTEGRATIONS / "llama-index-embeddings-textcrafter" / "llama_index",
+)
+
+
+def _mode_branches(path: Path) -> list[str]:
+    """Where an adapter module reads a mode's capabilities, tests options by type or compares a mode's name,
+    other than the registry lookup of its reader and the deprecated accessors."""
+    tree = ast.parse(path.read_text())
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+
+    def lookup(node: ast.AST) -> bool:  # ANSWERS[... .answered_by] or self._readers[... .answered_by]
+        parent = parents.get(node)
+        if not isinstance(parent, ast.Subscript) or parent.slice is not node:
+            return False
+        registry = parent.value
+        name = registry.id if isinstance(registry, ast.Name) else getattr(registry, "attr", None)
+        return name in READER_REGISTRIES
+
+    def deprecated(node: ast.AST) -> bool:
+        while node in parents:
+            node = parents[node]
+            if isinstance(node, ast.FunctionDef) and node.name in DEPRECATED_ACCESSORS:
+                return True
+        return False
+
+    found = []
+    for node in ast.walk(tree):
+        where = f"{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path.name}:{getattr(node, 'lineno', 0)}"
+        if isinstance(node, ast.Attribute) and node.attr in MODE_CAPABILITIES:
+            if not (node.attr == "answered_by" and lookup(node)):
+                found.append(f"{where} reads .{node.attr}")
+        elif isinstance(node, ast.Call) and getattr(node.func, "id", None) == "isinstance" and len(node.args) == 2:
+            kinds = node.args[1].elts if isinstance(node.args[1], ast.Tuple) else [node.args[1]]
+            names = {getattr(k, "id", getattr(k, "attr", None)) for k in kinds}
+            if names & MODE_OPTIONS and not deprecated(node):
+                found.append(f"{where} tests options by type")
+        elif isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            if any(isinstance(x, ast.Constant) and x.value in MODE_NAMES for x in sides):
+                found.append(f"{where} compares a mode's name")
+    return found
+
+
+def test_the_adapters_hold_no_mode_branch_but_the_lookup_of_their_reader() -> None:
+    """Each adapter looks up its reader by the mode's ``answered_by`` (the engine, or the wrapped store) and asks
+    the core and the engine for the rest: no capability read, no options type test, no mode name compared."""
+    files = [p for root in ADAPTERS for p in _python_files(root)]
+    assert len(files) > 10
+    found = [hit for p in files for hit in _mode_branches(p)]
+    assert not found, "\n".join(found)
+
+
+def test_the_mode_branch_check_sees_each_kind_of_branch(tmp_path: Path) -> None:
+    """The check above finds a capability read, a type test and a name compare, and lets the lookup through."""
+    module = tmp_path / "adapter.py"
+    module.write_text(
+        "def search(self, mode, options):\n"
+        "    reader = ANSWERS[mode.answered_by]\n"
+        "    if mode.store_ranks:\n"
+        "        return isinstance(options, (TwoStageSearch, int))\n"
+        "    return mode.name == 'candidates' or mode.answered_by\n"
+    )
+    assert sorted(_mode_branches(module)) == [
+        "adapter.py:3 reads .store_ranks",
+        "adapter.py:4 tests options by type",
+        "adapter.py:5 compares a mode's name",
+        "adapter.py:5 reads .answered_by",
+    ]
+
+
 def test_infrastructure_never_imports_the_layers_above_it() -> None:
     bad = []
     for p in PACKAGE_FILES:

@@ -13,7 +13,16 @@ import pytest
 from textcrafter_rag.sealed import PortRecord, StoreIndexSearch
 from textcrafter_rag.sealed.candidates import TwoStageSearch
 from textcrafter_rag.sealed.core import SealedSearch
-from textcrafter_rag.sealed.engine import Query, ReadIds, SearchStore, add_records, arun, delete_records, run
+from textcrafter_rag.sealed.engine import (
+    Query,
+    ReadIds,
+    SearchStore,
+    add_records,
+    arun,
+    clear_records,
+    delete_records,
+    run,
+)
 from textcrafter_rag.sealed.modes import MODES
 from textcrafter_rag.sealed.modes.candidates import CandidateSearch
 from textcrafter_rag.sealed.modes.store_index import StoreIndexMode
@@ -152,10 +161,18 @@ def test_the_async_driver_runs_the_algorithm_off_the_event_loop() -> None:
 
 
 class WritingLog:
-    """A core that records the index steps a write takes, in order."""
+    """A core that records the index steps a write takes, in order (in ``mode``: an index mode by default)."""
 
-    def __init__(self, events: list[str]) -> None:
+    def __init__(self, events: list[str], mode: str = "store-index") -> None:
         self.events = events
+        self.search_mode = MODES[mode]
+
+    def before_clear(self) -> str:
+        self.events.append("before clear")
+        return "state"
+
+    def cleared(self, state: str) -> None:
+        self.events.append(f"cleared {state}")
 
     def index_add(self, record_ids, clean) -> None:
         self.events.append(f"log {list(record_ids)}")
@@ -182,14 +199,43 @@ def test_a_write_runs_in_the_order_that_loses_no_record_in_both_drivers() -> Non
         async def astore(what: str, store=store) -> str:
             return store(what)
 
+        def listed(events: list[str] = events) -> list[str]:
+            events.append("list")
+            return ["b"]
+
+        def settle(events: list[str] = events) -> None:
+            events.append("marker")
+
         jobs = [
             (add_records(core, ["a"], x), "store a"),
-            (delete_records(core, ["a"]), "delete a"),
+            (delete_records(core, ["a"], settle=settle), "delete a"),
+            (delete_records(core, [], listed=listed, settle=settle), "delete by filter"),
             (delete_records(core, []), "delete all"),
+            (clear_records(core, settle=settle), "clear"),
         ]
         for steps, what in jobs:
             if driver == "sync":
                 assert run(steps, write=lambda what=what: store(what)) == f"{what} done"
             else:
                 assert asyncio.run(arun(steps, write=lambda what=what: astore(what))) == f"{what} done"
-        assert events == ["log ['a']", "store a", "check ['a']", "delete a", "tombstone ['a']", "delete all"], driver
+        assert events == [
+            *("log ['a']", "store a", "check ['a']"),
+            *("marker", "delete a", "tombstone ['a']"),
+            *("list", "marker", "delete by filter", "tombstone ['b']"),
+            "delete all",
+            *("marker", "before clear", "clear", "cleared state"),
+        ], driver
+
+
+def test_a_mode_without_an_index_spares_the_store_the_reads_a_delete_or_clear_would_need() -> None:
+    """Listing what a delete by filter removes, and reading the marker for the index's dimension, are an index
+    mode's: in candidates neither is asked (nor any tombstone written)."""
+    events: list[str] = []
+    core = WritingLog(events, mode="candidates")
+    jobs = [
+        delete_records(core, [], listed=lambda: events.append("list") or ["b"], settle=lambda: events.append("marker")),
+        clear_records(core, settle=lambda: events.append("marker")),
+    ]
+    for steps in jobs:
+        run(steps, write=lambda: events.append("write"))
+    assert events == ["write", "before clear", "write", "cleared state"]

@@ -374,10 +374,13 @@ class SealedSearch(KeyHolder):
             )
         return self.indexes
 
-    def attach(self, port: RecordPort) -> None:
-        """The store the store-held index keeps its log in (the adapter's :class:`RecordPort`)."""
+    def attach(self, port: RecordPort, *, fetch: Fetch | None = None, fields: HitFieldsOf | None = None) -> None:
+        """The store the store-held index keeps its log in (the adapter's :class:`RecordPort`), and what a replica
+        (``StoreIndexSearch(replica=True)``) reads records by id with: the adapter's own reader and fields."""
         if self.indexes is not None:
             self.indexes.attach(port)
+            if self.indexes.replica is not None and fetch is not None and fields is not None:
+                self.indexes.replicate(fetch, fields)
 
     def store_index(self, dim: int | None = None) -> StoreIndex | None:
         """The store-held index (``None`` before its dimension is known, and in the other modes)."""
@@ -396,10 +399,6 @@ class SealedSearch(KeyHolder):
     def index_remove(self, record_ids: Sequence[Any]) -> int:
         """Forget records *after* the store deleted them (:meth:`IndexModes.remove`); how many (0: no index)."""
         return self.indexes.remove(record_ids) if self.indexes is not None else 0
-
-    def replicate(self, fetch: Fetch, fields: HitFieldsOf) -> None:
-        """Keep the replica's records as the adapter reads them by id (``StoreIndexSearch(replica=True)``)."""
-        self._indexes().replicate(fetch, fields)
 
     def index_records(self, ids: Sequence[str]) -> list[Any] | None:
         """The replica's records for the candidates' ids (``None`` without a replica: read them from the store)."""

@@ -15,7 +15,8 @@ The modes are one file each under :mod:`.modes` (the registry, :data:`~.modes.MO
   ``open_k`` ids and the store reads them by id (or the replica holds them: then the store is asked nothing);
 * ``"candidates"``: the store ranks a heavily noised, key-rotated query vector, in rounds until the recall rule
   is met or ``open_k`` records were read;
-* ``"single"``: the store's own search answers (``store_ranks``): the adapters hand it the query and open the hits.
+* ``"single"``: the store's own search answers (``answered_by == "store"``): the adapters' readers hand it the
+  query and open the hits.
 
 Before either, a process reads the store's marker record (:func:`settle_marker`), which names the mode the store
 was written in, and a new store is marked at its first write (:func:`marker_record`).
@@ -39,6 +40,7 @@ __all__ = [
     "Write",
     "WriteSteps",
     "add_records",
+    "clear_records",
     "delete_records",
     "MarkedCore",
     "Query",
@@ -90,13 +92,19 @@ class Found(Generic[H]):
 @dataclass(frozen=True)
 class Query:
     """One search: the clean query (it never leaves the process), ``k``, what the core opens of each hit, and
-    for the index modes the ids to read in place of the index's pick (``ids``) and what of them to keep."""
+    for the index modes the ids to read in place of the index's pick (``ids``) and what of them to keep.
+
+    ``store_args`` names the filters and store arguments the caller passed: a mode whose store ranks (candidates)
+    has the adapter pass them with each store search; an index mode refuses them, since it asks the store
+    nothing they could apply to (never ignored).
+    """
 
     clean: np.ndarray
     k: int
     fields: HitFields
     ids: list[str] | None = None
     keep: Callable[[list[Any]], list[Any]] | None = None
+    store_args: tuple[str, ...] = ()
 
 
 #: A mode's search: requests out, answers in, :class:`Found` at the end.
@@ -138,14 +146,18 @@ class SearchMode(Protocol):
     name: str
     #: The options class that selects this mode (``search=`` in both adapters).
     options_type: type
-    #: The wrapped store's own search answers (single-stage): the adapter hands it the query, opens the hits.
-    store_ranks: bool
+    #: Who answers a search: ``"engine"`` (this mode's :meth:`find`, the hits opened and ranked in the process)
+    #: or ``"store"`` (single-stage: the wrapped store's own search, whose hits the adapter opens). Each adapter
+    #: looks its reader up by this name, once per mode; nothing else in an adapter depends on the mode.
+    answered_by: str
     #: Records carry their clean vector sealed (``_tc_vec``), which the application opens and ranks by.
     seals_vectors: bool
     #: The application keeps an index: written before the store on add, after it on delete; read by id.
     keeps_index: bool
     #: Whether the store receives a query vector (single-stage and candidates) or only ids (the index modes).
     ranks_in_store: bool
+    #: Whether processes may write at once, each on its own (not the app-side index: one process's file).
+    parallel_writers: bool
 
     def store_vectors(
         self, core: SearchCore, clean: np.ndarray, record_ids: Sequence[Any], seeds: Sequence[bytes | None] | None
@@ -163,11 +175,17 @@ class SearchMode(Protocol):
 class WritingCore(Protocol):
     """What a write asks of the core (:class:`~textcrafter_rag.sealed.core.SealedSearch`): nothing without an index."""
 
+    search_mode: SearchMode
+
     def index_add(self, record_ids: Sequence[Any], clean: Any) -> None: ...
 
     def index_stored(self, record_ids: Sequence[Any], clean: Any) -> None: ...
 
     def index_remove(self, record_ids: Sequence[Any]) -> int: ...
+
+    def before_clear(self) -> Any: ...
+
+    def cleared(self, state: Any) -> None: ...
 
 
 def add_records(core: WritingCore, record_ids: Sequence[Any], clean: np.ndarray | None) -> WriteSteps:
@@ -180,12 +198,41 @@ def add_records(core: WritingCore, record_ids: Sequence[Any], clean: np.ndarray 
     return answer
 
 
-def delete_records(core: WritingCore, record_ids: Sequence[Any]) -> WriteSteps:
+def delete_records(
+    core: WritingCore,
+    record_ids: Sequence[Any],
+    *,
+    listed: Callable[[], Sequence[Any]] | None = None,
+    settle: Callable[[], Any] | None = None,
+) -> WriteSteps:
     """One delete: the records (:class:`Write`), then their tombstones and the records read back (the index
-    modes: one a racing add stored again is logged again)."""
+    modes: one a racing add stored again is logged again).
+
+    Where the mode keeps an index, and only there (the other modes spare the store these reads): ``listed``
+    gives the store ids a delete named by something other than ids (a source document, a filter) removes, read
+    before the write; ``settle`` reads the store's marker first (the index's dimension, for a process that
+    deletes before it adds or searches).
+    """
+    ids = list(record_ids)
+    if core.search_mode.keeps_index:
+        ids = ids or (list(listed()) if listed is not None else [])
+        if ids and settle is not None:
+            settle()
     answer = yield Write()
-    if record_ids:
-        core.index_remove(record_ids)
+    if ids:
+        core.index_remove(ids)
+    return answer
+
+
+def clear_records(core: WritingCore, *, settle: Callable[[], Any] | None = None) -> WriteSteps:
+    """One clear: what the index must know first (where the mode keeps one, ``settle`` reads the store's marker:
+    its dimension), the store cleared (:class:`Write`), then the index forgets every id it held (the store-held
+    index starts a new epoch of its log, which every other process follows at its next read)."""
+    if settle is not None and core.search_mode.keeps_index:
+        settle()
+    state = core.before_clear()
+    answer = yield Write()
+    core.cleared(state)
     return answer
 
 

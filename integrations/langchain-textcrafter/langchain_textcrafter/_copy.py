@@ -53,16 +53,7 @@ def _copy_batch(
         raise InvalidInputError(f"{len(ids) - len(raw)} of the {len(ids)} ids are not in this store")
     opened = [source._open(d) for d in raw]
     record_ids = [d.id for d in opened]
-    if source._search.search_mode.seals_vectors and not target._search.search_mode.store_ranks:
-        source._search.strict, strict = True, source._search.strict
-        try:
-            hits = source._search.open_hits(source._hit_fields(raw))
-        finally:
-            source._search.strict = strict
-        vectors = target._search.check_vectors(hits.vectors)
-        out = target._add(opened, record_ids, vectors, dict(kwargs), seeds=hits.seeds)
-    else:
-        out = target.add_documents(opened, ids=record_ids, **kwargs)
+    out = target._answers.add_copies(opened, record_ids, source._answers.copied_vectors(raw), dict(kwargs))
     if delete_source:
         source._delete_stored(source._delete_ids(record_ids, raw))
     return out

@@ -20,10 +20,11 @@ from typing import Any
 from langchain_core.documents import Document
 from langchain_core.vectorstores import VectorStore
 
-from textcrafter_rag.sealed.candidates import DEFAULT_SEARCH
-from textcrafter_rag.sealed.core import SealedSearch, SearchOptions
+from textcrafter_rag.logs import logger
+from textcrafter_rag.sealed.core import SealedSearch
 from textcrafter_rag.sealed.engine import arun, delete_records, marker_record, run, settle_marker
 from textcrafter_rag.sealed.marker import StoreMarker
+from textcrafter_rag.sealed.modes import MODES
 from textcrafter_rag.sealed.record_ids import check_writable
 from textcrafter_rag.sealed.records import ID_FIELD, IDS_KEY, RecordSealer, canonical_record_id
 
@@ -47,7 +48,8 @@ class SealedIds:
     #: The sealed store's own: the id the wrapped store returned with a record.
     _store_id: Callable[[Document], Any]
     #: The sealed store's own: switch to the mode an existing store was written in.
-    _use: Callable[[SearchOptions], None]
+    _use: Callable[..., None]
+    _adopts: Callable[[str], bool]
     _shim: Any
     _default_mode: bool
     _marker_checked: bool
@@ -177,8 +179,10 @@ class SealedIds:
         found = self._store.get_by_ids([self._marker_id])
         # the mode from the sealed text: the plain field is the host's to edit (a forged "single" is refused)
         written = self._store_marker.mode(found[0].metadata or {}, found[0].page_content) if found else None
-        if self._default_mode and written == "candidates":
-            self._use(DEFAULT_SEARCH)  # a store written before the store-held index was the default: its own mode
+        if self._default_mode and written in MODES and written != self._search.mode and self._adopts(written):
+            # no search= given: a store written before (in an earlier release's default, say) opens in its own mode
+            logger.info("opening a store written in %r mode in that mode (no search= given)", written)
+            self._use(MODES[written].reopened(), adopted=True)
         self._default_mode = False
         settle_marker(self._search, written, found[0].metadata if found else None)
         if found:

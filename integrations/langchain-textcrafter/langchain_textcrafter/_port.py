@@ -16,15 +16,13 @@ from langchain_core.documents import Document
 from langchain_core.vectorstores import VectorStore
 
 from textcrafter_rag.errors import NotSupportedError
-from textcrafter_rag.sealed.core import SealedSearch
 from textcrafter_rag.sealed.port import PortRecord
 from textcrafter_rag.sealed.records import ID_FIELD, canonical_record_id
-from textcrafter_rag.sealed.replica import HitFieldsOf
 
 from ._milvus import is_milvus, milvus_records
 from .sealed_embeddings import SealedTextEmbeddings
 
-__all__ = ["LangChainPort", "attach_port"]
+__all__ = ["LangChainPort"]
 
 
 class LangChainPort:
@@ -110,14 +108,3 @@ class LangChainPort:
             ]
             if offset is None:
                 return
-
-
-def attach_port(search: SealedSearch, port: LangChainPort, fields: HitFieldsOf) -> None:
-    """Give the store-held index its port; with ``replica=True``, its replica reads Documents by id.
-
-    The replica keeps each record as ``get_by_ids`` returns it, so a query opens the same Documents it would
-    have read from the store, without reading them.
-    """
-    search.attach(port)
-    if search.indexes is not None and search.indexes.replica is not None:
-        search.replicate(port.store.get_by_ids, fields)

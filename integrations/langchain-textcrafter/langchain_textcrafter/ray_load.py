@@ -47,6 +47,7 @@ from textcrafter_rag.batches import column_to_matrix
 from textcrafter_rag.deprecation import renamed_keyword
 from textcrafter_rag.errors import InvalidInputError, InvalidTypeError, MissingColumnError
 from textcrafter_rag.sealed.candidates import TwoStageSearch
+from textcrafter_rag.sealed.modes import check_parallel_load
 from textcrafter_rag.sealed.record_ids import canonical_record_id
 from textcrafter_rag.sealed.store_index import StoreIndexSearch
 from textcrafter_rag.sealing import load_key
@@ -176,12 +177,7 @@ class SealedLoad:
                 "module-level function), not a store: a client holds sockets that cannot travel to Ray's actors"
             )
         search = StoreIndexSearch() if search is None else search
-        if not isinstance(search, (StoreIndexSearch, TwoStageSearch)):
-            raise InvalidInputError(
-                "SealedLoad writes in parallel: search must be StoreIndexSearch (the store-held index, whose log "
-                "takes many writers) or TwoStageSearch; the app-side index file holds one writer, and single-stage "
-                f"stores the vectors it is given, got {type(search).__name__}"
-            )
+        check_parallel_load(search)
         key = load_key(key_file, env=key_env)  # on this worker; the message never contains the key
         self.store = SealedVectorStore(
             store,

@@ -34,29 +34,23 @@ from langchain_core.vectorstores import VectorStore
 from textcrafter_rag.deprecation import renamed_keyword, warn_renamed
 from textcrafter_rag.errors import InvalidInputError, InvalidTypeError
 from textcrafter_rag.sealed.candidates import DEFAULT_SEARCH, VECTOR_KEY, TwoStageSearch
-from textcrafter_rag.sealed.core import (
-    SealedSearch,
-    SearchOptions,
-    StoreRanksWarning,
-    UnprotectedVectorsWarning,
-)
+from textcrafter_rag.sealed.core import SealedSearch, SearchOptions, StoreRanksWarning
 from textcrafter_rag.sealed.engine import add_records, arun, run
 from textcrafter_rag.sealed.layout import RESERVED_FIELDS, guarded_filters, is_library_record
 from textcrafter_rag.sealed.marker import StoreMarker
-from textcrafter_rag.sealed.modes import SingleStageSearch, mode_of
+from textcrafter_rag.sealed.modes import MODES, SingleStageSearch, check_store, mode_of
 from textcrafter_rag.sealed.records import RecordSealer, new_record_id
 from textcrafter_rag.sealed.store_index import StoreIndexSearch
 from textcrafter_rag.sealing import NotPicklable, SecretKey
 from textcrafter_rag.validation import check_int
 
+from ._answers import ANSWERS
 from ._copy import copy_records
 from ._ids import SealedIds
 from ._index_upkeep import SealedIndexUpkeep
 from ._milvus import MilvusReads, milvus_reads_by_id
-from ._port import LangChainPort, attach_port
+from ._port import LangChainPort
 from ._reading import STORE_ID_FIELD, SealedReading, has_get_by_ids, store_id_field
-from .clean_vectors import CleanVectors, check_embedding_key
-from .embeddings import ProtectedEmbeddings
 from .sealed_embeddings import adopted_embeddings, build_wrapped
 
 __all__ = ["STORE_ID_FIELD", "SealedVectorStore"]
@@ -154,27 +148,18 @@ class SealedVectorStore(NotPicklable, SealedIds, SealedReading, SealedIndexUpkee
         elif fetch_k is not _DEFAULT:
             raise InvalidInputError("give either fetch_k= or search=, not both")
         search = SingleStageSearch() if search is None else search
-        mode = mode_of(search)
         embedding = adopted_embeddings(store, embedding)
+        ANSWERS[mode_of(search).answered_by].check_embedding(embedding, secret)  # before the store is built
         self._embedding: Embeddings = embedding
-        if mode.store_ranks and not isinstance(embedding, ProtectedEmbeddings):
-            warnings.warn(
-                f"single-stage search (search=None): the store ranks the vectors of {type(embedding).__name__}, "
-                "which are not protected; wrap them (ProtectedEmbeddings(base=...)) or leave search= out",
-                UnprotectedVectorsWarning,
-                stacklevel=2,
-            )
-        if not mode.store_ranks:
-            check_embedding_key(embedding, secret)
-        self._clean = CleanVectors(embedding, own=mode.store_ranks)
         self._secret, self._context, self._strict = secret, tenant, strict
         self._store_marker = StoreMarker(secret, tenant=tenant)
         self._marker_id = self._store_marker.id
         self._marker_checked = False
-        query = self._store_query if not mode.store_ranks else None
-        inner, shim = build_wrapped(store, embedding, query=query, aquery=self._astore_query if query else None)
-        inner = milvus_reads_by_id(inner, sealed=not mode.store_ranks)  # langchain-milvus reads no ids itself
-        if self._default_mode and not has_get_by_ids(inner):
+        inner, shim = build_wrapped(store, embedding, query=self._wrapped_query, aquery=self._awrapped_query)
+        # langchain-milvus reads no ids itself
+        inner = milvus_reads_by_id(inner, sealed=ANSWERS[mode_of(search).answered_by].reads_records)
+        reads_by_id = has_get_by_ids(inner)
+        if self._default_mode and not reads_by_id:
             warnings.warn(
                 f"{type(inner).__name__} cannot read records by id, so sealed search falls back to candidates: the "
                 "store ranks heavily noised vectors, which an attacker who can have its own texts stored can compare "
@@ -183,18 +168,33 @@ class SealedVectorStore(NotPicklable, SealedIds, SealedReading, SealedIndexUpkee
                 stacklevel=2,
             )
             search = DEFAULT_SEARCH
-        elif mode.keeps_index and not has_get_by_ids(inner):
-            raise InvalidInputError(
-                f"an index mode fetches records by id, and {type(inner).__name__} has no get_by_ids: "
-                "search this store with candidates (search=TwoStageSearch())"
-            )
+        check_store(mode_of(search), store=type(inner).__name__, reads_by_id=reads_by_id, reader="it has no get_by_ids")
         self._store, self._shim, self._id_field = inner, shim, store_id_field(inner)
         self._use(search)
 
-    def _use(self, search: SearchOptions) -> None:
-        """Search in the mode of these options (at construction, or the mode an existing store was written in)."""
+    def _use(self, search: SearchOptions, *, adopted: bool = False) -> None:
+        """Search in the mode of these options (at construction, or the mode an existing store was written in:
+        ``adopted``): its core, and the reader of its answering kind (:mod:`._answers`), the one lookup by mode."""
+        if adopted:
+            ANSWERS[mode_of(search).answered_by].check_embedding(self._embedding, self._secret)
         self._search = SealedSearch(self._secret, tenant=self._context, options=search, strict=self._strict)
-        attach_port(self._search, LangChainPort(self._store, self._shim, id_field=self._id_field), self._hit_fields)
+        self._answers = ANSWERS[self._search.search_mode.answered_by](self, self._embedding)
+        port = LangChainPort(self._store, self._shim, id_field=self._id_field)
+        # a replica (StoreIndexSearch(replica=True)) keeps records as get_by_ids returns them: a query opens the
+        # same Documents it would have read from the store, without reading them
+        self._search.attach(port, fetch=self._store.get_by_ids, fields=self._hit_fields)
+
+    @staticmethod
+    def _adopts(written: str) -> bool:
+        """Whether a store written in mode ``written`` opens in it when no mode was named (:attr:`Answers.adopted`)."""
+        return ANSWERS[MODES[written].answered_by].adopted
+
+    def _wrapped_query(self, text: str) -> list[float]:
+        """What the wrapped store receives for a query text, if its own search is called (:attr:`store`)."""
+        return self._answers.store_query(text)
+
+    async def _awrapped_query(self, text: str) -> list[float]:
+        return await self._answers.astore_query(text)
 
     @property
     def store(self) -> VectorStore:
@@ -223,7 +223,8 @@ class SealedVectorStore(NotPicklable, SealedIds, SealedReading, SealedIndexUpkee
 
     @property
     def two_stage(self) -> TwoStageSearch | None:
-        """The candidate search options, or ``None`` (single-stage, or the app-side index)."""
+        """Deprecated (warned): :attr:`search_options`, which names every mode."""
+        warn_renamed("SealedVectorStore.two_stage", "SealedVectorStore.search_options")
         options = self.search_options
         return options if isinstance(options, TwoStageSearch) else None
 
@@ -283,7 +284,7 @@ class SealedVectorStore(NotPicklable, SealedIds, SealedReading, SealedIndexUpkee
         """
         if not documents:
             return []
-        vectors = self._search.check_vectors(self._clean.documents([d.page_content for d in documents]))
+        vectors = self._search.check_vectors(self._answers.clean.documents([d.page_content for d in documents]))
         return self._add(documents, kwargs.pop("ids", None), vectors, kwargs)
 
     def _add(
@@ -338,7 +339,7 @@ class SealedVectorStore(NotPicklable, SealedIds, SealedReading, SealedIndexUpkee
         """Async :meth:`add_documents` (the embeddings' native async path, then the store's)."""
         if not documents:
             return []
-        vectors = self._search.check_vectors(await self._clean.adocuments([d.page_content for d in documents]))
+        vectors = self._search.check_vectors(await self._answers.clean.adocuments([d.page_content for d in documents]))
         await asyncio.to_thread(self._marker, write=True, dim=vectors.shape[1])
         sealed, ids, store_ids, store_vectors = await asyncio.to_thread(
             self._seal, documents, kwargs.pop("ids", None), vectors
@@ -394,13 +395,6 @@ class SealedVectorStore(NotPicklable, SealedIds, SealedReading, SealedIndexUpkee
         # callable filter (InMemoryVectorStore, FAISS) is wrapped: the library's own records never reach it
         self._records.check_store_kwargs(kwargs)
         kwargs.update(guarded_filters(kwargs))
-
-    def _select_relevance_score_fn(self) -> Any:
-        return (
-            self._store._select_relevance_score_fn()
-            if self._search.search_mode.store_ranks
-            else (lambda cosine: cosine)
-        )
 
     def _get_retriever_tags(self) -> list[str]:
         return [type(self).__name__, type(self._store).__name__, type(self._embedding).__name__]

@@ -62,7 +62,9 @@ def test_query_modes_async_and_refusals(base, tmp_path) -> None:
     key = generate_key()
     index, client = _index(base, tmp_path, key, fetch_k=25)
     store = index.vector_store
-    assert isinstance(store, SealedVectorStore) and store.two_stage.fetch_k == 25
+    assert isinstance(store, SealedVectorStore) and store.search_options.fetch_k == 25
+    with pytest.warns(DeprecationWarning, match="search_options"):
+        assert store.two_stage == store.search_options  # the old name, warned
     q = base.query("q")
     mmr = store.query(VectorStoreQuery(query_embedding=q, similarity_top_k=3, mode=VectorStoreQueryMode.MMR))
     assert len(mmr.nodes) == 3

@@ -18,6 +18,8 @@ class AppIndexMode(PickedSearch):
 
     name = "index"
     options_type = AppIndexSearch
+    #: The index file holds one writer at a time.
+    parallel_writers = False
 
     def reopened(self) -> AppIndexSearch:
         """The options a store written in this mode is opened with when the caller names none (without its file

@@ -26,10 +26,11 @@ class CandidateSearch:
 
     name = "candidates"
     options_type = TwoStageSearch
-    store_ranks = False
+    answered_by = "engine"
     seals_vectors = True
     keeps_index = False
     ranks_in_store = True
+    parallel_writers = True
 
     def store_vectors(
         self, core: SearchCore, clean: np.ndarray, record_ids: Sequence[Any], seeds: Sequence[bytes | None] | None

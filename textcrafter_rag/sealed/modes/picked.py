@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from ...errors import InvalidInputError
 from ..engine import Found, Query, ReadIds, SearchCore, Steps
 
 __all__ = ["PickedSearch"]
@@ -22,7 +23,7 @@ class PickedSearch:
     unless the replica holds them; ``keep`` then restricts what was read (for example to some documents)
     before anything is opened. An entry whose record did not come back is counted, never removed."""
 
-    store_ranks = False
+    answered_by = "engine"
     seals_vectors = True
     keeps_index = True
     ranks_in_store = False
@@ -38,6 +39,12 @@ class PickedSearch:
         return core.keyed_vectors(["query"], query.shape[1])
 
     def find(self, core: SearchCore, query: Query) -> Steps:
+        if query.store_args:
+            raise InvalidInputError(
+                f"an index mode ranks in this process and passes nothing to the store: {list(query.store_args)} "
+                "cannot be applied. Filter the opened records, or search with candidates (search=TwoStageSearch()), "
+                "which filters in the store and leaves it noised vectors to compare (SECURITY.md)"
+            )
         picked = query.ids is None
         wanted = core.index_candidates(query.clean) if query.ids is None else list(query.ids)
         local = core.index_records(wanted)  # the replica's (StoreIndexSearch(replica=True)): the store reads none

@@ -32,18 +32,20 @@ class SingleStageSearch:
 
 
 class SingleStage:
-    """The single-stage mode: the wrapped store's own search answers (:attr:`store_ranks`)."""
+    """The single-stage mode: the wrapped store's own search answers (:attr:`answered_by`)."""
 
     name = "single"
     options_type = SingleStageSearch
-    #: The store's own search answers: the adapter asks the wrapped store and opens its hits.
-    store_ranks = True
+    #: The wrapped store\'s own search answers: the adapters\' readers ask it and open its hits.
+    answered_by = "store"
     #: Records carry a sealed clean vector the application opens and ranks by.
     seals_vectors = False
     #: The application keeps an index of the records (written before the store, searched instead of it).
     keeps_index = False
     #: The store receives a query vector (single-stage: the protected query the wrapped store embeds).
     ranks_in_store = True
+    #: Each process writes its own records (no index).
+    parallel_writers = True
 
     def store_vectors(
         self, core: SearchCore, clean: np.ndarray, record_ids: Sequence[Any], seeds: Sequence[bytes | None] | None
@@ -56,7 +58,7 @@ class SingleStage:
         raise InvalidInputError("single-stage search: the wrapped store's own search answers, with its own query")
 
     def find(self, core: SearchCore, query: Query) -> Steps:
-        """Never asked: the wrapped store's own search answers (see :attr:`store_ranks`)."""
+        """Never asked: the wrapped store's own search answers (see :attr:`answered_by`)."""
         raise InvalidInputError("single-stage search: the wrapped store's own search answers")
 
     def settle(self, core: SearchCore, dim: int | None) -> None:

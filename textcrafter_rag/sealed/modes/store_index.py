@@ -19,6 +19,8 @@ class StoreIndexMode(PickedSearch):
 
     name = "store-index"
     options_type = StoreIndexSearch
+    #: Each process is its own writer of the log in the store.
+    parallel_writers = True
 
     def reopened(self) -> StoreIndexSearch:
         """The options a store written in this mode is opened with when the caller names none."""

@@ -25,7 +25,7 @@ import pytest
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
-from langchain_textcrafter import ProtectedEmbeddings, SealedVectorStore, SealError
+from langchain_textcrafter import ProtectedEmbeddings, SealedVectorStore, SealError, TwoStageSearch
 from textcrafter_rag.sealed.core import SkippedRecordsWarning
 from textcrafter_rag.sealed.records import canonical_record_id
 from textcrafter_rag.sealing import generate_key
@@ -229,7 +229,7 @@ def test_plain_fields_filter_and_sealed_fields_are_refused(built: Built) -> None
         plain = models.Filter(
             must=[models.FieldCondition(key="metadata.category", match=models.MatchValue(value="moves"))]
         )
-    if store.two_stage is None:  # the store-held index: the store ranks nothing, so a store filter is refused
+    if not isinstance(store.search_options, TwoStageSearch):  # the store-held index: a store filter is refused
         with pytest.raises(ValueError, match="passes nothing to the store"):
             store.similarity_search(query, k=5, filter=plain)
     else:

@@ -12,7 +12,7 @@ from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
 from langchain_textcrafter import SealedVectorStore
 from textcrafter_rag.sealed.app_index import AppIndexSearch, IndexConflictError
 from textcrafter_rag.sealed.candidates import pack_vector, unpack_vector
-from textcrafter_rag.sealed.core import ModeMismatchError
+from textcrafter_rag.sealed.core import IndexMissingError, ModeMismatchError
 from textcrafter_rag.sealing import Sealer, generate_key
 from textcrafter_rag.testing import KnownVectors
 
@@ -135,3 +135,19 @@ def test_a_process_without_the_index_is_told_so_and_a_new_store_answers_empty(ba
     without = SealedVectorStore(store.store, key=key, search=AppIndexSearch(open_k=20))  # another process
     with pytest.raises(IndexMissingError, match="index_path"):
         without.similarity_search("q", k=2)
+
+
+def test_a_store_written_with_the_app_side_index_opens_in_it_when_no_mode_is_named(base, tmp_path) -> None:
+    """No search= given: a store whose marker names the app-side index opens in that mode (as one written in
+    candidates opens in candidates), so the error names the file to give, not a mode mismatch; with the file it
+    searches. Nothing was sent to the store for the refused search."""
+    key = generate_key()
+    path = tmp_path / "index.sealed"
+    written = _indexed(base, key, index_path=path)
+    written.add_texts(TEXTS, ids=IDS)
+    reopened = SealedVectorStore(written.store, key=key)  # the default: the store-held index, until the marker
+    with pytest.raises(IndexMissingError, match="index_path"):
+        reopened.similarity_search(TEXTS[3], k=1)
+    assert isinstance(reopened.search_options, AppIndexSearch)
+    with_file = SealedVectorStore(written.store, key=key, search=AppIndexSearch(open_k=20, index_path=path))
+    assert [d.page_content for d in with_file.similarity_search(TEXTS[3], k=3)] == _exact(base, TEXTS[3], 3)

@@ -211,19 +211,21 @@ class NoReadByIdStore(InMemoryVectorStore):
 def test_the_store_held_index_is_the_default_and_older_stores_open_in_their_own_mode(base) -> None:
     key = generate_key()
     default = SealedVectorStore(InMemoryVectorStore, embedding=base, key=key)
-    assert default.search_options == StoreIndexSearch() and default.two_stage is None
+    assert default.search_options == StoreIndexSearch()
+    with pytest.warns(DeprecationWarning, match="search_options"):
+        assert default.two_stage is None  # the old name of the candidate options, warned
     with pytest.warns(StoreRanksWarning, match="falls back to candidates"):
         fallback = SealedVectorStore(NoReadByIdStore, embedding=base, key=key)
-    assert fallback.two_stage == DEFAULT_SEARCH == TwoStageSearch(fetch_k=2000, recall=0.95)  # rounds to a target
+    assert fallback.search_options == DEFAULT_SEARCH == TwoStageSearch(fetch_k=2000, recall=0.95)  # rounds to a target
     candidates = SealedVectorStore(InMemoryVectorStore, embedding=base, key=key, search=DEFAULT_SEARCH)
-    assert SealedVectorStore(InMemoryVectorStore, embedding=base, key=key, fetch_k=200).two_stage.recall is None
+    assert SealedVectorStore(InMemoryVectorStore, embedding=base, key=key, fetch_k=200).search_options.recall is None
     candidates.add_texts(TEXTS[:3], ids=IDS[:3])
     row = _row(candidates, "r0")
     assert Sealer.is_sealed(row["metadata"]["_tc_vec"])  # the clean vector travels sealed
     assert not np.allclose(row["vector"], base.doc(TEXTS[0]))  # the store holds a candidate, not the vector
     reopened = SealedVectorStore(candidates.store, key=key)  # written in candidates: opened in candidates
     assert [d.page_content for d in reopened.similarity_search(TEXTS[1], k=1)] == [TEXTS[1]]
-    assert reopened.two_stage == DEFAULT_SEARCH
+    assert reopened.search_options == DEFAULT_SEARCH
     single = SealedVectorStore(InMemoryVectorStore, embedding=base, key=key, fetch_k=None)
     single.add_texts(TEXTS[:3], ids=IDS[:3])
     with pytest.raises(ModeMismatchError, match="written in 'single' mode"):  # its marker names its mode

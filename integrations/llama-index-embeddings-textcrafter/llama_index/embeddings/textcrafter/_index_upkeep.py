@@ -21,7 +21,7 @@ from typing import Any
 from llama_index.core.vector_stores.types import BasePydanticVectorStore, MetadataFilters
 
 from textcrafter_rag.sealed.core import SealedSearch
-from textcrafter_rag.sealed.engine import WriteSteps, arun, delete_records, run
+from textcrafter_rag.sealed.engine import WriteSteps, arun, clear_records, delete_records, run
 from textcrafter_rag.sealed.index_modes import compact_store_index
 
 __all__ = ["SealedIndexUpkeep"]
@@ -39,10 +39,6 @@ class SealedIndexUpkeep:
     # ``_filtered_nodes`` are the search steps' (:mod:`._sealed_steps`), ``_ref_doc_ids`` and
     # ``_node_store_ids`` the id mapping's (:mod:`._sealed_ids`).
 
-    def _indexes(self) -> bool:
-        """Whether this store's own index picks the records (an index mode): adds and deletes update it."""
-        return self._search.indexes is not None
-
     def delete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
         """Delete the nodes of a source document (stored under its keyed id, and under its clear one if written so).
 
@@ -53,16 +49,15 @@ class SealedIndexUpkeep:
         self._check(None, delete_kwargs)
         self._open_mode(None)
         for sid in self._ref_doc_ids(ref_doc_id):
-            gone = self._ref_doc_nodes(sid) if self._indexes() else []
-            run(self._deleting(gone), write=lambda sid=sid: self._store.delete(sid, **delete_kwargs))
+            steps = self._deleting([], listed=functools.partial(self._ref_doc_nodes, sid))
+            run(steps, write=lambda sid=sid: self._store.delete(sid, **delete_kwargs))
 
     async def adelete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
         """Async :meth:`delete`."""
         self._check(None, delete_kwargs)
         await asyncio.to_thread(self._open_mode, None)
         for sid in await asyncio.to_thread(self._ref_doc_ids, ref_doc_id):
-            gone = await asyncio.to_thread(self._ref_doc_nodes, sid) if self._indexes() else []
-            steps = await asyncio.to_thread(self._deleting, gone)
+            steps = self._deleting([], listed=functools.partial(self._ref_doc_nodes, sid))
             await arun(steps, write=lambda sid=sid: self._store.adelete(sid, **delete_kwargs))
 
     def delete_nodes(
@@ -76,8 +71,7 @@ class SealedIndexUpkeep:
         self._check(filters, delete_kwargs)
         self._open_mode(None)
         store_ids = self._node_store_ids(node_ids)
-        gone = self._filtered_nodes(filters) if store_ids is None and filters is not None and self._indexes() else []
-        steps = self._deleting(store_ids or gone)
+        steps = self._deleting(store_ids or [], listed=self._listing(store_ids, filters))
         run(steps, write=lambda: self._store.delete_nodes(store_ids, filters, **delete_kwargs))
 
     async def adelete_nodes(
@@ -87,34 +81,27 @@ class SealedIndexUpkeep:
         self._check(filters, delete_kwargs)
         await asyncio.to_thread(self._open_mode, None)
         store_ids = await asyncio.to_thread(self._node_store_ids, node_ids)
-        gone: list[str] = []
-        if store_ids is None and filters is not None and self._indexes():
-            gone = await asyncio.to_thread(self._filtered_nodes, filters)
-        steps = await asyncio.to_thread(self._deleting, store_ids or gone)
+        steps = self._deleting(store_ids or [], listed=self._listing(store_ids, filters))
         await arun(steps, write=lambda: self._store.adelete_nodes(store_ids, filters, **delete_kwargs))
 
-    def _deleting(self, store_ids: Sequence[Any]) -> WriteSteps:
-        """A delete of these store ids (:func:`~textcrafter_rag.sealed.engine.delete_records`: the store first,
-        then their tombstones in the index modes)."""
-        if store_ids and self._indexes():
-            self._marker(write=False)  # a process that deletes before it adds or searches: the index's dimension
-        return delete_records(self._search, list(store_ids))
+    def _listing(self, store_ids: Sequence[Any] | None, filters: MetadataFilters | None) -> Any:
+        """For a delete by a filter alone, what lists the shells it removes (asked only by an index mode)."""
+        return functools.partial(self._filtered_nodes, filters) if store_ids is None and filters is not None else None
 
-    def _before_clear(self) -> Any:
-        """What a clear needs to know first (:meth:`~textcrafter_rag.sealed.core.SealedSearch.before_clear`)."""
-        if self._indexes():
-            self._marker(write=False)  # the marker names the store-held index's dimension
-        return self._search.before_clear()
+    def _deleting(self, store_ids: Sequence[Any], *, listed: Any = None) -> WriteSteps:
+        """A delete (:func:`~textcrafter_rag.sealed.engine.delete_records`: the store first, then the tombstones
+        of these store ids, or of those ``listed``, in the index modes)."""
+        settle = functools.partial(self._marker, write=False)
+        return delete_records(self._search, list(store_ids), listed=listed, settle=settle)
 
-    def _cleared(self, state: Any) -> None:
-        """After the wrapped store was cleared: the index forgets every id it held, the marker is gone.
+    def _clearing(self) -> WriteSteps:
+        """A clear (:func:`~textcrafter_rag.sealed.engine.clear_records`)."""
+        return clear_records(self._search, settle=functools.partial(self._marker, write=False))
 
-        The store-held index's log went with the store: this process starts a new epoch of it, so every other
-        process drops what it holds at its next read (:meth:`~textcrafter_rag.sealed.StoreIndex.cleared`).
-        """
+    def _cleared(self) -> None:
+        """The marker went with the store: the next write marks it again."""
         self._marker_checked = False
         self._ids_scheme = None
-        self._search.cleared(state)
 
     def clear(self) -> None:
         """Clear the wrapped store, and the index (app-side or store-held) of every id it held.
@@ -122,15 +109,13 @@ class SealedIndexUpkeep:
         Other processes, writers included, follow a clear of the store-held index at their next read. Clear
         while no other process writes: a write that races the clear may be taken for a rollback by readers.
         """
-        state = self._before_clear()
-        self._store.clear()
-        self._cleared(state)
+        run(self._clearing(), write=self._store.clear)
+        self._cleared()
 
     async def aclear(self) -> None:
         """Async :meth:`clear`."""
-        state = await asyncio.to_thread(self._before_clear)
-        await self._store.aclear()
-        await asyncio.to_thread(self._cleared, state)
+        await arun(self._clearing(), write=self._store.aclear)
+        self._cleared()
 
     def rebuild_index(self, *, batch_size: int = 1_000, progress: bool = True) -> int:
         """Rebuild the store-held index from the sealed shells the wrapped store holds; how many were indexed.

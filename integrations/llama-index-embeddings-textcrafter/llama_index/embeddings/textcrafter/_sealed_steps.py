@@ -45,7 +45,7 @@ from textcrafter_rag.sealing import SealError
 from ._port import LlamaIndexPort
 from .instrumentation import warn_unless_silent
 
-__all__ = ["Hit", "SealedSearchSteps", "one_more", "shell_fields"]
+__all__ = ["Hit", "SealedSearchSteps", "shell_fields"]
 
 #: One shell the store returned, with the id it returned it under (``None`` if it gave none).
 Hit = tuple[BaseNode, Any]
@@ -53,14 +53,14 @@ Hit = tuple[BaseNode, Any]
 _PROBE_K = 10
 
 
-def one_more(query: VectorStoreQuery) -> VectorStoreQuery:
-    """A single-stage query for one more hit than asked: the store's marker record may rank among them."""
-    return dataclasses.replace(query, similarity_top_k=query.similarity_top_k + 1)
-
-
 def shell_fields(shells: Sequence[BaseNode]) -> list[tuple[Any, Any, Any, Any, Any]]:
     """What the core opens of shells read by id (the replica's check of each against the index log)."""
     return SealedSearchSteps._hit_fields([(s, None) for s in shells])
+
+
+def _any_fields(hits: Sequence[Any]) -> list[tuple[Any, Any, Any, Any, Any]]:
+    """What the core opens of a search's hits: ``(shell, store id)`` pairs (candidates) or shells read by id."""
+    return SealedSearchSteps._hit_fields([h if isinstance(h, tuple) else (h, None) for h in hits])
 
 
 class SealedSearchSteps(SearchCounters):
@@ -77,9 +77,7 @@ class SealedSearchSteps(SearchCounters):
     _new_search: Callable[[SearchOptions], SealedSearch]
     _adopt: bool
 
-    # ``open_node`` (a shell opened into its node) and ``_open_result`` (a result's shells opened) are the
-    # sealed vector store's own methods.
-    _open_result: Callable[[VectorStoreQueryResult], VectorStoreQueryResult]
+    # ``open_node`` (a shell opened into its node) is the sealed vector store's own method.
 
     def _open_mode(self, dim: int | None) -> None:
         """A store opened with the default mode takes the mode it was written in, before anything is sent.
@@ -163,16 +161,6 @@ class SealedSearchSteps(SearchCounters):
             await self._store.async_add([self._marker_node(dim)])
             self._marker_checked = True
 
-    def _own_result(self, query: VectorStoreQuery, result: VectorStoreQueryResult) -> VectorStoreQueryResult:
-        """The store's own answer to a single-stage query (asked for one more: :func:`one_more`), opened, the
-        library's records left out, cut to ``similarity_top_k``."""
-        opened, k = self._open_result(result), query.similarity_top_k
-        return VectorStoreQueryResult(
-            nodes=opened.nodes[:k] if opened.nodes is not None else None,
-            similarities=opened.similarities[:k] if opened.similarities is not None else None,
-            ids=opened.ids[:k] if opened.ids is not None else None,
-        )
-
     def _clean_query(self, query: VectorStoreQuery) -> np.ndarray:
         """The validated clean query of a sealed search (it never leaves this process)."""
         if query.query_embedding is None:
@@ -225,17 +213,12 @@ class SealedSearchSteps(SearchCounters):
         them, and ranked exactly: a search among named nodes is complete, not limited to the index's best
         ``open_k``; ``doc_ids`` restrict what was read (:meth:`_restricted`).
         """
-        mode, k = self._search.search_mode, query.similarity_top_k
-        if mode.ranks_in_store:
-            return mode.find(self._search, Query(clean, k, self._hit_fields))
-        if query.filters is not None or kwargs:
-            raise InvalidInputError(
-                "the index ranks in this process and passes nothing to the store: filters and store "
-                "arguments cannot be applied (use candidate search, search=TwoStageSearch(), to filter in the store)"
-            )
+        core = self._search
         named = [str(i) for i in query.node_ids] if query.node_ids else None
         keep = functools.partial(self._restricted, query)
-        return mode.find(self._search, Query(clean, k, shell_fields, ids=named, keep=keep))
+        store_args = (("filters",) if query.filters is not None else ()) + tuple(sorted(kwargs))
+        found = Query(clean, query.similarity_top_k, _any_fields, ids=named, keep=keep, store_args=store_args)
+        return core.search_mode.find(core, found)  # candidates: the store applies ids and filters itself
 
     @staticmethod
     def _as_hits(found: Found[Any]) -> Found[Hit]:

@@ -44,7 +44,6 @@ index mode's index in step with the store are in :mod:`._index_upkeep`.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -59,7 +58,7 @@ from llama_index.core.vector_stores.types import (
     VectorStoreQueryResult,
 )
 
-from textcrafter_rag.deprecation import renamed_keyword
+from textcrafter_rag.deprecation import renamed_keyword, warn_renamed
 from textcrafter_rag.errors import InvalidInputError, InvalidTypeError
 from textcrafter_rag.sealed.candidates import VECTOR_KEY, TwoStageSearch
 from textcrafter_rag.sealed.core import (
@@ -73,25 +72,17 @@ from textcrafter_rag.sealed.core import (
 from textcrafter_rag.sealed.engine import add_records, arun, run
 from textcrafter_rag.sealed.layout import CHUNKS_FIELD, LOG_FIELD, is_library_record
 from textcrafter_rag.sealed.marker import StoreMarker
+from textcrafter_rag.sealed.modes import mode_of
 from textcrafter_rag.sealed.records import ID_FIELD, IDS_KEY, RecordSealer, canonical_record_id
 from textcrafter_rag.sealing import NotPicklable, SealError, SecretKey
 from textcrafter_rag.validation import check_int
 
+from ._answers import ANSWERS, Answers
 from ._index_upkeep import SealedIndexUpkeep
-from ._mode_choice import (
-    _FROM_FETCH_K,
-    check_search,
-    clean_node_vectors,
-    default_search,
-    named_search,
-    reading_model,
-    search_factory,
-    warn_unprotected,
-)
-from ._port import LlamaIndexPort
+from ._mode_choice import _FROM_FETCH_K, check_search, default_search, named_search, search_factory
+from ._port import LlamaIndexPort, reads_by_id
 from ._sealed_ids import SealedNodeIds
-from ._sealed_steps import Hit, SealedSearchSteps, one_more
-from .instrumentation import warn_unless_silent
+from ._sealed_steps import SealedSearchSteps
 
 __all__ = ["NODE_FIELD", "SealedVectorStore", "StoreRanksWarning"]
 
@@ -172,6 +163,8 @@ class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, SealedIn
     _new_search: Callable[[SearchOptions], SealedSearch] = PrivateAttr()
     #: The mode was not chosen by the caller: the store's marker (or records) may still name another.
     _adopt: bool = PrivateAttr(default=False)
+    #: One reader per answering kind (:mod:`._answers`); the mode's is :meth:`_reader`.
+    _readers: dict[str, Answers] = PrivateAttr(default_factory=dict)
 
     def __init__(
         self,
@@ -193,11 +186,12 @@ class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, SealedIn
             raise InvalidTypeError(f"store must be a LlamaIndex BasePydanticVectorStore, got {type(store).__name__}")
         defaulted = search is _FROM_FETCH_K and fetch_k is None
         search = default_search(store) if defaulted else named_search(fetch_k, search)
-        check_search(store, search, embed_model)
+        check_search(store, search)
+        reader = ANSWERS[mode_of(search).answered_by]
         embeds_queries = store.is_embedding_query and embed_model is None
         super().__init__(stores_text=store.stores_text, is_embedding_query=embeds_queries)
         secret = SecretKey(key)
-        self._embed_model, self._reread = reading_model(embed_model, search, secret)
+        self._embed_model, self._reread = reader.reading_model(embed_model, secret)
         self._store = store
         # A store that keeps no text answers queries with ids alone, which the index maps to its nodes: it gets
         # sealed ids, which the key turns back into the nodes' own (keyed UUIDs cannot be turned back).
@@ -208,7 +202,8 @@ class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, SealedIn
         self._port = LlamaIndexPort(store)
         self._new_search = search_factory(secret, tenant=tenant, strict=strict, port=self._port)
         self._search = self._new_search(search)
-        self._adopt = defaulted and self._search.indexes is not None  # the default where the store reads by id
+        self._readers = {kind: answers(self) for kind, answers in ANSWERS.items()}
+        self._adopt = defaulted and reads_by_id(store)  # the default where the store reads by id: a sealed mode
         self._store_marker = StoreMarker(secret, tenant=tenant)
         self._marker_id = self._store_marker.id
 
@@ -238,7 +233,8 @@ class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, SealedIn
 
     @property
     def two_stage(self) -> TwoStageSearch | None:
-        """The candidate search options, or ``None`` (single-stage, or the app-side index)."""
+        """Deprecated (warned): :attr:`search_options`, which names every mode."""
+        warn_renamed("SealedVectorStore.two_stage", "SealedVectorStore.search_options")
         options = self.search_options
         return options if isinstance(options, TwoStageSearch) else None
 
@@ -294,25 +290,13 @@ class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, SealedIn
         similarities = [scores[i] for i in keep] if scores and len(scores) == len(result.nodes) else scores
         return VectorStoreQueryResult(nodes=nodes, similarities=similarities, ids=[n.node_id for n in nodes])
 
+    def _reader(self) -> Answers:
+        """The reader of the mode the store is in now (the one lookup by mode; :mod:`._answers`)."""
+        return self._readers[self._search.search_mode.answered_by]
+
     def _shells(self, nodes: Sequence[BaseNode]) -> tuple[list[BaseNode], np.ndarray | None]:
         """The shells for ``nodes``, and (sealed search) their validated clean vectors."""
-        if self._search.search_mode.store_ranks:  # single-stage: the store ranks the nodes' own embeddings
-            return [self._shell(n, n.embedding, {}) for n in nodes], None
-        missing = [n.node_id for n in nodes if n.embedding is None]
-        if missing:
-            raise InvalidInputError(f"sealed search needs each node's embedding; {len(missing)} node(s) have none")
-        if not nodes:
-            return [], None
-        vectors = clean_node_vectors(nodes, self._embed_model, self._reread)
-        clean = self._search.check_vectors(vectors, name="node embeddings")
-        warn_unless_silent(vectors, what="node embeddings", stacklevel=4)
-        ids = [canonical_record_id(self._records.store_id(n.node_id)) for n in nodes]
-        vectors = self._search.store_vectors(clean, ids)
-        shells = [self._shell(n, v.tolist(), {}) for n, v in zip(nodes, vectors, strict=True)]
-        fields = self._search.record_fields(clean, ids, [s.text for s in shells])  # the vector binds its shell
-        for shell, extra in zip(shells, fields, strict=True):
-            shell.metadata.update(extra)
-        return shells, clean
+        return self._reader().shells(nodes)
 
     def _check(self, filters: MetadataFilters | None, store_kwargs: Mapping[str, Any] | None = None) -> None:
         # one rule for both frameworks (sealed_records): MetadataFilters, then every filter-like store keyword
@@ -329,8 +313,7 @@ class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, SealedIn
         skip and count, never a stored record that no search finds.
         """
         self._open_mode(_dim_of(nodes))
-        if self._search.search_mode.store_ranks:
-            warn_unprotected(nodes)
+        self._reader().check_nodes(nodes)
         shells, clean = self._shells(nodes)
         self._marker(write=False)
         self._check_writable()
@@ -342,8 +325,7 @@ class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, SealedIn
     async def async_add(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[str]:
         """Async :meth:`add`."""
         await asyncio.to_thread(self._open_mode, _dim_of(nodes))
-        if self._search.search_mode.store_ranks:
-            warn_unprotected(nodes)
+        self._reader().check_nodes(nodes)
         shells, clean = self._shells(nodes)
         await self._amarker(write=False)
         await asyncio.to_thread(self._check_writable)
@@ -362,19 +344,7 @@ class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, SealedIn
         check_int(query.similarity_top_k, name="similarity_top_k", low=1, high=1 << 31)  # every mode, before the store
         query = self._mapped_query(query)  # node_ids= / doc_ids= (the retriever's) as the store holds them
         self._open_mode(_dim_of_query(query))
-        if self._search.search_mode.store_ranks:  # single-stage: the store's own query answers
-            self._marker(write=False)
-            return self._own_result(query, self._store.query(one_more(query), **kwargs))
-        if query.query_embedding is None and self._embed_model is not None and query.query_str:
-            query = dataclasses.replace(query, query_embedding=self._embed_model.get_query_embedding(query.query_str))
-        clean = self._clean_query(query)
-        self._marker(write=False)
-        found = run(
-            self._find(query, clean, kwargs),
-            search=lambda vector, n: self._hits(self._store.query(self._candidate_query(query, vector, n), **kwargs)),
-            read=lambda ids: self._store.get_nodes(node_ids=ids),
-        )
-        return self._ranked(query, clean, self._as_hits(found))
+        return self._reader().query(query, dict(kwargs))
 
     async def aquery(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
         """Async :meth:`query`."""
@@ -382,22 +352,7 @@ class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, SealedIn
         check_int(query.similarity_top_k, name="similarity_top_k", low=1, high=1 << 31)  # every mode, before the store
         query = self._mapped_query(query)  # node_ids= / doc_ids= (the retriever's) as the store holds them
         await asyncio.to_thread(self._open_mode, _dim_of_query(query))
-        if self._search.search_mode.store_ranks:
-            await self._amarker(write=False)
-            return self._own_result(query, await self._store.aquery(one_more(query), **kwargs))
-        if query.query_embedding is None and self._embed_model is not None and query.query_str:
-            embedding = await self._embed_model.aget_query_embedding(query.query_str)
-            query = dataclasses.replace(query, query_embedding=embedding)
-        clean = self._clean_query(query)
-        await self._amarker(write=False)
-
-        async def search(vector: list[float], n: int) -> list[Hit]:
-            return self._hits(await self._store.aquery(self._candidate_query(query, vector, n), **kwargs))
-
-        found = await arun(
-            self._find(query, clean, kwargs), search=search, read=lambda ids: self._store.aget_nodes(node_ids=ids)
-        )
-        return await asyncio.to_thread(self._ranked, query, clean, self._as_hits(found))
+        return await self._reader().aquery(query, dict(kwargs))
 
     def get_nodes(self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None) -> list[BaseNode]:
         """The wrapped store's nodes (your ids, mapped to the store's), opened."""
