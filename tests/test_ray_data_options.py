@@ -52,7 +52,8 @@ def test_an_options_object_is_honoured_with_the_key_read_on_the_worker(monkeypat
     options = ProtectionOptions(mechanism=NoDefense(), chunk_size=2)  # (a tenant comes with its key, below)
     protect = Protect(options=options, key_env="TC_TEST_RAY_KEY", tenant="acme", threads=None)
     assert protect.protector.chunk_size == 2 and protect.protector.keyed
-    np.testing.assert_allclose(_out(protect), KeyedRotation(KEY, tenant="acme", dim=16).apply(X))
+    # chunks of 2 against one call: float32 BLAS rounds by the batch's shape on some CPUs (AMD EPYC: 4e-7)
+    np.testing.assert_allclose(_out(protect), KeyedRotation(KEY, tenant="acme", dim=16).apply(X), atol=1e-5)
     over = Protect(options=options, mechanism="gaussian:s=0.5", threads=None)
     assert isinstance(over.protector.mechanism, GaussianNoise)  # keywords apply over the object
 

@@ -69,7 +69,9 @@ def test_one_vector_is_released_once_whatever_its_copies_and_distinct_vectors_in
     ts = _two_stage(doc_strength=2.0)
     first = ts.protect_documents(x)
     np.testing.assert_array_equal(first, _two_stage(doc_strength=2.0).protect_documents(x))  # re-indexing
-    np.testing.assert_array_equal(ts.protect_documents(x[[0, 0, 0]]), first[[0, 0, 0]])  # copies
+    # copies: the same draw; float32 BLAS rounds by the batch's shape on some CPUs (AMD EPYC: 6e-8), far below
+    # the noise (norm 2.0), so copies average to nothing
+    np.testing.assert_allclose(ts.protect_documents(x[[0, 0, 0]]), first[[0, 0, 0]], atol=1e-6)
     np.testing.assert_allclose(ts.protect_documents(x[:1] * 7.5), first[:1], atol=1e-6)  # scaled: the same draw
     jitter = x[:1] + 1e-7 * _unit(1, seed=9)  # float noise of an encoder: the same quantized direction
     np.testing.assert_allclose(ts.protect_documents(jitter), first[:1], atol=1e-6)
