@@ -7,9 +7,11 @@
   ranks the index log's heads exactly and then one other record: heads rank above every other record by
   construction (:mod:`textcrafter_rag.sealed.log`), so the core reads the same answer as from
   an exact search, at a cost that does not grow with the store (the benchmark times the app, not a dict scan).
-* :class:`App` is one process's sealed store over that port, written and read in the adapters' order (log, then
-  the sealed records; candidates, then the records from the replica or by id from the store), with the record
-  sealing of :class:`~textcrafter_rag.sealed.records.RecordSealer` (padded AES-GCM texts, as the adapters store).
+* :class:`App` is one process's sealed store over that port, written and read in the adapters' order (an add is
+  the engine's :func:`~textcrafter_rag.sealed.engine.add_records`: the log read, the entries logged, the sealed
+  records, the log read again; a search: candidates, then the records from the replica or by id from the store),
+  with the record sealing of :class:`~textcrafter_rag.sealed.records.RecordSealer` (padded AES-GCM texts, as the
+  adapters store).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import numpy as np
 
 from textcrafter_rag.sealed import PortRecord, StoreIndexSearch
 from textcrafter_rag.sealed.core import SealedSearch
+from textcrafter_rag.sealed.engine import add_records, run
 from textcrafter_rag.sealed.log import LOG_FIELD
 from textcrafter_rag.sealed.records import RecordSealer
 from textcrafter_rag.sealed.replica import port_hit_fields
@@ -113,11 +116,13 @@ class App:
         ]
 
     def add(self, ids: Sequence[str], texts: Sequence[str], clean: np.ndarray) -> list[str]:
-        """Log the entries, then store the records (the adapters' order); the store ids."""
+        """The adapters' add, run by the engine's own driver (so the store sees what it sees from them, in their
+        order): the log read, the entries logged, the records stored, then the log read again (the confirm that
+        relogs an entry a racing delete removed); the store ids."""
         recs = self.records(ids, texts, clean)
-        self.core.index_add([r.id for r in recs], clean)
-        self.port.put(recs)
-        return [r.id for r in recs]
+        store_ids = [r.id for r in recs]
+        run(add_records(self.core, store_ids, clean), write=lambda: self.port.put(recs))
+        return store_ids
 
     def search(self, query: np.ndarray, k: int = 10) -> list[str]:
         """The store ids of the best ``k`` by exact cosine, read from the replica or by id from the store."""

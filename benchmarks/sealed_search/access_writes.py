@@ -4,8 +4,10 @@ The attacker is the store's operator, who had its own notes written through the 
 disease, 180) and watches every write request: its **time of arrival** and its **size**, for each of the log
 segment, the writer's head (and the delete of its previous head) and the data record, in the library's order
 (segment, head, then the records). The victim adds notes one at a time through the same app, in the adapters'
-way: embed the text (the encoder runs in the app, so its time is part of the gap before the write), seal the
-record, log the entry (segment, head), store the record. The attacker's notes and the victim's are written
+way (the engine's ``add_records``): embed the text (the encoder runs in the app, so its time is part of the gap
+before the write), seal the record, read the log, log the entry (segment, head), store the record, read the log
+again (the confirm writes nothing unless a racing delete removed the entry). The log reads are requests the
+operator sees too, but no write: their time is in the gaps. The attacker's notes and the victim's are written
 interleaved in a random order, back to back, so the attacker's references see the same machine load.
 
 Rows (per mode; the writes are the same with and without the replica, and both are measured):

@@ -14,6 +14,7 @@ miss, a delete or a store that cannot read by id. A clear reader looks up keyed 
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -22,7 +23,7 @@ from langchain_core.vectorstores import VectorStore
 
 from textcrafter_rag.logs import logger
 from textcrafter_rag.sealed.core import SealedSearch
-from textcrafter_rag.sealed.engine import arun, delete_records, marker_record, run, settle_marker
+from textcrafter_rag.sealed.engine import WriteSteps, arun, delete_records, marker_record, run, settle_marker
 from textcrafter_rag.sealed.marker import StoreMarker
 from textcrafter_rag.sealed.modes import MODES
 from textcrafter_rag.sealed.record_ids import check_writable
@@ -156,7 +157,19 @@ class SealedIds:
         return self._delete_stored(self._delete_ids(ids, found), **kwargs)
 
     def _delete_stored(self, store_ids: list[Any], **kwargs: Any) -> bool | None:
-        return run(delete_records(self._search, store_ids), write=lambda: self._store.delete(store_ids, **kwargs))
+        return run(self._deleting(store_ids), write=lambda: self._store.delete(store_ids, **kwargs))
+
+    def _deleting(self, store_ids: list[Any]) -> WriteSteps:
+        """A delete of these store ids (:func:`~textcrafter_rag.sealed.engine.delete_records`: the store first, then
+        the tombstones and the read-back in an index mode).
+
+        The marker is read first: it names the store-held index's dimension, which a process whose first call is a
+        delete knows from nothing else. Without it no tombstone would be logged: the deleted records' entries (their
+        sealed clean vectors) would stay in the log and in every snapshot, read and skipped by every search.
+        """
+        if self._default_mode:  # no mode named: the marker may name another, learnt before the core is taken
+            self._marker(write=False)
+        return delete_records(self._search, store_ids, settle=functools.partial(self._marker, write=False))
 
     async def adelete(self, ids: list[Any] | None = None, **kwargs: Any) -> bool | None:
         """Async :meth:`delete`."""
@@ -165,7 +178,7 @@ class SealedIds:
             return await self._store.adelete(None, **kwargs)
         found = await self._afind(ids) if has_get_by_ids(self._store) else None
         store_ids = self._delete_ids(ids, found)
-        steps = delete_records(self._search, store_ids)
+        steps = await asyncio.to_thread(self._deleting, store_ids)
         return await arun(steps, write=lambda: self._store.adelete(store_ids, **kwargs))
 
     # -- the mode marker -------------------------------------------------------------------------

@@ -3,8 +3,11 @@
 Run as ``python _store_index_worker.py ENGINE ADDRESS COLLECTION KEY [replica]``. It reads one JSON command a line on
 stdin and answers one JSON line on stdout, so the test decides the interleaving of several workers. The
 ``pause`` of an add blocks the worker at a chosen point of the write (before or after the store takes the
-data records), and that of a compaction before its snapshot's head or before its deletes, until the test kills
-it with SIGKILL: never a sleep.
+data records), that of a delete once the store deleted the records (before the tombstones), and that of a
+compaction before its snapshot's head or before its deletes: the worker says where it stopped and reads its
+next line, so it goes on when the test sends one (``continue``) or dies when the test kills it with SIGKILL,
+never after a sleep. ``unchecked`` runs an add without :meth:`StoreIndex.confirm` or a delete without its
+read-back (``IndexModes._index_again``), to show what each protects against.
 """
 
 from __future__ import annotations
@@ -12,7 +15,10 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
+from unittest import mock
 
 import numpy as np
 from langchain_core.documents import Document
@@ -21,9 +27,14 @@ from langchain_core.embeddings import Embeddings
 from langchain_textcrafter import SealedVectorStore
 from langchain_textcrafter._port import LangChainPort
 from textcrafter_rag.sealed import StoreIndexSearch
+from textcrafter_rag.sealed.index_modes import IndexModes
 from textcrafter_rag.sealed.log import LOG_FIELD
+from textcrafter_rag.sealed.records import canonical_record_id
+from textcrafter_rag.sealed.store_index import StoreIndex
 
 DIM = 64
+#: The check each write runs after its store call, switched off by a command's ``unchecked``.
+CHECKS = {"add": (StoreIndex, "confirm"), "delete": (IndexModes, "_index_again")}
 
 
 class HashEmbeddings(Embeddings):
@@ -43,6 +54,17 @@ class HashEmbeddings(Embeddings):
 
 def say(**message: Any) -> None:
     print(json.dumps(message), flush=True)
+
+
+@contextmanager
+def unchecked(op: str, off: bool) -> Iterator[None]:
+    """Run ``op`` without its check (``off``): the add's confirm, or the delete's read-back, made a no-op."""
+    if not off:
+        yield
+        return
+    cls, name = CHECKS[op]
+    with mock.patch.object(cls, name, return_value=0):
+        yield
 
 
 def pausing(cls: type) -> type:
@@ -69,7 +91,12 @@ def pausing(cls: type) -> type:
             if self.snapshot_written and self.pause == "before-deletes":
                 say(paused="before-deletes")  # the snapshot and its head are in the store; nothing deleted yet
                 sys.stdin.readline()
-            return super().delete(ids, **kwargs)
+            out = super().delete(ids, **kwargs)
+            if self.pause == "after-delete":  # a delete's first call to the store: its records (the log's follow)
+                self.pause = None
+                say(paused="after-delete")  # the records are gone from the store; no tombstone logged yet
+                sys.stdin.readline()
+            return out
 
         def add_documents(self, documents: list[Document], **kwargs: Any) -> list[str]:
             kinds = {(d.metadata or {}).get(LOG_FIELD) for d in documents}
@@ -77,7 +104,7 @@ def pausing(cls: type) -> type:
                 say(paused="before-pointer")  # the snapshot is in the store; no head names it yet
                 sys.stdin.readline()
             self.snapshot_written = self.snapshot_written or "snap" in kinds
-            data = not any(LOG_FIELD in (d.metadata or {}) for d in documents)
+            data = not any({LOG_FIELD, "_tc_marker"} & set(d.metadata or {}) for d in documents)
             if data and self.pause == "before-store":
                 say(paused="before-store")
                 sys.stdin.readline()  # the test kills this process here
@@ -114,6 +141,29 @@ def build(engine: str, address: str, collection: str) -> Any:
     raise SystemExit(f"unknown engine {engine}")
 
 
+def audit(store: SealedVectorStore, ids: list[str]) -> dict[str, Any]:
+    """The data records the store holds (how many), those the index does not hold (stored but found by no
+    search) and the entries whose record the store does not hold (dead: read and skipped by searches); as the
+    user's ``ids`` where the test names them, else as the store's."""
+    store._marker(write=False)  # a fresh process learns the index's dimension from the store's marker
+    held = store._search.store_index()
+    held.refresh()
+    indexed = {canonical_record_id(i) for i in held.index.ids()}
+    port = LangChainPort(store.store, store._shim, id_field=store._id_field)
+    stored = {
+        canonical_record_id(r.id)
+        for batch in port.enumerate(500)
+        for r in batch
+        if LOG_FIELD not in r.fields and "_tc_marker" not in r.fields
+    }
+    names = {canonical_record_id(s): i for s, i in zip(store.store_ids(ids), ids, strict=True)}
+    return {
+        "stored": len(stored),
+        "unindexed": sorted(names.get(i, i) for i in stored - indexed),
+        "dead": sorted(names.get(i, i) for i in indexed - stored),
+    }
+
+
 def main() -> None:
     engine, address, collection, key = sys.argv[1:5]
     options = StoreIndexSearch(replica=sys.argv[5:] == ["replica"])
@@ -125,7 +175,8 @@ def main() -> None:
         try:
             if op == "add":
                 store.store.pause = cmd.get("pause")
-                ids = store.add_texts(cmd["texts"], ids=cmd["ids"])
+                with unchecked(op, cmd.get("unchecked", False)):
+                    ids = store.add_texts(cmd["texts"], ids=cmd["ids"])
                 say(acked=ids)
             elif op == "find":  # each text's best hit: its own record, if the index finds it
                 store.store.data_read, asked = 0, []
@@ -147,20 +198,12 @@ def main() -> None:
                 store.store.pause = cmd.get("pause")
                 say(compacted=store.compact_index())
             elif op == "delete":
-                store.delete(cmd["ids"])
+                store.store.pause = cmd.get("pause")
+                with unchecked(op, cmd.get("unchecked", False)):
+                    store.delete(cmd["ids"])
                 say(deleted=cmd["ids"])
-            elif op == "audit":  # every data record the store holds, and whether the index holds it
-                held = store._search.store_index()
-                held.refresh()
-                indexed = set(held.index.ids())
-                port = LangChainPort(store.store, store._shim, id_field=store._id_field)
-                stored = [
-                    r.id
-                    for batch in port.enumerate(500)
-                    for r in batch
-                    if LOG_FIELD not in r.fields and "_tc_marker" not in r.fields
-                ]
-                say(stored=len(stored), unindexed=sorted(set(stored) - indexed))
+            elif op == "audit":  # every data record the store holds, against every entry the index holds
+                say(**audit(store, cmd.get("ids", [])))
             elif op == "exit":
                 say(bye=True)
                 return

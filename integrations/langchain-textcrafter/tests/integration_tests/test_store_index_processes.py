@@ -2,8 +2,10 @@
 Qdrant local, which admits one process at a time, for a crash and a restart).
 
 Each worker is a separate Python process (``_store_index_worker.py``) driven line by line, so the test fixes
-the interleaving: all three writers finish a batch before any starts the next, and a writer is SIGKILLed at a
-point it reports (before or after the store takes its records), never after a sleep.
+the interleaving: all three writers finish a batch before any starts the next, a writer is SIGKILLed at a
+point it reports (before or after the store takes its records), and an add and a delete of the same ids are
+interleaved by stopping one writer inside its write (it reports where, and waits on its stdin pipe) while the
+other writes: never after a sleep.
 """
 
 from __future__ import annotations
@@ -137,7 +139,7 @@ def test_three_writers_at_once_lose_nothing_for_a_reader_opened_before_and_one_o
     for reader in (before, after, writers[0]):
         assert reader.ask(op="find", texts=texts)["found"] == ids
     audit = after.ask(op="audit")
-    assert audit == {"stored": 180, "unindexed": []}
+    assert audit == {"stored": 180, "unindexed": [], "dead": []}
     for w in [before, after, *writers]:
         w.close()
 
@@ -246,4 +248,107 @@ def test_a_replica_reader_finds_another_process_writes_at_its_next_search_and_it
     assert not set(gone["found"]) & set(one["ids"][:5]) and gone["found"][5:] == two["ids"]
     assert gone["data_read"] == 0  # a tombstone drops records: nothing to read
     for w in (reader, writer):
+        w.close()
+
+
+# -- an add and a delete of the same ids from two processes, in a forced order ------------------------------
+#
+# Each race runs twice on the same two writers, with other ids: first with the check it is about switched off in
+# the worker (``unchecked``: the add's confirm, or the delete's read-back), which shows the interleaving really
+# happened (the store then holds records no search finds), then as shipped.
+
+
+def check_only_the_unchecked_are_lost(
+    spawn: Spawner, key: str, writers: list[Worker], unchecked: dict[str, list[str]], checked: dict[str, list[str]]
+) -> None:
+    """A new process with only the key: the raced records of the unchecked run are stored and found by no search;
+    every other record is stored and found, by it and by the writers, and no entry is dead."""
+    fresh = spawn(key)
+    names = unchecked["ids"] + checked["ids"]
+    assert fresh.ask(op="audit", ids=names) == {"stored": 6, "unindexed": unchecked["ids"][:2], "dead": []}
+    for reader in (fresh, *writers):
+        found = reader.ask(op="find", texts=unchecked["texts"] + checked["texts"])
+        assert found["found"][2:] == unchecked["ids"][2:] + checked["ids"] and found["dead"] == 0
+        assert not set(found["found"][:2]) & set(unchecked["ids"])  # stored, and found by no search
+    for w in (fresh, *writers):
+        w.close()
+
+
+def test_an_add_whose_entries_a_racing_delete_removed_is_found_after_its_confirm(spawn: Spawner) -> None:
+    """A logs its entries and stops before its store write; B (a new process: a delete is its first call) deletes
+    two of those ids in full: the store holds nothing yet, its tombstones are merged after A's entries, the
+    read-back finds nothing; A then stores and confirms, which logs the two again."""
+    key = generate_key()
+    a, b = spawn(key), spawn(key)
+    unchecked, checked = batch("unchecked", 3), batch("checked", 3)
+    for added, off in ((unchecked, True), (checked, False)):
+        assert a.ask(op="add", pause="before-store", unchecked=off, **added) == {"paused": "before-store"}
+        raced = added["ids"][:2]
+        assert b.ask(op="delete", ids=raced) == {"deleted": raced}
+        a.send(op="continue")  # A stores the three records, then (unless unchecked) confirms
+        assert a.read() == {"acked": added["ids"]}
+    check_only_the_unchecked_are_lost(spawn, key, [a, b], unchecked, checked)
+
+
+def test_a_delete_whose_records_a_racing_add_stored_again_indexes_them_after_its_tombstones(spawn: Spawner) -> None:
+    """B deletes two stored records and stops before its tombstones; A adds the two again in full (entries, records,
+    confirm, which has no tombstone to see yet); B then logs its tombstones, merged after A's entries, and reads
+    the ids back: the store holds them, so it logs them again."""
+    key = generate_key()
+    a, b = spawn(key), spawn(key)
+    unchecked, checked = batch("unchecked", 3), batch("checked", 3)
+    for added, off in ((unchecked, True), (checked, False)):
+        assert a.ask(op="add", **added) == {"acked": added["ids"]}
+        raced = {"ids": added["ids"][:2], "texts": added["texts"][:2]}
+        assert b.ask(op="delete", pause="after-delete", unchecked=off, ids=raced["ids"]) == {"paused": "after-delete"}
+        assert a.ask(op="add", **raced) == {"acked": raced["ids"]}
+        b.send(op="continue")  # B logs its tombstones, then (unless unchecked) reads the records back
+        assert b.read() == {"deleted": raced["ids"]}
+    check_only_the_unchecked_are_lost(spawn, key, [a, b], unchecked, checked)
+
+
+def test_an_add_and_a_delete_that_do_not_overlap_keep_their_order(spawn: Spawner) -> None:
+    """A delete that starts after another process's add was acknowledged removes the records everywhere, and an add
+    that starts after another's delete was acknowledged is found everywhere: the checks find nothing to do."""
+    key = generate_key()
+    a, b = spawn(key), spawn(key)
+    gone, back = batch("gone", 3), batch("back", 3)
+    for added in (gone, back):
+        assert a.ask(op="add", **added) == {"acked": added["ids"]}
+        assert b.ask(op="delete", ids=added["ids"]) == {"deleted": added["ids"]}
+    assert a.ask(op="add", **back) == {"acked": back["ids"]}
+    fresh = spawn(key)
+    assert fresh.ask(op="audit", ids=gone["ids"] + back["ids"]) == {"stored": 3, "unindexed": [], "dead": []}
+    for reader in (fresh, a, b):
+        found = reader.ask(op="find", texts=gone["texts"] + back["texts"])
+        assert found["found"][3:] == back["ids"] and found["dead"] == 0
+        assert not set(found["found"][:3]) & set(gone["ids"])
+    for w in (fresh, a, b):
+        w.close()
+
+
+def test_a_delete_between_an_adds_store_write_and_its_confirm_leaves_dead_entries_never_a_lost_record(
+    spawn: Spawner,
+) -> None:
+    """A stores its records and stops before its confirm; B deletes two of them in full (from the store, then
+    tombstones after A's entries). A's confirm sees the entries gone and logs them again, as it must without
+    reading the store (a read that lags would say a stored record is absent): the store no longer holds them, so
+    they are dead entries, skipped and counted by searches, never records no search finds. The next delete of
+    the ids removes them."""
+    key = generate_key()
+    a, b = spawn(key), spawn(key)
+    added = batch("late", 3)
+    raced = added["ids"][:2]
+    assert a.ask(op="add", pause="after-store", **added) == {"paused": "after-store"}
+    assert b.ask(op="delete", ids=raced) == {"deleted": raced}
+    a.send(op="continue")  # A confirms: the two entries are logged again
+    assert a.read() == {"acked": added["ids"]}
+    fresh = spawn(key)
+    assert fresh.ask(op="audit", ids=added["ids"]) == {"stored": 1, "unindexed": [], "dead": raced}
+    found = fresh.ask(op="find", texts=added["texts"])
+    assert found["found"][2] == added["ids"][2] and not set(found["found"][:2]) & set(raced)
+    assert found["dead"] == 2 * 3  # each of the three searches read the two dead entries and skipped them
+    assert b.ask(op="delete", ids=raced) == {"deleted": raced}
+    assert fresh.ask(op="audit", ids=added["ids"]) == {"stored": 1, "unindexed": [], "dead": []}
+    for w in (fresh, a, b):
         w.close()

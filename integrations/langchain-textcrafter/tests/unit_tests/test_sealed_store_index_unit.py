@@ -60,6 +60,24 @@ def test_another_worker_with_only_the_key_finds_every_record_and_sees_later_writ
     assert len(first.similarity_search(q, k=20)) == 20
 
 
+@pytest.mark.parametrize("call", ["delete", "adelete"])
+def test_a_worker_whose_first_call_is_a_delete_logs_the_tombstones(base, call: str) -> None:
+    """A deleting worker knows the index's dimension from the marker: its tombstones reach the log, so no entry of
+    a deleted record (its sealed clean vector) stays there, read and skipped by every search."""
+    key = generate_key()
+    first = _held(base, key)
+    first.add_texts(TEXTS[:10], ids=IDS[:10])
+    deleter = _held(base, key, store=first.store)
+    if call == "delete":
+        deleter.delete(IDS[:3])
+    else:
+        asyncio.run(deleter.adelete(IDS[:3]))
+    reader = _held(base, key, store=first.store)
+    assert sorted(d.id for d in reader.similarity_search(TEXTS[0], k=10)) == sorted(IDS[3:10])
+    assert reader._search.dead == 0
+    assert sorted(reader._search.store_index().index.ids()) == sorted(first.store_ids(IDS[3:10]))
+
+
 def test_a_worker_that_writes_first_extends_the_index(base) -> None:
     key = generate_key()
     first = _held(base, key)
