@@ -88,7 +88,7 @@ from ._mode_choice import (
     search_factory,
     warn_unprotected,
 )
-from ._port import LlamaIndexPort
+from ._port import LlamaIndexPort, aread_nodes, read_nodes
 from ._sealed_ids import SealedNodeIds
 from ._sealed_steps import Hit, SealedSearchSteps, one_more
 from .instrumentation import warn_unless_silent
@@ -372,7 +372,7 @@ class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, SealedIn
         found = run(
             self._find(query, clean, kwargs),
             search=lambda vector, n: self._hits(self._store.query(self._candidate_query(query, vector, n), **kwargs)),
-            read=lambda ids: self._store.get_nodes(node_ids=ids),
+            read=lambda ids: read_nodes(self._store, ids),
         )
         return self._ranked(query, clean, self._as_hits(found))
 
@@ -395,7 +395,7 @@ class SealedVectorStore(NotPicklable, SealedNodeIds, SealedSearchSteps, SealedIn
             return self._hits(await self._store.aquery(self._candidate_query(query, vector, n), **kwargs))
 
         found = await arun(
-            self._find(query, clean, kwargs), search=search, read=lambda ids: self._store.aget_nodes(node_ids=ids)
+            self._find(query, clean, kwargs), search=search, read=lambda ids: aread_nodes(self._store, ids)
         )
         return await asyncio.to_thread(self._ranked, query, clean, self._as_hits(found))
 
