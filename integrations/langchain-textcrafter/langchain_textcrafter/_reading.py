@@ -28,9 +28,11 @@ from textcrafter_rag.logs import SearchCounters
 from textcrafter_rag.sealed.candidates import VECTOR_KEY
 from textcrafter_rag.sealed.core import MODE_KEY, SealedSearch
 from textcrafter_rag.sealed.engine import Found, Query, SearchMode, arun, run
+from textcrafter_rag.sealed.port import PortRecord
 from textcrafter_rag.sealed.records import ID_FIELD
 from textcrafter_rag.validation import check_store_vectors
 
+from ._port import doc_records
 from .clean_vectors import CleanVectors, as_row
 
 __all__ = ["STORE_ID_FIELD", "SealedReading", "has_get_by_ids", "store_id_field"]
@@ -55,6 +57,7 @@ class SealedReading(SearchCounters, VectorStore):
     _search: SealedSearch
     _store: VectorStore
     _clean: CleanVectors
+    _id_field: str
 
     # Steps the sealed store defines.
     @abstractmethod
@@ -133,13 +136,17 @@ class SealedReading(SearchCounters, VectorStore):
             for d in hits
         ]
 
+    def _port_records(self, docs: Sequence[Document]) -> list[PortRecord | None]:
+        """Documents read by id as the store's records (the index log's are read with a search's records)."""
+        return doc_records(docs, id_field=self._id_field)
+
     def _fetch(self, clean: np.ndarray, k: int, kwargs: Mapping[str, Any]) -> Found[Document]:
         """The records to rank, as the mode asks the store for them (:mod:`textcrafter_rag.sealed.engine`)."""
         self._marker(write=False)  # first: a store written in another mode is searched in its own
         core = self._core()
         core.check_k(k)
         return run(
-            self._mode(core, kwargs).find(core, Query(clean, k, self._hit_fields)),
+            self._mode(core, kwargs).find(core, Query(clean, k, self._hit_fields, records=self._port_records)),
             search=lambda vector, n: self._store.similarity_search_by_vector(vector, k=n, **kwargs),
             read=lambda ids: self._store.get_by_ids(ids),
         )
@@ -149,7 +156,7 @@ class SealedReading(SearchCounters, VectorStore):
         core = self._core()
         core.check_k(k)
         return await arun(
-            self._mode(core, kwargs).find(core, Query(clean, k, self._hit_fields)),
+            self._mode(core, kwargs).find(core, Query(clean, k, self._hit_fields, records=self._port_records)),
             search=lambda vector, n: self._store.asimilarity_search_by_vector(vector, k=n, **kwargs),
             read=lambda ids: self._store.aget_by_ids(ids),
         )

@@ -25,7 +25,7 @@ from textcrafter_rag.errors import NotSupportedError
 from textcrafter_rag.sealed.port import PortRecord
 from textcrafter_rag.sealed.records import canonical_record_id
 
-__all__ = ["LlamaIndexPort", "aread_nodes", "read_nodes", "reads_by_id"]
+__all__ = ["LlamaIndexPort", "aread_nodes", "node_records", "read_nodes", "reads_by_id"]
 
 
 def _qdrant(store: BasePydanticVectorStore) -> bool:
@@ -79,6 +79,12 @@ def reads_by_id(store: BasePydanticVectorStore) -> bool:
     if getattr(store, "_client", True) is None:  # an async-only client (Qdrant aclient=): the index reads in sync
         return False
     return bool(store.stores_text) and type(store).get_nodes is not BasePydanticVectorStore.get_nodes
+
+
+def node_records(nodes: Sequence[BaseNode]) -> list[PortRecord | None]:
+    """Nodes read by id as the store's records (a search reads the index log's last records with its records:
+    :class:`~textcrafter_rag.sealed.engine.Picked`)."""
+    return [LlamaIndexPort.record(n) for n in nodes]
 
 
 class LlamaIndexPort:

@@ -42,7 +42,7 @@ from textcrafter_rag.sealed.modes import MODES
 from textcrafter_rag.sealed.records import ID_FIELD, RecordSealer, canonical_record_id
 from textcrafter_rag.sealing import SealError
 
-from ._port import LlamaIndexPort
+from ._port import LlamaIndexPort, node_records
 from .instrumentation import warn_unless_silent
 
 __all__ = ["Hit", "SealedSearchSteps", "one_more", "shell_fields"]
@@ -235,7 +235,7 @@ class SealedSearchSteps(SearchCounters):
             )
         named = [str(i) for i in query.node_ids] if query.node_ids else None
         keep = functools.partial(self._restricted, query)
-        return mode.find(self._search, Query(clean, k, shell_fields, ids=named, keep=keep))
+        return mode.find(self._search, Query(clean, k, shell_fields, ids=named, keep=keep, records=node_records))
 
     @staticmethod
     def _as_hits(found: Found[Any]) -> Found[Hit]:
