@@ -331,3 +331,13 @@ def test_the_id_mapping_holds_key_material_and_never_serialises(key: str) -> Non
         pickle.dumps(ids)
     with pytest.raises(ValueError, match="record_ids"):
         RecordIds(SecretKey(key), scheme="hashed")
+
+
+def test_canonical_ids_take_the_fast_path_and_every_spelling_still_reads_as_before() -> None:
+    """An id already in canonical UUID form is returned as it is (no parse); every other spelling as uuid spells it."""
+    u = uuid.uuid4()
+    for spelling in (str(u), u.hex, u.hex.upper(), str(u).upper(), "{" + str(u) + "}", "urn:uuid:" + str(u), u):
+        assert canonical_record_id(spelling) == str(u)
+    for plain in ("doc 1", "0", str(u) + " ", str(u)[:-1] + "g", "r" + str(u)[1:]):
+        assert canonical_record_id(plain) == plain
+    assert canonical_record_id(0) == "0"

@@ -256,3 +256,45 @@ def test_a_write_made_after_reading_another_writers_is_merged_after_it_whatever_
     a.add(["x"], x[:1])
     for reader in (process(port), b):
         assert reader.candidates(x[0], 1) == ["x"]
+
+
+class _CountedGets(MemoryPort):
+    """A port that counts its reads by id."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gets: list[list[str]] = []
+
+    def get(self, ids):  # type: ignore[no-untyped-def]
+        self.gets.append(list(ids))
+        return super().get(ids)
+
+
+def test_a_search_leaves_the_read_one_past_each_head_to_its_records_read_and_applies_what_it_finds():
+    port, x = _CountedGets(), vectors(4, 3)
+    writer, reader = process(port), process(port)
+    writer.add(["a"], x[:1])
+    assert reader.candidates(x[0], 2) == ["a"]
+    port.crash_at_put = port.puts + 2  # the next add writes its segment, then dies writing its head
+    with pytest.raises(CrashAt):
+        writer.add(["b"], x[1:2])
+    port.gets.clear()
+    found, probe = reader.candidates_probing(x[1], 2)
+    assert found == ["a"] and probe is not None and port.gets == []  # the heads show nothing new: no read yet
+    assert reader.probed(probe, port.get([*probe.ids, "some-record"]))  # the caller's one read: records and log
+    assert reader.index.search(x[1], 2) == ["b", "a"] and len(port.gets) == 2  # and the segment after it
+    found, probe = reader.candidates_probing(x[1], 2)
+    assert found == ["b", "a"] and probe is not None and not reader.probed(probe, port.get(probe.ids))
+
+
+def test_a_probe_finished_after_the_process_read_the_log_reads_it_again():
+    port, x = MemoryPort(), vectors(4, 5)
+    writer, reader = process(port), process(port)
+    writer.add(["a"], x[:1])
+    reader.candidates(x[0], 1)
+    _, probe = reader.candidates_probing(x[1], 2)
+    assert probe is not None
+    writer.add(["b"], x[1:2])
+    reader.add(["c"], x[2:3])  # its write reads the log: what the probe was taken against has changed
+    assert reader.probed(probe, []) is False and reader.index.search(x[1], 3)[0] == "b"  # nothing lost
+    assert len(reader) == 3

@@ -31,14 +31,21 @@ from ..sealing import KeyHolder, SealError, SecretKey
 from ..validation import check_store_vectors
 from .app_index import AppIndexSearch
 from .candidates import VECTOR_KEY, TwoStage, TwoStageSearch, rerank
-from .index_modes import IndexMissingError, IndexModes, UnindexedRecordsWarning
+from .index_modes import IndexMissingError, IndexModes, Picked, UnindexedRecordsWarning
 from .layout import DIM_KEY, INDEX_MODES, MARKER_KEY, MODE_KEY
-from .marker import ModeMismatchError, StoreMarker, check_marker_mode, single_stage_marker_id
+from .marker import (
+    ModeMismatchError,
+    StoreMarker,
+    StoreRanksWarning,
+    UnprotectedVectorsWarning,
+    check_marker_mode,
+    single_stage_marker_id,
+)
 from .modes import SingleStageSearch, mode_of
 from .port import PortRecord, RecordPort
 from .records import RecordSealer, canonical_record_id
 from .replica import Fetch, HitFieldsOf, port_hit_fields
-from .rounds import FIRST_ROUND, CapCounter, HitFields, OpenedHits, RecallCapWarning, Rounds
+from .rounds import FIRST_ROUND, CapCounter, HitFields, OpenedHits, RecallCapWarning, Rounds, SkippedRecordsWarning
 from .store_index import StoreIndex, StoreIndexSearch
 
 __all__ = [
@@ -66,18 +73,6 @@ T = TypeVar("T")
 #: What selects a mode (one options class a mode, :mod:`.modes`): the store-held index, the app-side index file,
 #: candidate search, or single-stage (the store ranks).
 SearchOptions = StoreIndexSearch | AppIndexSearch | TwoStageSearch | SingleStageSearch
-
-
-class UnprotectedVectorsWarning(UserWarning):
-    """Single-stage search with embeddings that are not protected: the store ranks (and holds) clean vectors."""
-
-
-class StoreRanksWarning(UserWarning):
-    """The default store-held index is not possible on this store (it cannot read by id): the store ranks."""
-
-
-class SkippedRecordsWarning(UserWarning):
-    """Some hits did not open and were skipped (counted in :attr:`SealedSearch.skipped`)."""
 
 
 class SealedSearch(KeyHolder):
@@ -408,6 +403,11 @@ class SealedSearch(KeyHolder):
         """The ids of the :attr:`open_k` records the index ranks best for the clean query."""
         self._counts.search()
         return self._indexes().candidates(query, self.open_k, marker_id=self.marker_id(), marker_seen=self.marker_seen)
+
+    def index_plan(self, query: Any) -> Picked:
+        """:meth:`index_candidates`, the log's last read left to the records' (:meth:`IndexModes.plan`)."""
+        self._counts.search()
+        return self._indexes().plan(query, self.open_k, marker_id=self.marker_id(), marker_seen=self.marker_seen)
 
     @property
     def dead(self) -> int:

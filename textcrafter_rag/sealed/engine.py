@@ -26,13 +26,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
 import numpy as np
 
 from .layout import DIM_KEY, MARKER_KEY, MODE_KEY
 from .marker import check_marker_mode
+from .port import PortRecord
 from .records import ID_FIELD, IDS_KEY
 
 __all__ = [
@@ -43,6 +44,7 @@ __all__ = [
     "clear_records",
     "delete_records",
     "MarkedCore",
+    "Picked",
     "Query",
     "ReadIds",
     "SearchCore",
@@ -105,6 +107,23 @@ class Query:
     ids: list[str] | None = None
     keep: Callable[[list[Any]], list[Any]] | None = None
     store_args: tuple[str, ...] = ()
+    #: How the adapter's hits read as the store's records (``None`` for a hit without an id), so that the log's
+    #: last read is made with the records' (:class:`Picked`); ``None``: the log is read on its own.
+    records: Callable[[Sequence[Any]], list[PortRecord | None]] | None = None
+
+
+@dataclass(frozen=True)
+class Picked:
+    """The index's pick for one search (:meth:`SearchCore.index_plan`): the record ids to read, and the log's ids
+    to read in the same request (the store-held index's last read of its log; none: ``log_ids`` empty).
+
+    ``settle`` takes the log's records that came back (every one of ``log_ids`` the store holds): it applies
+    them, and returns the ids to read in place of ``ids`` when they changed the index (``None``: unchanged).
+    """
+
+    ids: list[str]
+    log_ids: list[str] = field(default_factory=list)
+    settle: Callable[[Sequence[PortRecord]], list[str] | None] | None = None
 
 
 #: A mode's search: requests out, answers in, :class:`Found` at the end.
@@ -131,6 +150,8 @@ class SearchCore(Protocol):
     def rounds(self, query: Any, k: int, fields: HitFields) -> Any: ...
 
     def index_candidates(self, query: Any) -> list[str]: ...
+
+    def index_plan(self, query: Any) -> Picked: ...
 
     def index_records(self, ids: Sequence[str]) -> list[Any] | None: ...
 

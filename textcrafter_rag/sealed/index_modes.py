@@ -24,6 +24,7 @@ from ..logs import logger
 from ..sealing import SealError, SecretKey
 from ..validation import check_store_vectors
 from .app_index import AppIndex, AppIndexSearch, IndexFile
+from .engine import Picked
 from .layout import is_library_record
 from .port import PortRecord, RecordPort
 from .record_ids import canonical_record_id
@@ -31,7 +32,7 @@ from .records import RecordSealer
 from .replica import Fetch, HitFieldsOf, OpenVector, Replica, port_hit_fields
 from .store_index import StoreIndex, StoreIndexSearch
 
-__all__ = ["IndexMissingError", "IndexModes", "UnindexedRecordsWarning", "compact_store_index", "logger"]
+__all__ = ["IndexMissingError", "IndexModes", "Picked", "UnindexedRecordsWarning", "compact_store_index", "logger"]
 
 
 def compact_store_index(indexes: IndexModes | None) -> bool:
@@ -310,6 +311,11 @@ class IndexModes:
             SealError: The store holds records but neither this key and tenant's log nor its marker.
             IndexMissingError: An app-side index store opened by a process without its file.
         """
+        return self.plan(query, k, marker_id=marker_id, marker_seen=marker_seen, probing=False).ids
+
+    def plan(self, query: Any, k: int, *, marker_id: str, marker_seen: bool, probing: bool = True) -> Picked:
+        """:meth:`candidates`, with the store-held index's last read of its log left to the caller's read of the
+        records where that saves a round trip (``probing``, no replica: :meth:`StoreIndex.candidates_probing`)."""
         q = check_store_vectors(np.asarray(query).reshape(1, -1), name="query vector")[0]
         if not self.held:
             index = self.index()
@@ -320,12 +326,19 @@ class IndexModes:
                         "the index_path it was saved to (AppIndexSearch(index_path=...)); the records are all in "
                         "the store, but without the index nothing can rank them"
                     )
-                return []
-            return index.search(q, k)
+                return Picked([])
+            return Picked(index.search(q, k))
         held = self.store_index(len(q))
         assert held is not None
         held.log.ignored.add(marker_id)
-        found = held.candidates(q, k)
+        if probing and self.replica is None:
+            found, probe = held.candidates_probing(q, k)
+        else:
+            found, probe = held.candidates(q, k), None
+        if probe is not None and not found:  # the checks below read the whole log: read it now
+            if held.probed(probe, self._port.get(probe.ids) if self._port is not None else []):
+                found = held.index.search(q, k)
+            probe = None
         if self.replica is not None:
             self.replica.sync()  # what the log named since: fetched by id, the same reads whatever the query
         if not found and held.log.others_seen and not marker_seen:
@@ -342,6 +355,13 @@ class IndexModes:
                 "finds none of them (the log was lost, or the records are another tenant's): index the sealed "
                 "records with rebuild_index()",
                 UnindexedRecordsWarning,
-                stacklevel=5,
+                stacklevel=5 if probing else 6,  # the user's call, through candidates() or plan()
             )
-        return found
+        if probe is None:
+            return Picked(found)
+        pending = probe
+
+        def settle(records: Sequence[PortRecord]) -> list[str] | None:
+            return held.index.search(q, k) if held.probed(pending, records) else None
+
+        return Picked(found, probe.ids, settle)

@@ -59,10 +59,12 @@ from .log_records import (
     IndexRollbackError,
     IndexTamperedError,
     LogRecords,
+    SegmentGapError,
     chunk_count,
+    snapshot_order,
 )
 from .port import PortRecord, RecordPort
-from .segment import Segment
+from .segment import Probe, Segment
 
 __all__ = [
     "CHUNKS_FIELD",
@@ -72,7 +74,10 @@ __all__ = [
     "IndexLogError",
     "IndexRollbackError",
     "IndexTamperedError",
+    "Probe",
     "Segment",
+    "SegmentGapError",
+    "snapshot_order",
 ]
 
 #: Records the first head search asks for (beyond the heads this process knows): one non-head ends the search.
@@ -82,22 +87,6 @@ _FIRST_HEAD_SEARCH = 4
 _NAMED_WRITERS = 256
 #: Segments of one writer read (and held decoded) at a time while refreshing.
 _READ_BATCH = 16
-
-
-def snapshot_order(pointer: dict[str, Any]) -> tuple[int, int]:
-    """How new a snapshot a head names is: newer epochs (a cleared store) first, then the most segments covered."""
-    return int(pointer.get("epoch", 0)), int(pointer.get("covered", 0))
-
-
-class SegmentGapError(IndexRollbackError):
-    """A segment below a head is missing: rolled back, or compacted into a snapshot (which then restores)."""
-
-    def __init__(self, writer: str, seq: int, missing: int) -> None:
-        super().__init__(
-            f"an index segment below a head is missing ({missing} of them), and no snapshot covers it: the store's "
-            "index was rolled back or edited; nothing past the gap was applied"
-        )
-        self.writer, self.seq = writer, seq
 
 
 class IndexLog(NotPicklable):
@@ -328,16 +317,59 @@ class IndexLog(NotPicklable):
             IndexTamperedError: A segment under this key's id does not open.
         """
         with self._lock:
+            return self._read_all(self.heads(), apply, restore)
+
+    def _read_all(
+        self,
+        heads: dict[str, int],
+        apply: Callable[[Segment], None],
+        restore: Callable[[SegmentGapError | None], bool] | None,
+        got: dict[str, PortRecord] | None = None,
+    ) -> int:
+        """:meth:`refresh` past reading the heads (``got``: the first read's records, when already read)."""
+        newer = any(int(s.get("epoch", 0)) > self.epoch for s in self.snapshots)
+        if restore is not None and self.snapshots and (not self._applied or newer):
+            restore(None)  # a new process, or the store was cleared since this one last read
+            got = None  # read for what was applied before the snapshot: read again
+        try:
+            return self._read(heads, apply, got)
+        except SegmentGapError as gap:
+            if restore is None or not restore(gap):
+                raise
+            return self._read(self.heads(), apply)
+
+    def probe_later(self, apply: Callable[[Segment], None], restore: Callable[[SegmentGapError | None], bool]) -> Probe:
+        """:meth:`refresh`, except that where the heads show nothing new, its read by id (each writer's segment one
+        past its head) is left to the caller, who makes it with the records it reads anyway: one store round trip
+        a search instead of two. Finish with :meth:`probed`. Where the heads show news (or a snapshot to load) the
+        log is read now, as by :meth:`refresh`, and the probe holds no ids. The same read, only later: what it
+        finds is applied before the caller ranks (the caller then picks again), so the staleness is unchanged."""
+        with self._lock:
             heads = self.heads()
             newer = any(int(s.get("epoch", 0)) > self.epoch for s in self.snapshots)
-            if restore is not None and self.snapshots and (not self._applied or newer):
-                restore(None)  # a new process, or the store was cleared since this one last read
-            try:
-                return self._read(heads, apply)
-            except SegmentGapError as gap:
-                if restore is None or not restore(gap):
-                    raise
-                return self._read(self.heads(), apply)
+            quiet = all(seq <= self._applied.get(w, 0) for w, seq in heads.items())
+            if not quiet or (self.snapshots and (not self._applied or newer)):
+                return Probe([], {}, {}, self.epoch, self._read_all(heads, apply, restore))
+            ids = [cid for w in heads for cid in self._batch_ids(w, self._applied.get(w, 0) + 1, heads[w])]
+            return Probe(ids, heads, dict(self._applied), self.epoch, 0)
+
+    def probed(
+        self,
+        probe: Probe,
+        records: Sequence[PortRecord],
+        apply: Callable[[Segment], None],
+        restore: Callable[[SegmentGapError | None], bool],
+    ) -> int:
+        """Finish :meth:`probe_later` with the records read of ``probe.ids`` (others are ignored); how many segments
+        were applied. If this process read or wrote the log in between, the log is read again instead."""
+        with self._lock:
+            if not probe.ids:
+                return 0
+            if self._applied != probe.applied or self.epoch != probe.epoch:
+                return self.refresh(apply, restore)
+            asked = set(probe.ids)
+            got = {r.id: r for r in records if r.id in asked}
+            return self._read_all(probe.heads, apply, restore, got)
 
     def start_from(self, covers: dict[str, int], *, epoch: int) -> None:
         """Forget what was applied: the caller's index now holds a snapshot of every writer's first ``covers``.
@@ -357,10 +389,13 @@ class IndexLog(NotPicklable):
         with self._lock:
             return dict(self._applied)
 
-    def _read(self, heads: dict[str, int], apply: Callable[[Segment], None]) -> int:
+    def _read(
+        self, heads: dict[str, int], apply: Callable[[Segment], None], got: dict[str, PortRecord] | None = None
+    ) -> int:
         with self._lock:
-            wanted = [cid for w in heads for cid in self._batch_ids(w, self._applied.get(w, 0) + 1, heads[w])]
-            got = {r.id: r for r in self._port.get(wanted)} if wanted else {}
+            if got is None:
+                wanted = [cid for w in heads for cid in self._batch_ids(w, self._applied.get(w, 0) + 1, heads[w])]
+                got = {r.id: r for r in self._port.get(wanted)} if wanted else {}
             streams = [self._segments(w, heads[w], got) for w in heads]
             count = 0
             for _, _, _, seg in heapq.merge(*streams):

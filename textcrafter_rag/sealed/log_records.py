@@ -16,6 +16,7 @@ import hmac
 import secrets
 import uuid
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from cryptography.exceptions import InvalidTag
@@ -34,6 +35,8 @@ __all__ = [
     "IndexRollbackError",
     "IndexTamperedError",
     "LogRecords",
+    "SegmentGapError",
+    "snapshot_order",
 ]
 
 #: Characters of sealed text per log record (Milvus VARCHAR holds 65,535).
@@ -218,3 +221,19 @@ def chunk_count(first: PortRecord) -> int:
     if not 1 <= n <= 1_000_000:
         raise IndexTamperedError("an index log record names no valid chunk count: edited")
     return n
+
+
+def snapshot_order(pointer: dict[str, Any]) -> tuple[int, int]:
+    """How new a snapshot a head names is: newer epochs (a cleared store) first, then the most segments covered."""
+    return int(pointer.get("epoch", 0)), int(pointer.get("covered", 0))
+
+
+class SegmentGapError(IndexRollbackError):
+    """A segment below a head is missing: rolled back, or compacted into a snapshot (which then restores)."""
+
+    def __init__(self, writer: str, seq: int, missing: int) -> None:
+        super().__init__(
+            f"an index segment below a head is missing ({missing} of them), and no snapshot covers it: the store's "
+            "index was rolled back or edited; nothing past the gap was applied"
+        )
+        self.writer, self.seq = writer, seq

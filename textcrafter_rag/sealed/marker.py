@@ -16,13 +16,29 @@ from ..errors import TextcrafterError
 from ..sealing import Sealer, SealError, SecretKey
 from .layout import MARKER_KEY
 
-__all__ = ["ModeMismatchError", "StoreMarker", "check_marker_mode", "marker_id_for", "single_stage_marker_id"]
+__all__ = [
+    "ModeMismatchError",
+    "StoreMarker",
+    "StoreRanksWarning",
+    "UnprotectedVectorsWarning",
+    "check_marker_mode",
+    "marker_id_for",
+    "single_stage_marker_id",
+]
 
 _FIELD = "marker"
 
 
 class ModeMismatchError(TextcrafterError, ValueError):
     """The store was written in another search mode than the one it is opened with."""
+
+
+class UnprotectedVectorsWarning(UserWarning):
+    """Single-stage search with embeddings that are not protected: the store ranks (and holds) clean vectors."""
+
+
+class StoreRanksWarning(UserWarning):
+    """The default store-held index is not possible on this store (it cannot read by id): the store ranks."""
 
 
 def marker_id_for(marker_key: bytes) -> str:

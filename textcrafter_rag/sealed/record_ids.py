@@ -28,6 +28,7 @@ import base64
 import binascii
 import hashlib
 import hmac
+import re
 import uuid
 from typing import Any
 
@@ -44,6 +45,8 @@ RECORD_ID_SCHEMES = ("keyed", "clear", "sealed")
 _SEALED_PREFIX = "tcid1."
 _PAD = 32
 _AD = [b"textcrafter-record-id"]
+#: A UUID as ``str(uuid.UUID(...))`` spells it (lower-case hex, dashed): its own canonical form.
+_CANONICAL_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
 def canonical_record_id(value: Any) -> str:
@@ -57,6 +60,8 @@ def canonical_record_id(value: Any) -> str:
     if isinstance(value, uuid.UUID):
         return str(value)
     text = str(value)
+    if _CANONICAL_UUID.fullmatch(text):  # already canonical (every keyed id): hundreds a search, parsed for nothing
+        return text
     try:
         return str(uuid.UUID(text))
     except ValueError:

@@ -52,6 +52,7 @@ __all__ = [
     "OpenedHits",
     "RecallCapWarning",
     "Rounds",
+    "SkippedRecordsWarning",
     "rule_met",
     "score_noise",
 ]
@@ -62,6 +63,10 @@ HitFields = tuple[Any, Any, Any, Any, Any]
 _NORMAL = NormalDist()
 #: Records asked for in the first round (at least ``k``); each later round asks for twice as many.
 FIRST_ROUND = 100
+
+
+class SkippedRecordsWarning(UserWarning):
+    """Some hits did not open and were skipped (counted in :attr:`SealedSearch.skipped`)."""
 
 
 class RecallCapWarning(UserWarning):

@@ -10,7 +10,7 @@ import numpy as np
 
 from ..errors import InvalidInputError
 
-__all__ = ["Segment"]
+__all__ = ["Probe", "Segment"]
 
 
 @dataclass(frozen=True)
@@ -45,3 +45,22 @@ class Segment:
         if 8 + n + vectors.nbytes != len(data):
             raise InvalidInputError("an index segment has trailing bytes")
         return cls(str(h["writer"]), int(h["seq"]), int(h["ts"]), adds, vectors, [str(i) for i in h["deletes"]])
+
+
+@dataclass(frozen=True)
+class Probe:
+    """The log read a search leaves to its read of records (:meth:`IndexLog.probe_later`).
+
+    Attributes:
+        ids: Store ids to read (each writer's next segment); empty when the log was read already.
+        heads: The heads as read (writer: sequence number).
+        applied: What was applied when the heads were read (a change since: the log is read again).
+        epoch: The epoch then.
+        read: Segments applied while the heads were read (they showed news).
+    """
+
+    ids: list[str]
+    heads: dict[str, int]
+    applied: dict[str, int]
+    epoch: int
+    read: int

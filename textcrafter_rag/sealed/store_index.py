@@ -8,7 +8,9 @@ records, fetches those by id and ranks them exactly by their sealed clean vector
 Staleness: with ``refresh_every=0`` (the default) every search first reads the heads and any new segments,
 so an add acknowledged before a search starts is found by that search, in every process. A positive
 ``refresh_every`` reads the log at most that often (seconds): an acknowledged add is then found at the latest
-``refresh_every`` seconds later.
+``refresh_every`` seconds later. A search whose heads show nothing new makes the log's last read (each writer's
+next segment, :meth:`StoreIndex.candidates_probing`) in the same request as its records; what it finds is
+applied, and the candidates picked again, before ranking.
 
 Compaction (:mod:`.compaction`): once a process has written ``compact_every`` index entries since its last
 snapshot (and at least a quarter of the index), it stores the index as a sealed snapshot and deletes the
@@ -33,8 +35,8 @@ from ..logs import logger
 from ..sealing import NotPicklable, SecretKey
 from ..validation import check_int
 from .compaction import Snapshots
-from .log import DEFAULT_SEGMENT_CHARS, IndexLog, Segment, SegmentGapError
-from .port import RecordPort
+from .log import DEFAULT_SEGMENT_CHARS, IndexLog, Probe, Segment, SegmentGapError
+from .port import PortRecord, RecordPort
 from .vector_index import VectorIndex
 
 __all__ = ["DEFAULT_OPEN_K", "StoreIndex", "StoreIndexSearch"]
@@ -331,6 +333,28 @@ class StoreIndex(NotPicklable):
         """The ids of the ``k`` records the index ranks best for the clean query (after reading the log if due)."""
         self._refresh_if_due()
         return self.index.search(query, k)
+
+    def candidates_probing(self, query: np.ndarray, k: int) -> tuple[list[str], Probe | None]:
+        """:meth:`candidates`, the log's read by id left to the caller's read of the records
+        (:meth:`IndexLog.probe_later`): read ``probe.ids`` with them and hand what came back to :meth:`probed`
+        before ranking. ``None``: nothing left to read (the log was read, or was not due)."""
+        every = self.options.refresh_every
+        if self._read_at is not None and every != 0 and time.monotonic() - self._read_at < every:
+            return self.index.search(query, k), None
+        with self._lock:
+            probe = self.log.probe_later(lambda seg: self._apply([seg]), self._restore)
+            if not probe.ids:
+                self._read_at = time.monotonic()
+        return self.index.search(query, k), probe if probe.ids else None
+
+    def probed(self, probe: Probe, records: Sequence[PortRecord]) -> bool:
+        """Finish :meth:`candidates_probing` with the records read (the log's among them are applied); whether the
+        index changed since the candidates were picked (then pick them again from :attr:`index`, which reads
+        nothing: the log was just read)."""
+        with self._lock:
+            applied = self.log.probed(probe, records, lambda seg: self._apply([seg]), self._restore)
+            self._read_at = time.monotonic()
+            return applied > 0
 
     def rebuild(
         self, batches: Iterable[tuple[Sequence[str], np.ndarray]], *, progress: Callable[[int], None] | None = None

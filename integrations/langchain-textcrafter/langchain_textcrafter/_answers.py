@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import warnings
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -30,9 +30,11 @@ from langchain_core.vectorstores.utils import maximal_marginal_relevance
 from textcrafter_rag.errors import InvalidInputError
 from textcrafter_rag.sealed.core import UnprotectedVectorsWarning
 from textcrafter_rag.sealed.engine import Found, Query, arun, run
+from textcrafter_rag.sealed.port import PortRecord
 from textcrafter_rag.sealing import SecretKey
 from textcrafter_rag.validation import check_store_vectors
 
+from ._port import doc_records
 from .clean_vectors import CleanVectors, as_row, check_embedding_key
 from .embeddings import ProtectedEmbeddings
 
@@ -254,8 +256,13 @@ class EngineAnswers(Answers):
     def relevance_fn(self) -> Callable[[float], float]:
         return lambda cosine: cosine  # the exact cosine is the relevance
 
+    def _records(self, docs: Sequence[Document]) -> list[PortRecord | None]:
+        """Documents read by id as the store's records (the index log's are read with a search's records)."""
+        return doc_records(docs, id_field=self._sealed._id_field)
+
     def _query(self, clean: np.ndarray, k: int, kwargs: Mapping[str, Any]) -> Query:
-        return Query(clean, k, self._sealed._hit_fields, store_args=tuple(sorted(kwargs)))
+        hits = self._sealed._hit_fields
+        return Query(clean, k, hits, store_args=tuple(sorted(kwargs)), records=self._records)
 
     def _fetch(self, clean: np.ndarray, k: int, kwargs: Mapping[str, Any]) -> Found[Document]:
         """The records to rank, as the mode asks the store for them (filters go with a store search)."""

@@ -22,7 +22,28 @@ from textcrafter_rag.sealed.records import ID_FIELD, canonical_record_id
 from ._milvus import is_milvus, milvus_records
 from .sealed_embeddings import SealedTextEmbeddings
 
-__all__ = ["LangChainPort"]
+__all__ = ["LangChainPort", "doc_record", "doc_records"]
+
+
+def doc_record(doc: Document, *, id_field: str) -> PortRecord:
+    """A Document the store returned as the core reads it: its id, sealed text and string fields."""
+    meta = doc.metadata or {}
+    sid = doc.id if doc.id is not None else meta.get(id_field, meta.get(ID_FIELD))
+    fields = {k: v for k, v in meta.items() if isinstance(v, str)}
+    return PortRecord(canonical_record_id(sid), doc.page_content, fields)
+
+
+def doc_records(docs: Sequence[Document], *, id_field: str) -> list[PortRecord | None]:
+    """:func:`doc_record` of each Document, ``None`` for one without an id (never a log record: each has one).
+
+    A search reads the index log's last records with the records it ranks (:class:`~textcrafter_rag.sealed.
+    engine.Picked`): this tells the log's apart."""
+    return [doc_record(d, id_field=id_field) if _has_id(d, id_field) else None for d in docs]
+
+
+def _has_id(doc: Document, id_field: str) -> bool:
+    meta = doc.metadata or {}
+    return doc.id is not None or meta.get(id_field, meta.get(ID_FIELD)) is not None
 
 
 class LangChainPort:
@@ -32,10 +53,7 @@ class LangChainPort:
         self.store, self.shim, self.id_field = store, shim, id_field
 
     def _record(self, doc: Document) -> PortRecord:
-        meta = doc.metadata or {}
-        sid = doc.id if doc.id is not None else meta.get(self.id_field, meta.get(ID_FIELD))
-        fields = {k: v for k, v in meta.items() if isinstance(v, str)}
-        return PortRecord(canonical_record_id(sid), doc.page_content, fields)
+        return doc_record(doc, id_field=self.id_field)
 
     def put(self, records: Sequence[PortRecord]) -> None:
         docs = [Document(id=r.id, page_content=r.text, metadata={**r.fields, ID_FIELD: r.id}) for r in records]

@@ -57,11 +57,16 @@ def _texts(result: Any) -> list[str]:
 
 
 class Reads:
-    """Every id the wrapped store was asked for by ``get_nodes`` / ``aget_nodes`` (the store's view)."""
+    """Every id the wrapped store was asked for by ``get_nodes`` / ``aget_nodes`` or its client's ``retrieve``
+    (the store's view)."""
 
     def __init__(self, client: QdrantClient) -> None:
         self.client, self.ids = client, []
-        real, areal = QdrantVectorStore.get_nodes, QdrantVectorStore.aget_nodes
+        real, areal, retrieve = QdrantVectorStore.get_nodes, QdrantVectorStore.aget_nodes, client.retrieve
+
+        def retrieved(*args: Any, ids: Any = (), **kw: Any) -> Any:
+            self.ids += [str(i) for i in ids]
+            return retrieve(*args, ids=ids, **kw)
 
         def get_nodes(store: Any, node_ids: Any = None, filters: Any = None, **kw: Any) -> Any:
             self.ids += [str(i) for i in node_ids or ()]
@@ -74,6 +79,7 @@ class Reads:
         self.patches = [
             mock.patch.object(QdrantVectorStore, "get_nodes", get_nodes),
             mock.patch.object(QdrantVectorStore, "aget_nodes", aget_nodes),
+            mock.patch.object(client, "retrieve", retrieved),
         ]
 
     def __enter__(self) -> Reads:

@@ -126,17 +126,17 @@ def test_an_empty_answer_never_deletes_an_index_entry(base, search: Any) -> None
     store = _worker(client, key, search=search)
     store.add(_nodes(base, range(24)))
     data = set(store.store_ids(IDS))
-    inner = type(store.store)
-    real_get = inner.get_nodes
+    real_retrieve = client.retrieve  # the store reads by id through it (sealed reads on Qdrant)
     empty = {"left": 1}
 
-    def get_nodes(self: Any, node_ids: Any = None, filters: Any = None, **kwargs: Any) -> list[Any]:
-        if node_ids and set(map(str, node_ids)) <= data and empty["left"]:
+    def retrieve(*args: Any, ids: Any = (), **kwargs: Any) -> list[Any]:
+        got = real_retrieve(*args, ids=ids, **kwargs)
+        if set(map(str, ids)) & data and empty["left"]:
             empty["left"] -= 1
-            return []  # a lagging replica, or a host that answers nothing once
-        return real_get(self, node_ids, filters, **kwargs)
+            return [p for p in got if str(p.id) not in data]  # a lagging replica, or a host that answers none once
+        return got
 
-    with mock.patch.object(inner, "get_nodes", get_nodes):
+    with mock.patch.object(client, "retrieve", retrieve):
         assert _texts(store, base, "condition 3", 5) == []
     assert empty["left"] == 0 and store.dead == 24  # counted, not removed
     assert set(_texts(store, base, "condition 3", 24)) == set(TEXTS)  # every record still found
@@ -406,3 +406,37 @@ def test_single_stage_warns_when_handed_vectors_no_protected_embedding_made(base
     with warnings.catch_warnings():
         warnings.simplefilter("error", UnprotectedVectorsWarning)
         store.add(nodes)
+
+
+def test_a_qdrant_store_reads_by_id_with_retrieve_not_a_filtered_scroll(base) -> None:
+    """Qdrant's ``get_nodes`` scrolls with a has-id filter (local Qdrant tests every point for it): a search of
+    the store-held index, log probe and records, reads by id with ``retrieve`` instead, sync and async."""
+    client, key = QdrantClient(":memory:"), generate_key()
+    _worker(client, key).add(_nodes(base, range(24)))
+    store = _worker(client, key)
+    q = "who was treated at ward 3?"
+    calls: list[str] = []
+    real_scroll, real_retrieve = client.scroll, client.retrieve
+
+    def scroll(*args: Any, **kwargs: Any) -> Any:
+        calls.append("scroll")
+        return real_scroll(*args, **kwargs)
+
+    def retrieve(*args: Any, **kwargs: Any) -> Any:
+        calls.append("retrieve")
+        return real_retrieve(*args, **kwargs)
+
+    async def aretrieve(*args: Any, **kwargs: Any) -> Any:
+        calls.append("aretrieve")
+        return real_retrieve(*args, **kwargs)
+
+    _texts(store, base, q, 3)  # the first search reads the whole log
+    with mock.patch.object(client, "scroll", scroll), mock.patch.object(client, "retrieve", retrieve):
+        assert _texts(store, base, q, 5) == exact_top(base, q, 5)
+    assert "scroll" not in calls and "retrieve" in calls
+    calls.clear()
+    store.store._aclient = mock.Mock(retrieve=aretrieve)  # an async client: the index's own log reads stay sync
+    with mock.patch.object(client, "scroll", scroll), mock.patch.object(client, "retrieve", retrieve):
+        result = asyncio.run(store.aquery(VectorStoreQuery(query_embedding=base.query(q), similarity_top_k=5)))
+    assert [n.get_content() for n in result.nodes] == exact_top(base, q, 5)
+    assert "scroll" not in calls and "aretrieve" in calls and store.dead == 0

@@ -7,13 +7,13 @@ never leaves a stored record that no search finds (:mod:`~textcrafter_rag.sealed
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from typing import Any
 
 import numpy as np
 
 from ...errors import InvalidInputError
-from ..engine import Found, Query, ReadIds, SearchCore, Steps
+from ..engine import Found, Picked, Query, ReadIds, SearchCore, Steps
 
 __all__ = ["PickedSearch"]
 
@@ -46,15 +46,43 @@ class PickedSearch:
                 "which filters in the store and leaves it noised vectors to compare (SECURITY.md)"
             )
         picked = query.ids is None
-        wanted = core.index_candidates(query.clean) if query.ids is None else list(query.ids)
+        if not picked:
+            plan = Picked(list(query.ids or ()))
+        elif query.records is not None:
+            plan = core.index_plan(query.clean)
+        else:
+            plan = Picked(core.index_candidates(query.clean))
+        wanted = plan.ids
         local = core.index_records(wanted)  # the replica's (StoreIndexSearch(replica=True)): the store reads none
-        hits = list(local) if local is not None else (list((yield ReadIds(wanted))) if wanted else [])
+        if local is not None or not plan.log_ids:
+            hits = list(local) if local is not None else (list((yield ReadIds(wanted))) if wanted else [])
+        else:  # the log's last read made with the records' (one request): see :meth:`_settled`
+            wanted, hits = yield from self._settled(plan, query, list((yield ReadIds(wanted + plan.log_ids))))
         if picked:
             core.count_dead(wanted, len(hits))
         if query.keep is not None:
             hits = query.keep(hits)
         opened = core.open_hits(query.fields(hits))
         return Found(hits, opened.positions, opened.record_ids, opened.vectors)
+
+    @staticmethod
+    def _settled(
+        plan: Picked, query: Query, got: list[Any]
+    ) -> Generator[ReadIds, Sequence[Any], tuple[list[str], list[Any]]]:
+        """The ids and records to rank once the log's records read with the records are applied: those read, or
+        where the log had news (a segment past a head), the index's new pick, reading those not read yet."""
+        assert query.records is not None and plan.settle is not None
+        log_ids = set(plan.log_ids)
+        records = query.records(got)
+        again = plan.settle([r for r in records if r is not None and r.id in log_ids])
+        data = [(h, r.id if r is not None else None) for h, r in zip(got, records, strict=True)]
+        data = [(h, i) for h, i in data if i not in log_ids]
+        if again is None:
+            return plan.ids, [h for h, _ in data]
+        keep, read = set(again), {i for _, i in data}
+        missing = [i for i in again if i not in read]
+        more = list((yield ReadIds(missing))) if missing else []
+        return again, [h for h, i in data if i in keep] + more
 
     def settle(self, core: SearchCore, dim: int | None) -> None:
         """Nothing to learn from the marker (the store-held index overrides this)."""

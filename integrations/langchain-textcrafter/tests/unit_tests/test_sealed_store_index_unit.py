@@ -149,7 +149,7 @@ def test_an_empty_answer_never_removes_an_index_entry(base) -> None:
     store = _held(base, generate_key(), store=EmptyOnce)
     store.add_texts(TEXTS, ids=IDS)
     q = "condition 5"
-    store.store.empty_reads = 2  # one search's two reads: the log's next segments, then the records
+    store.store.empty_reads = 1  # one search's one read by id: the records, with the log's next segments
     assert store.similarity_search(q, k=5) == []  # nothing came back: nothing returned, nothing deleted
     assert store._search.dead == 20
     assert [d.page_content for d in store.similarity_search(q, k=5)] == exact_top(base, TEXTS, q, 5)
@@ -204,3 +204,64 @@ def test_compact_index_writes_a_snapshot_a_new_worker_opens_from(base) -> None:
     assert second._search.store_index().snapshots.loaded == 1
     with pytest.raises(ValueError, match="store-held index"):
         SealedVectorStore(RecordingStore, embedding=base, key=key, search=DEFAULT_SEARCH).compact_index()
+
+
+class ReadsCounted(RecordingStore):
+    """A store that records every read by id (the ids of each ``get_by_ids`` / ``aget_by_ids``)."""
+
+    def __init__(self, embedding) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(embedding)
+        self.reads: list[list[str]] = []
+
+    def get_by_ids(self, ids):  # type: ignore[no-untyped-def]
+        self.reads.append([str(i) for i in ids])
+        return super().get_by_ids(ids)
+
+    async def aget_by_ids(self, ids):  # type: ignore[no-untyped-def]
+        self.reads.append([str(i) for i in ids])
+        return super().get_by_ids(ids)
+
+
+def test_a_search_makes_two_round_trips_when_the_log_has_no_news(base) -> None:
+    """The heads' search, then one read by id: the records, and in the same request the log's next segment
+    (one past each head: a head the search missed), which used to be a read of its own."""
+    key = generate_key()
+    writer = _held(base, key, store=ReadsCounted)
+    writer.add_texts(TEXTS, ids=IDS)
+    inner = writer.store
+    reader = _held(base, key, store=inner)
+    q = "condition 5"
+    reader.similarity_search(q, k=5)  # the first search reads the whole log
+    log, w = reader._search.store_index().log, writer._search.store_index().log.writer or ""
+    probe = log.records.chunk_id(w, log.applied[w] + 1, 0)  # the writer's next segment (none yet)
+    for search in (lambda: reader.similarity_search(q, k=5), lambda: asyncio.run(reader.asimilarity_search(q, k=5))):
+        inner.reads.clear()
+        searched = len(inner.searched)
+        assert [d.page_content for d in search()] == exact_top(base, TEXTS, q, 5)
+        assert len(inner.searched) == searched + 1  # the heads
+        assert len(inner.reads) == 1 and probe in inner.reads[0] and len(inner.reads[0]) == 20 + 1
+    assert reader._search.dead == 0
+
+
+def test_a_segment_whose_head_the_search_missed_is_read_with_the_records_and_ranked(base) -> None:
+    """A head the heads' search did not return (an approximate engine): the writer's next segment, read with
+    the records, is applied before ranking, and the records it indexes are read then: found at this search."""
+    key = generate_key()
+    writer = _held(base, key, store=ReadsCounted)
+    writer.add_texts(TEXTS[:20], ids=IDS[:20])
+    inner = writer.store
+    reader = _held(base, key, store=inner)
+    q = "condition 3 at ward 2"
+    assert [d.page_content for d in reader.similarity_search(q, k=3)] == exact_top(base, TEXTS[:20], q, 3)
+    log = writer._search.store_index().log
+    old_head = log.records.head_id(log.writer or "", log.applied[log.writer or ""])
+    kept = dict(inner.store[old_head])
+    writer.add_texts(TEXTS[20:], ids=IDS[20:])  # one segment, its head, then the records
+    new_head = log.records.head_id(log.writer or "", log.applied[log.writer or ""])
+    del inner.store[new_head]  # the reader's search of the heads finds the old head only
+    inner.store[old_head] = kept
+    inner.reads.clear()
+    assert [d.page_content for d in reader.similarity_search(q, k=3)] == exact_top(base, TEXTS, q, 3)
+    # the records with the log's next segment; the segment after it (none); the records the index picks now
+    assert len(inner.reads) == 3 and not set(inner.reads[2]) & set(inner.reads[0])
+    assert reader._search.dead == 0 and len(reader._search.store_index()) == len(TEXTS)

@@ -33,6 +33,7 @@ from textcrafter_rag.sealed.engine import arun, run
 from textcrafter_rag.sealed.records import canonical_record_id
 from textcrafter_rag.sealing import SecretKey
 
+from ._port import aread_nodes, read_nodes
 from ._sealed_steps import Hit
 from .base import ProtectedEmbedding
 from .instrumentation import PROTECTED_VECTORS, SILENT_VECTORS, warn_unless_silent
@@ -187,7 +188,7 @@ class EngineAnswers(Answers):
         found = run(
             sealed._find(query, clean, kwargs),
             search=lambda vector, n: sealed._hits(store.query(sealed._candidate_query(query, vector, n), **kwargs)),
-            read=lambda ids: store.get_nodes(node_ids=ids),
+            read=lambda ids: read_nodes(store, ids),
         )
         return sealed._ranked(query, clean, sealed._as_hits(found))
 
@@ -202,9 +203,7 @@ class EngineAnswers(Answers):
         async def search(vector: list[float], n: int) -> list[Hit]:
             return sealed._hits(await store.aquery(sealed._candidate_query(query, vector, n), **kwargs))
 
-        found = await arun(
-            sealed._find(query, clean, kwargs), search=search, read=lambda ids: store.aget_nodes(node_ids=ids)
-        )
+        found = await arun(sealed._find(query, clean, kwargs), search=search, read=lambda ids: aread_nodes(store, ids))
         return await asyncio.to_thread(sealed._ranked, query, clean, sealed._as_hits(found))
 
 

@@ -25,7 +25,46 @@ from textcrafter_rag.errors import NotSupportedError
 from textcrafter_rag.sealed.port import PortRecord
 from textcrafter_rag.sealed.records import canonical_record_id
 
-__all__ = ["LlamaIndexPort", "reads_by_id"]
+__all__ = ["LlamaIndexPort", "aread_nodes", "node_records", "read_nodes", "reads_by_id"]
+
+
+def _qdrant(store: BasePydanticVectorStore) -> bool:
+    """Whether ``store`` is LlamaIndex's Qdrant store (read by id through its client's ``retrieve``)."""
+    return (
+        type(store).__module__.startswith("llama_index.vector_stores.qdrant")
+        and isinstance(getattr(store, "collection_name", None), str)
+        and callable(getattr(store, "parse_to_query_result", None))
+    )
+
+
+def read_nodes(store: BasePydanticVectorStore, ids: Sequence[str]) -> list[BaseNode]:
+    """The nodes with these store ids (a missing id is absent): ``get_nodes(node_ids=...)``, except on Qdrant.
+
+    Qdrant's ``get_nodes`` scrolls with a has-id filter, which local Qdrant (``QdrantClient(path=...)``)
+    answers by testing every point of the collection in Python: every search of the store-held index reads
+    by id, so that cost grew with the store (tens of ms at 5,000 records). ``retrieve`` looks the ids up (on a
+    server too), returning the same points, vectors included, parsed by the store's own parser.
+    """
+    ids = list(ids)
+    if not ids:
+        return []
+    client = getattr(store, "_client", None)
+    if client is None or not _qdrant(store):
+        return list(store.get_nodes(node_ids=ids))
+    points = client.retrieve(collection_name=store.collection_name, ids=ids, with_payload=True, with_vectors=True)
+    return list(store.parse_to_query_result(points).nodes or [])
+
+
+async def aread_nodes(store: BasePydanticVectorStore, ids: Sequence[str]) -> list[BaseNode]:
+    """Async :func:`read_nodes` (Qdrant through its async client's ``retrieve``)."""
+    ids = list(ids)
+    if not ids:
+        return []
+    client = getattr(store, "_aclient", None)
+    if client is None or not _qdrant(store):
+        return list(await store.aget_nodes(node_ids=ids))
+    points = await client.retrieve(collection_name=store.collection_name, ids=ids, with_payload=True, with_vectors=True)
+    return list(store.parse_to_query_result(points).nodes or [])
 
 
 def reads_by_id(store: BasePydanticVectorStore) -> bool:
@@ -40,6 +79,12 @@ def reads_by_id(store: BasePydanticVectorStore) -> bool:
     if getattr(store, "_client", True) is None:  # an async-only client (Qdrant aclient=): the index reads in sync
         return False
     return bool(store.stores_text) and type(store).get_nodes is not BasePydanticVectorStore.get_nodes
+
+
+def node_records(nodes: Sequence[BaseNode]) -> list[PortRecord | None]:
+    """Nodes read by id as the store's records (a search reads the index log's last records with its records:
+    :class:`~textcrafter_rag.sealed.engine.Picked`)."""
+    return [LlamaIndexPort.record(n) for n in nodes]
 
 
 class LlamaIndexPort:
@@ -99,14 +144,14 @@ class LlamaIndexPort:
         )
 
     def get(self, ids: Sequence[str]) -> list[PortRecord]:
-        """The records with these ids (``get_nodes(node_ids=...)``); a missing id is simply absent."""
+        """The records with these ids (:func:`read_nodes`); a missing id is simply absent."""
         return [self.record(n) for n in self.get_nodes(ids)]
 
     def get_nodes(self, ids: Sequence[str]) -> list[BaseNode]:
         """The nodes with these ids as the store returns them (what a replica of the records keeps)."""
         if not ids or self._absent():
             return []
-        return list(self.store.get_nodes(node_ids=list(ids)))
+        return read_nodes(self.store, ids)
 
     def delete(self, ids: Sequence[str]) -> None:
         """Delete these records (``delete_nodes``)."""

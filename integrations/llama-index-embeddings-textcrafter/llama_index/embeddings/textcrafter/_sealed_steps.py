@@ -42,7 +42,7 @@ from textcrafter_rag.sealed.modes import MODES
 from textcrafter_rag.sealed.records import ID_FIELD, RecordSealer, canonical_record_id
 from textcrafter_rag.sealing import SealError
 
-from ._port import LlamaIndexPort
+from ._port import LlamaIndexPort, node_records
 from .instrumentation import warn_unless_silent
 
 __all__ = ["Hit", "SealedSearchSteps", "shell_fields"]
@@ -217,7 +217,8 @@ class SealedSearchSteps(SearchCounters):
         named = [str(i) for i in query.node_ids] if query.node_ids else None
         keep = functools.partial(self._restricted, query)
         store_args = (("filters",) if query.filters is not None else ()) + tuple(sorted(kwargs))
-        found = Query(clean, query.similarity_top_k, _any_fields, ids=named, keep=keep, store_args=store_args)
+        k = query.similarity_top_k
+        found = Query(clean, k, _any_fields, ids=named, keep=keep, store_args=store_args, records=node_records)
         return core.search_mode.find(core, found)  # candidates: the store applies ids and filters itself
 
     @staticmethod
