@@ -48,6 +48,22 @@ class RecordingStore(InMemoryVectorStore):
         return await super().asimilarity_search_by_vector(embedding, k=k, **kwargs)
 
 
+class ReadsRecorded(RecordingStore):
+    """A :class:`RecordingStore` that also records the ids of every read by id, sync and async."""
+
+    def __init__(self, embedding: Embeddings) -> None:
+        super().__init__(embedding)
+        self.reads: list[list[str]] = []
+
+    def get_by_ids(self, ids):  # type: ignore[no-untyped-def]
+        self.reads.append([str(i) for i in ids])
+        return super().get_by_ids(ids)
+
+    async def aget_by_ids(self, ids):  # type: ignore[no-untyped-def]
+        self.reads.append([str(i) for i in ids])
+        return super().get_by_ids(ids)
+
+
 def cosine(a: object, b: object) -> float:
     """The cosine of two vectors, in float64."""
     x, y = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)

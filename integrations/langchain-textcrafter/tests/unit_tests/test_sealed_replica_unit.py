@@ -7,7 +7,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from _langchain_textcrafter_fakes import FakeAsymmetricEmbeddings, RecordingStore, exact_top
+from _langchain_textcrafter_fakes import FakeAsymmetricEmbeddings, exact_top
+from _langchain_textcrafter_fakes import ReadsRecorded as _ReadsRecorded
 
 from langchain_textcrafter import SealedVectorStore
 from textcrafter_rag.sealed import StoreIndexSearch
@@ -20,16 +21,8 @@ TEXTS = [f"Patient {i} was treated for condition {i % 7} at ward {i % 5}." for i
 IDS = [f"r{i}" for i in range(40)]
 
 
-class ReadsRecorded(RecordingStore):
-    """An in-memory store that also records every read by id."""
-
-    def __init__(self, embedding) -> None:  # type: ignore[no-untyped-def]
-        super().__init__(embedding)
-        self.reads: list[list[str]] = []
-
-    def get_by_ids(self, ids):  # type: ignore[no-untyped-def]
-        self.reads.append([str(i) for i in ids])
-        return super().get_by_ids(ids)
+class DataReads(_ReadsRecorded):
+    """The shared store that records every read by id, with the data records' share of them."""
 
     def data_reads(self) -> list[str]:
         """Ids of data records (not the index log's) that reads by id asked for."""
@@ -45,7 +38,7 @@ def base() -> FakeAsymmetricEmbeddings:
     return FakeAsymmetricEmbeddings(KnownVectors(dim=32))
 
 
-def _worker(base, key: str, *, replica: bool, store=ReadsRecorded) -> SealedVectorStore:
+def _worker(base, key: str, *, replica: bool, store=DataReads) -> SealedVectorStore:
     return SealedVectorStore(store, embedding=base, key=key, search=StoreIndexSearch(open_k=20, replica=replica))
 
 

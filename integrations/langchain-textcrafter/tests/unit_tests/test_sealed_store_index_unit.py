@@ -7,7 +7,7 @@ import asyncio
 import warnings
 
 import pytest
-from _langchain_textcrafter_fakes import FakeAsymmetricEmbeddings, RecordingStore, exact_top
+from _langchain_textcrafter_fakes import FakeAsymmetricEmbeddings, ReadsRecorded, RecordingStore, exact_top
 
 from langchain_textcrafter import ProtectedEmbeddings, SealedVectorStore, SealError
 from textcrafter_rag import GaussianNoise
@@ -206,27 +206,11 @@ def test_compact_index_writes_a_snapshot_a_new_worker_opens_from(base) -> None:
         SealedVectorStore(RecordingStore, embedding=base, key=key, search=DEFAULT_SEARCH).compact_index()
 
 
-class ReadsCounted(RecordingStore):
-    """A store that records every read by id (the ids of each ``get_by_ids`` / ``aget_by_ids``)."""
-
-    def __init__(self, embedding) -> None:  # type: ignore[no-untyped-def]
-        super().__init__(embedding)
-        self.reads: list[list[str]] = []
-
-    def get_by_ids(self, ids):  # type: ignore[no-untyped-def]
-        self.reads.append([str(i) for i in ids])
-        return super().get_by_ids(ids)
-
-    async def aget_by_ids(self, ids):  # type: ignore[no-untyped-def]
-        self.reads.append([str(i) for i in ids])
-        return super().get_by_ids(ids)
-
-
 def test_a_search_makes_two_round_trips_when_the_log_has_no_news(base) -> None:
     """The heads' search, then one read by id: the records, and in the same request the log's next segment
     (one past each head: a head the search missed), which used to be a read of its own."""
     key = generate_key()
-    writer = _held(base, key, store=ReadsCounted)
+    writer = _held(base, key, store=ReadsRecorded)
     writer.add_texts(TEXTS, ids=IDS)
     inner = writer.store
     reader = _held(base, key, store=inner)
@@ -247,7 +231,7 @@ def test_a_segment_whose_head_the_search_missed_is_read_with_the_records_and_ran
     """A head the heads' search did not return (an approximate engine): the writer's next segment, read with
     the records, is applied before ranking, and the records it indexes are read then: found at this search."""
     key = generate_key()
-    writer = _held(base, key, store=ReadsCounted)
+    writer = _held(base, key, store=ReadsRecorded)
     writer.add_texts(TEXTS[:20], ids=IDS[:20])
     inner = writer.store
     reader = _held(base, key, store=inner)
