@@ -90,8 +90,9 @@ class SealedVectorStore(NotPicklable, SealedIds, SealedReading, SealedIndexUpkee
         fetch_k: Deprecated (warned): an int is ``search=TwoStageSearch(open_k=...)``, ``None`` is ``search=None``.
         search: The mode's options. Left out: :class:`~textcrafter_rag.sealed.StoreIndexSearch` (the store-held
             index) where the store reads by id, else the candidate rounds
-            (:data:`~textcrafter_rag.sealed.candidates.DEFAULT_SEARCH`, warned); a store written in candidates opens in
-            them. A ``TwoStageSearch`` (candidates), an ``AppIndexSearch`` (the index in a local file), or
+            (:data:`~textcrafter_rag.sealed.candidates.DEFAULT_SEARCH`, warned); a store its marker says was written
+            in candidates or the app-side index opens in that mode (single-stage must be named). A
+            ``TwoStageSearch`` (candidates), an ``AppIndexSearch`` (the index in a local file), or
             ``SingleStageSearch()`` (``None`` too: the store ranks the vectors of ``embedding``: protect them).
         strict: Raise on a hit that does not open instead of skipping and counting it (:attr:`skipped`).
         record_ids: ``"keyed"`` (default): the wrapped store holds each record under a keyed UUID of its id
