@@ -150,7 +150,8 @@ class SealedVectorStore(NotPicklable, SealedIds, SealedReading, SealedIndexUpkee
             raise InvalidInputError("give either fetch_k= or search=, not both")
         search = SingleStageSearch() if search is None else search
         embedding = adopted_embeddings(store, embedding)
-        ANSWERS[mode_of(search).answered_by].check_embedding(embedding, secret)  # before the store is built
+        answers = ANSWERS[mode_of(search).answered_by]
+        answers.check_embedding(embedding, secret)  # before the store is built
         self._embedding: Embeddings = embedding
         self._secret, self._context, self._strict = secret, tenant, strict
         self._store_marker = StoreMarker(secret, tenant=tenant)
@@ -158,7 +159,7 @@ class SealedVectorStore(NotPicklable, SealedIds, SealedReading, SealedIndexUpkee
         self._marker_checked = False
         inner, shim = build_wrapped(store, embedding, query=self._wrapped_query, aquery=self._awrapped_query)
         # langchain-milvus reads no ids itself
-        inner = milvus_reads_by_id(inner, sealed=ANSWERS[mode_of(search).answered_by].reads_records)
+        inner = milvus_reads_by_id(inner, sealed=answers.reads_records)
         reads_by_id = has_get_by_ids(inner)
         if self._default_mode and not reads_by_id:
             warnings.warn(

@@ -53,13 +53,9 @@ Hit = tuple[BaseNode, Any]
 _PROBE_K = 10
 
 
-def shell_fields(shells: Sequence[BaseNode]) -> list[tuple[Any, Any, Any, Any, Any]]:
-    """What the core opens of shells read by id (the replica's check of each against the index log)."""
-    return SealedSearchSteps._hit_fields([(s, None) for s in shells])
-
-
-def _any_fields(hits: Sequence[Any]) -> list[tuple[Any, Any, Any, Any, Any]]:
-    """What the core opens of a search's hits: ``(shell, store id)`` pairs (candidates) or shells read by id."""
+def shell_fields(hits: Sequence[Any]) -> list[tuple[Any, Any, Any, Any, Any]]:
+    """What the core opens of a search's hits: shells read by id (the index modes, the replica's check of each
+    against the index log) or ``(shell, store id)`` pairs (candidates)."""
     return SealedSearchSteps._hit_fields([h if isinstance(h, tuple) else (h, None) for h in hits])
 
 
@@ -218,7 +214,7 @@ class SealedSearchSteps(SearchCounters):
         keep = functools.partial(self._restricted, query)
         store_args = (("filters",) if query.filters is not None else ()) + tuple(sorted(kwargs))
         k = query.similarity_top_k
-        found = Query(clean, k, _any_fields, ids=named, keep=keep, store_args=store_args, records=node_records)
+        found = Query(clean, k, shell_fields, ids=named, keep=keep, store_args=store_args, records=node_records)
         return core.search_mode.find(core, found)  # candidates: the store applies ids and filters itself
 
     @staticmethod
