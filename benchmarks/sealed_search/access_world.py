@@ -24,7 +24,7 @@ import numpy as np
 
 from textcrafter_rag.sealed import PortRecord, StoreIndexSearch
 from textcrafter_rag.sealed.core import SealedSearch
-from textcrafter_rag.sealed.engine import add_records, run
+from textcrafter_rag.sealed.engine import Query, add_records, run
 from textcrafter_rag.sealed.log import LOG_FIELD
 from textcrafter_rag.sealed.records import RecordSealer
 from textcrafter_rag.sealed.replica import port_hit_fields
@@ -125,10 +125,10 @@ class App:
         return store_ids
 
     def search(self, query: np.ndarray, k: int = 10) -> list[str]:
-        """The store ids of the best ``k`` by exact cosine, read from the replica or by id from the store."""
-        ids = self.core.index_candidates(query)
-        held = self.core.index_records(ids)
-        recs = held if held is not None else self.port.get(ids)
-        self.core.count_dead(ids, len(recs))
-        opened = self.core.open_hits(port_hit_fields(recs))
-        return [opened.record_ids[i] for i, _ in self.core.rank(query, opened.vectors, k)]
+        """The store ids of the best ``k`` by exact cosine, as the adapters search: the mode's own steps, run by the
+        engine's driver (the replica's records, or one read by id of the picked records with the log's last
+        records), so the store sees what it sees from them."""
+        core = self.core
+        steps = core.search_mode.find(core, Query(query, k, port_hit_fields, records=list))
+        found = run(steps, read=self.port.get)
+        return [found.record_ids[i] for i, _ in core.rank(query, found.vectors, k)]
