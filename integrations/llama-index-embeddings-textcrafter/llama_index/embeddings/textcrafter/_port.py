@@ -43,7 +43,9 @@ def read_nodes(store: BasePydanticVectorStore, ids: Sequence[str]) -> list[BaseN
     Qdrant's ``get_nodes`` scrolls with a has-id filter, which local Qdrant (``QdrantClient(path=...)``)
     answers by testing every point of the collection in Python: every search of the store-held index reads
     by id, so that cost grew with the store (tens of ms at 5,000 records). ``retrieve`` looks the ids up (on a
-    server too), returning the same points, vectors included, parsed by the store's own parser.
+    server too), returning the same points, parsed by the store's own parser, without their vectors: what is
+    read by id is opened and ranked by its sealed clean vector, and the store's vector (a keyed random one in
+    the index modes) would only be copied, validated and kept (a replica's nodes: 1.5 KB each at 384-d).
     """
     ids = list(ids)
     if not ids:
@@ -51,7 +53,7 @@ def read_nodes(store: BasePydanticVectorStore, ids: Sequence[str]) -> list[BaseN
     client = getattr(store, "_client", None)
     if client is None or not _qdrant(store):
         return list(store.get_nodes(node_ids=ids))
-    points = client.retrieve(collection_name=store.collection_name, ids=ids, with_payload=True, with_vectors=True)
+    points = client.retrieve(collection_name=store.collection_name, ids=ids, with_payload=True, with_vectors=False)
     return list(store.parse_to_query_result(points).nodes or [])
 
 
@@ -63,7 +65,7 @@ async def aread_nodes(store: BasePydanticVectorStore, ids: Sequence[str]) -> lis
     client = getattr(store, "_aclient", None)
     if client is None or not _qdrant(store):
         return list(await store.aget_nodes(node_ids=ids))
-    points = await client.retrieve(collection_name=store.collection_name, ids=ids, with_payload=True, with_vectors=True)
+    points = await client.retrieve(collection_name=store.collection_name, ids=ids, with_payload=True, with_vectors=False)
     return list(store.parse_to_query_result(points).nodes or [])
 
 
