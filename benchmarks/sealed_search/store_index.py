@@ -105,7 +105,13 @@ def _parser() -> argparse.ArgumentParser:
     ap = base_parser(SCRIPT, __doc__)
     ap.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS), help="parts to measure")
     ap.add_argument("--redo", action="store_true", help="measure the selected parts again, ignoring the part cache")
-    ap.add_argument("--engines", nargs="+", choices=("qdrant", "chroma"), default=None, help="engines (latency)")
+    ap.add_argument(
+        "--engines",
+        nargs="+",
+        choices=("qdrant", "qdrant-memory", "chroma"),
+        default=None,
+        help="engines (latency); qdrant-memory: Qdrant local without its file (a million records load in minutes)",
+    )
     ap.add_argument("--n-records", type=int, default=None, help="records of the latency part (default: the size's)")
     ap.add_argument(
         "--modes",

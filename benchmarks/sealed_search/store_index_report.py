@@ -342,8 +342,9 @@ def not_covered(
             else "Chroma was not measured in this run; "
         )
         + (
-            "Qdrant is local mode (in-process; every search is an exact numpy scan of all its vectors, no HNSW)."
-            if "qdrant" in engines
+            "Qdrant is local mode (in-process; every search is an exact numpy scan of all its vectors, no HNSW"
+            + ("; qdrant-memory: without its file, the same search)." if "qdrant-memory" in engines else ").")
+            if {"qdrant", "qdrant-memory"} & set(engines)
             else "Qdrant was not measured in this run."
         ),
         "Open time is a new store object in the same process (the engine's client and caches warm); a new OS "
