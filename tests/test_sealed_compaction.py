@@ -6,6 +6,8 @@ deleted that no snapshot covers), never by timing.
 
 from __future__ import annotations
 
+import importlib.util
+import threading
 import tracemalloc
 from collections.abc import Sequence
 
@@ -15,6 +17,7 @@ from _store_index_helpers import DIM, KEY, kinds, process, vectors, write_in_bat
 
 from textcrafter_rag.sealed import IndexRollbackError, IndexTamperedError, PortRecord, StoreIndex, StoreIndexSearch
 from textcrafter_rag.sealed.log import LOG_FIELD
+from textcrafter_rag.sealed.port import concurrent_calls, serves_concurrent_calls
 from textcrafter_rag.sealed.replica import Replica
 from textcrafter_rag.testing.memory_port import MemoryPort
 
@@ -100,6 +103,56 @@ def test_compaction_runs_by_itself_after_compact_every_entries_and_inline_when_a
     snaps = [r for r in port.records.values() if r.fields.get(LOG_FIELD) == "snap"]
     assert len(snaps) == 1  # the writer's previous snapshot was deleted
     assert len(process(port).candidates(x[0], 60)) == 60
+
+
+class _ThreadedPort(MemoryPort):
+    """A :class:`MemoryPort` that records the threads calling it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.threads: set[str] = set()
+
+    def put(self, records):  # type: ignore[no-untyped-def]
+        self.threads.add(threading.current_thread().name)
+        super().put(records)
+
+    def delete(self, ids):  # type: ignore[no-untyped-def]
+        self.threads.add(threading.current_thread().name)
+        super().delete(ids)
+
+
+def test_a_store_that_does_not_take_calls_from_two_threads_is_compacted_in_the_write_that_makes_it_due():
+    """In-process engines (Qdrant local: a search failed while another thread compacted, at a million records)
+    say nothing, and the core then never calls them from a thread of its own; a port that says
+    ``concurrent_calls = True`` (a server's client) is compacted in the background."""
+    for concurrent in (False, True):
+        port, x = _ThreadedPort(), vectors(30, 4)
+        port.concurrent_calls = concurrent  # type: ignore[attr-defined]
+        writer = process(port, compact_every=25)  # background_compaction: the default
+        assert writer.background is concurrent
+        write_in_batches(writer, x, prefix="r")
+        assert writer.wait_compacted(20.0) and writer.snapshots.written == 1
+        called_from = port.threads - {threading.current_thread().name}
+        assert called_from == ({"textcrafter-compaction"} if concurrent else set())
+
+
+def test_a_server_s_client_is_told_from_an_in_process_engine() -> None:
+    qdrant = pytest.importorskip("qdrant_client")
+    chromadb = pytest.importorskip("chromadb")
+    local = qdrant.QdrantClient(location=":memory:")
+    assert not serves_concurrent_calls(local)
+    assert serves_concurrent_calls(qdrant.QdrantClient(url="http://127.0.0.1:9"))  # no request is made
+    assert not serves_concurrent_calls(chromadb.EphemeralClient())
+    assert not serves_concurrent_calls(MemoryPort()) and not concurrent_calls(MemoryPort())
+    if importlib.util.find_spec("langchain_qdrant") is not None:
+        from langchain_core.embeddings import FakeEmbeddings
+        from langchain_qdrant import QdrantVectorStore
+        from qdrant_client import models
+
+        local.create_collection("c", vectors_config=models.VectorParams(size=4, distance=models.Distance.COSINE))
+        assert not serves_concurrent_calls(
+            QdrantVectorStore(client=local, collection_name="c", embedding=FakeEmbeddings(size=4))
+        )
 
 
 def test_an_edited_snapshot_is_refused():

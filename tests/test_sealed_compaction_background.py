@@ -27,6 +27,9 @@ class GatedPort(MemoryPort):
     """A :class:`MemoryPort` that two threads may call (one call at a time), whose calls from any thread but the
     test's can be held at a gate (:meth:`hold`) or failed (:attr:`fail`)."""
 
+    #: One call at a time (:attr:`_mutex`): the core may call it from its compaction's thread.
+    concurrent_calls = True
+
     def __init__(self) -> None:
         super().__init__()
         self.tester = threading.current_thread()

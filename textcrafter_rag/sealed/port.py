@@ -5,15 +5,22 @@ over the store it wraps. The core never imports a framework: it reads and writes
 values (an id, the vector the store ranks, the sealed text, the plain fields) and leaves to the adapter
 how the framework spells them. A store that cannot list its records raises
 :class:`~textcrafter_rag.errors.NotSupportedError` from :meth:`RecordPort.enumerate`; everything else is required.
+
+A port may say that its store takes calls from two threads at once (``concurrent_calls = True``): the core then
+compacts the index in a background thread while the application goes on calling the store. Without it (the
+default) the core never calls the store from a thread of its own: in-process engines (Qdrant local, FAISS, the
+in-memory stores) change their arrays in place, and a search made while another thread writes fails or reads
+half a write. :func:`serves_concurrent_calls` tells a server's client (Qdrant's remote client, Chroma's HTTP
+client), which does take them, from an in-process engine's.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["PortRecord", "RecordPort"]
+__all__ = ["PortRecord", "RecordPort", "concurrent_calls", "serves_concurrent_calls"]
 
 
 @dataclass(frozen=True)
@@ -57,3 +64,38 @@ class RecordPort(Protocol):
 
     def enumerate(self, batch_size: int) -> Iterator[list[PortRecord]]:
         """Every record the store holds, in batches (``NotSupportedError`` where the store cannot list)."""
+
+
+def concurrent_calls(port: RecordPort) -> bool:
+    """Whether ``port`` says its store takes calls from two threads at once (``concurrent_calls = True``)."""
+    return getattr(port, "concurrent_calls", False) is True
+
+
+def _engine_clients(store: Any) -> Iterator[Any]:
+    """``store``, the clients it holds (``client``, ``_client``, ``_collection``) and theirs (``_client``)."""
+    yield store
+    for name in ("client", "_client", "_collection"):
+        held = getattr(store, name, None)
+        if held is not None:
+            yield held
+            inner = getattr(held, "_client", None)
+            if inner is not None:
+                yield inner
+
+
+def serves_concurrent_calls(store: Any) -> bool:
+    """Whether a framework's store (or an engine client) talks to a server that takes calls from two threads at
+    once: Qdrant's remote client (not ``QdrantClient(path=...)`` or ``":memory:"``, which run Qdrant local in the
+    process) or Chroma's HTTP client (not its in-process ``PersistentClient``/``EphemeralClient``). Anything
+    else: ``False``.
+
+    Read from the clients' own classes and settings, so neither package is imported here.
+    """
+    for held in _engine_clients(store):
+        kind = type(held)
+        if kind.__module__.startswith("qdrant_client.") and kind.__name__.endswith(("QdrantRemote", "QdrantLocal")):
+            return kind.__name__.endswith("QdrantRemote")
+        settings = getattr(held, "get_settings", None)
+        if kind.__module__.startswith("chromadb.") and callable(settings):
+            return str(getattr(settings(), "chroma_api_impl", "")).startswith("chromadb.api.fastapi.")
+    return False

@@ -15,9 +15,11 @@ applied, and the candidates picked again, before ranking.
 Compaction (:mod:`.compaction`): once a process has written ``compact_every`` index entries since its last
 snapshot (and at least a quarter of the index), it stores the index as a sealed snapshot and deletes the
 segments it covers, so a new process reads the snapshot and the segments past it, not the whole log. The write
-that makes it due starts it in a background thread and returns: at a million records a compaction takes over a
-second and stores about 100 MB, which no write should wait for. Only taking the index's bytes holds the lock
-that writes and searches take (:meth:`StoreIndex.compact`).
+that makes it due starts it in a background thread and returns, where the store takes calls from two threads
+(a server's client, :func:`~.port.serves_concurrent_calls`): at a million records a compaction takes over a
+second and stores about 100 MB. An in-process engine (Qdrant local, FAISS, the in-memory stores) compacts in that
+write instead: a search it answered while another thread compacted failed (Qdrant local, a million records).
+Only taking the index's bytes holds the lock that writes and searches take (:meth:`StoreIndex.compact`).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from ..sealing import NotPicklable, SecretKey
 from ..validation import check_int
 from .compaction import Snapshots
 from .log import DEFAULT_SEGMENT_CHARS, IndexLog, Probe, Segment, SegmentGapError
-from .port import PortRecord, RecordPort
+from .port import PortRecord, RecordPort, concurrent_calls
 from .vector_index import VectorIndex
 
 __all__ = ["DEFAULT_OPEN_K", "StoreIndex", "StoreIndexSearch"]
@@ -64,8 +66,8 @@ class StoreIndexSearch:
             least a quarter of the index, so compaction rewrites at most a few times the index in all); ``0``
             never compacts by itself (:meth:`StoreIndex.compact` still does).
         background_compaction: Run a compaction that ``compact_every`` makes due in a background thread, which
-            then calls the store while writes go on (the store's client must allow calls from two threads, as
-            async use already needs); ``False``: in the write that makes it due (tests, scripts).
+            then calls the store while writes go on, where the store takes calls from two threads (its port says
+            so: a server's client); ``False``, or an in-process engine: in the write that makes it due.
         replica: Keep a local replica of the sealed records, synced from the store by the log
             (:mod:`.replica`), so that a query reads no record from the store: the store no longer sees which
             records a query reads. Opening then reads every record once, and memory holds every record.
@@ -129,6 +131,8 @@ class StoreIndex(NotPicklable):
         tenant = renamed_keyword(tenant, context, new="tenant=", old="StoreIndex(context=)", default="")
         self.options = options
         self.log = IndexLog(key, tenant=tenant, port=port, dim=dim, segment_chars=options.segment_chars)
+        #: Whether a compaction may call the store from a thread of its own (:func:`~.port.concurrent_calls`).
+        self.background = options.background_compaction and concurrent_calls(port)
         self.index = self._new_index()
         self.snapshots = Snapshots(self.log)
         self._lock = threading.RLock()
@@ -261,7 +265,7 @@ class StoreIndex(NotPicklable):
             return
         if not self._compacting.acquire(blocking=False):
             return
-        if not self.options.background_compaction:
+        if not self.background:
             try:
                 self._compact_quietly()
             finally:

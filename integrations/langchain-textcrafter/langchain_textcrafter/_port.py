@@ -16,7 +16,7 @@ from langchain_core.documents import Document
 from langchain_core.vectorstores import VectorStore
 
 from textcrafter_rag.errors import NotSupportedError
-from textcrafter_rag.sealed.port import PortRecord
+from textcrafter_rag.sealed.port import PortRecord, serves_concurrent_calls
 from textcrafter_rag.sealed.records import ID_FIELD, canonical_record_id
 
 from ._milvus import is_milvus, milvus_records
@@ -51,6 +51,9 @@ class LangChainPort:
 
     def __init__(self, store: VectorStore, shim: SealedTextEmbeddings, *, id_field: str) -> None:
         self.store, self.shim, self.id_field = store, shim, id_field
+        #: Whether the store takes calls from two threads at once (a server's client): the core may then compact
+        #: the index in a thread of its own (:mod:`textcrafter_rag.sealed.port`).
+        self.concurrent_calls = serves_concurrent_calls(store)
 
     def _record(self, doc: Document) -> PortRecord:
         return doc_record(doc, id_field=self.id_field)

@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from langchain_core.embeddings import Embeddings
+from langchain_core.embeddings import Embeddings, FakeEmbeddings
 
 from langchain_textcrafter import ProtectedEmbeddings, SealedVectorStore, SealError
+from textcrafter_rag.sealed.port import serves_concurrent_calls
 from textcrafter_rag.sealing import generate_key
 from textcrafter_rag.testing import scan_for_plaintext, scanned_files
 from textcrafter_rag.testing.pii_records import SEALED_FIELDS
@@ -212,3 +213,14 @@ def test_the_scan_finds_every_text_in_an_unsealed_store(tmp_path: Path, embeddin
     hits = scan_for_plaintext([server.path], SECRETS)
     assert {h.text_index for h in hits if h.kind == "text"} == set(range(len(SECRETS)))
     assert len({(h.text_index, h.needle) for h in hits if h.kind == "fragment"}) > 20 * len(RECORDS)
+
+
+def test_a_chroma_http_client_takes_calls_from_two_threads_and_an_in_process_one_does_not(running: Running) -> None:
+    """The store-held index compacts in a background thread only where the store's client is a server's: over
+    ``chromadb.HttpClient``, not over the in-process ``EphemeralClient``."""
+    assert serves_concurrent_calls(running.store.store) and serves_concurrent_calls(running.client)
+    assert not serves_concurrent_calls(
+        Chroma(
+            client=chromadb.EphemeralClient(), collection_name="in-process", embedding_function=FakeEmbeddings(size=4)
+        )
+    )

@@ -22,7 +22,7 @@ from llama_index.core.vector_stores import SimpleVectorStore
 from llama_index.core.vector_stores.types import BasePydanticVectorStore, VectorStoreQuery
 
 from textcrafter_rag.errors import NotSupportedError
-from textcrafter_rag.sealed.port import PortRecord
+from textcrafter_rag.sealed.port import PortRecord, serves_concurrent_calls
 from textcrafter_rag.sealed.records import canonical_record_id
 
 __all__ = ["LlamaIndexPort", "aread_nodes", "node_records", "read_nodes", "reads_by_id"]
@@ -65,7 +65,9 @@ async def aread_nodes(store: BasePydanticVectorStore, ids: Sequence[str]) -> lis
     client = getattr(store, "_aclient", None)
     if client is None or not _qdrant(store):
         return list(await store.aget_nodes(node_ids=ids))
-    points = await client.retrieve(collection_name=store.collection_name, ids=ids, with_payload=True, with_vectors=False)
+    points = await client.retrieve(
+        collection_name=store.collection_name, ids=ids, with_payload=True, with_vectors=False
+    )
     return list(store.parse_to_query_result(points).nodes or [])
 
 
@@ -98,6 +100,9 @@ class LlamaIndexPort:
 
     def __init__(self, store: BasePydanticVectorStore) -> None:
         self.store = store
+        #: Whether the store takes calls from two threads at once (a server's client): the core may then compact
+        #: the index in a thread of its own (:mod:`textcrafter_rag.sealed.port`).
+        self.concurrent_calls = serves_concurrent_calls(store)
 
     def _absent(self) -> bool:
         """Whether the store's collection does not exist yet (Qdrant creates it at the first ``add``).
