@@ -52,8 +52,8 @@ class ExactShards:
 
         Each shard's flat index is searched itself and its positions mapped to labels here: ``IndexIDMap.search``
         maps them in an OpenMP loop, a team of threads for every query, and on a busy machine the query then
-        waits for a descheduled thread (the default's p95 at 5,000 records on Qdrant local: 17 ms with it, 6.6
-        ms without, measured).
+        waits for a descheduled thread (the default's p95 at 5,183 records on Qdrant local: 16.1 ms with it, 6.05
+        ms without, ``benchmarks/results/store_index_5k_before.md`` and ``store_index_5k.md``).
         """
         scores, labels = [], []
         for s in self.shards:
