@@ -277,6 +277,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument(
         "--work-dir", default=None, help="where the float16 rows wait for the re-rank (default: a temp dir)"
     )
+    ap.add_argument("--code-bytes", type=int, default=None, help="PQ code bytes a record (default: the shipped 48)")
+    ap.add_argument("--open-k", type=int, default=None, help="records opened a query (default: the shipped 100)")
     args = ap.parse_args(None if argv is None else list(argv))
     size = resolve_size(args)
     set_threads()
@@ -290,7 +292,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     base = _scifact(data_dir, cache=cache_dir(args.cache_dir), size=size, seed=args.seed, progress=not args.no_progress)
     n = min(args.n, 3_000) if size == "smoke" else args.n
-    options = StoreIndexSearch(train_at=1_000) if size == "smoke" else StoreIndexSearch()
+    chosen = {k: v for k, v in (("code_bytes", args.code_bytes), ("open_k", args.open_k)) if v is not None}
+    options = StoreIndexSearch(train_at=1_000, **chosen) if size == "smoke" else StoreIndexSearch(**chosen)
     load0 = _load()
     work = Path(tempfile.mkdtemp(prefix="tc-scale-", dir=args.work_dir))
     try:
