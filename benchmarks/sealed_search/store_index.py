@@ -110,7 +110,7 @@ def _parser() -> argparse.ArgumentParser:
         nargs="+",
         choices=("qdrant", "qdrant-memory", "chroma"),
         default=None,
-        help="engines (latency); qdrant-memory: Qdrant local without its file (a million records load in minutes)",
+        help="engines (latency); qdrant-memory: Qdrant local without its file (no SQLite write a point)",
     )
     ap.add_argument("--n-records", type=int, default=None, help="records of the latency part (default: the size's)")
     ap.add_argument(
