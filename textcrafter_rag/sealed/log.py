@@ -349,9 +349,10 @@ class IndexLog(NotPicklable):
             newer = any(int(s.get("epoch", 0)) > self.epoch for s in self.snapshots)
             quiet = all(seq <= self._applied.get(w, 0) for w, seq in heads.items())
             if not quiet or (self.snapshots and (not self._applied or newer)):
-                return Probe([], {}, {}, self.epoch, self._read_all(heads, apply, restore))
+                self._read_all(heads, apply, restore)
+                return Probe([], {}, {}, self.epoch)
             ids = [cid for w in heads for cid in self._batch_ids(w, self._applied.get(w, 0) + 1, heads[w])]
-            return Probe(ids, heads, dict(self._applied), self.epoch, 0)
+            return Probe(ids, heads, dict(self._applied), self.epoch)
 
     def probed(
         self,

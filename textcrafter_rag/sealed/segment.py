@@ -56,11 +56,9 @@ class Probe:
         heads: The heads as read (writer: sequence number).
         applied: What was applied when the heads were read (a change since: the log is read again).
         epoch: The epoch then.
-        read: Segments applied while the heads were read (they showed news).
     """
 
     ids: list[str]
     heads: dict[str, int]
     applied: dict[str, int]
     epoch: int
-    read: int

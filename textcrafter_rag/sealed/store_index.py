@@ -291,9 +291,13 @@ class StoreIndex(NotPicklable):
         except Exception as exc:  # the write itself is logged: a failed compaction is retried, never fatal
             logger.warning("compacting the sealed index failed (retried at a later write): %s", exc)
 
-    def _refresh_if_due(self) -> None:
+    def _log_due(self) -> bool:
+        """Whether the log is to be read before this write or search (``refresh_every``)."""
         every = self.options.refresh_every
-        if self._read_at is None or every == 0 or time.monotonic() - self._read_at >= every:
+        return self._read_at is None or every == 0 or time.monotonic() - self._read_at >= every
+
+    def _refresh_if_due(self) -> None:
+        if self._log_due():
             self.refresh()
 
     def add(self, ids: Sequence[str], clean: np.ndarray) -> None:
@@ -342,8 +346,7 @@ class StoreIndex(NotPicklable):
         """:meth:`candidates`, the log's read by id left to the caller's read of the records
         (:meth:`IndexLog.probe_later`): read ``probe.ids`` with them and hand what came back to :meth:`probed`
         before ranking. ``None``: nothing left to read (the log was read, or was not due)."""
-        every = self.options.refresh_every
-        if self._read_at is not None and every != 0 and time.monotonic() - self._read_at < every:
+        if not self._log_due():
             return self.index.search(query, k), None
         with self._lock:
             probe = self.log.probe_later(lambda seg: self._apply([seg]), self._restore)
