@@ -33,10 +33,22 @@ from .distractors import cluster_distractors
 
 NAME = "store_index"
 SCRIPT = Script(NAME, "benchmarks.sealed_search.store_index")
+#: The breadth of Chroma's HNSW search in the plain row made to rank closer to clean (Chroma's default is 100,
+#: whose plain store ranked at 0.80 of clean NDCG@10 at 1,000,000 records): set once before any run with it, not
+#: tuned on the queries. The comparison the guide asks for is at equal retrieval quality.
+CHROMA_EF_SEARCH = 400
 PLAIN, SINGLE, DEFAULT, EVERY = "plain", "single-stage", "store-index (default)", "store-index, refresh_every=1.0"
-MODES = (PLAIN, SINGLE, DEFAULT, EVERY)
-#: The command line's names of the modes (``--modes``).
-MODE_NAMES = {"plain": PLAIN, "single-stage": SINGLE, "store-index": DEFAULT, "refresh-every": EVERY}
+PLAIN_EF = f"plain, ef_search={CHROMA_EF_SEARCH}"
+MODES = (PLAIN, PLAIN_EF, SINGLE, DEFAULT, EVERY)
+#: The command line's names of the modes (``--modes``); ``plain-ef`` is measured on Chroma only (the others'
+#: plain search is exact).
+MODE_NAMES = {
+    "plain": PLAIN,
+    "plain-ef": PLAIN_EF,
+    "single-stage": SINGLE,
+    "store-index": DEFAULT,
+    "refresh-every": EVERY,
+}
 #: The issue's targets.
 P95_TARGET, NDCG_TARGET, BYTES_TARGET = 2.0, 0.99, 64.0
 
@@ -221,13 +233,15 @@ def latency_rows(
 
     try:
         for engine in engines:
-            # plain and single-stage: one collection each (the engine ranks clean vectors)
-            for n, mode in enumerate((PLAIN, SINGLE)):
-                if mode not in modes:
+            # plain (at the engine's own HNSW breadth and at CHROMA_EF_SEARCH) and single-stage: one collection
+            # each (the engine ranks clean vectors)
+            for n, mode in enumerate((PLAIN, PLAIN_EF, SINGLE)):
+                if mode not in modes or (mode == PLAIN_EF and engine != "chroma"):
                     continue
                 name = f"docs_{n}"
-                with _engine(engine, tmp / engine / name, name, dim) as factory:
-                    if mode == PLAIN:
+                ef = CHROMA_EF_SEARCH if mode == PLAIN_EF else None
+                with _engine(engine, tmp / engine / name, name, dim, ef_search=ef) as factory:
+                    if mode in (PLAIN, PLAIN_EF):
                         store = factory(embeddings)
                     else:
                         store = SealedVectorStore(factory, embedding=embeddings, key=key, search=None)

@@ -11,7 +11,17 @@ import numpy as np
 
 from benchmarks.common.reporting import md_table
 
-from .store_index_parts import BYTES_TARGET, DEFAULT, EVERY, MODES, NDCG_TARGET, P95_TARGET, SCRIPT
+from .store_index_parts import (
+    BYTES_TARGET,
+    DEFAULT,
+    EVERY,
+    MODES,
+    NDCG_TARGET,
+    P95_TARGET,
+    PLAIN,
+    PLAIN_EF,
+    SCRIPT,
+)
 
 
 def _cited_candidates(results_dir: Path) -> list[dict[str, Any]]:
@@ -38,20 +48,26 @@ def _cited_candidates(results_dir: Path) -> list[dict[str, Any]]:
     return out
 
 
+def _p95_verdict(r: dict[str, Any], plain: dict[str, Any], label: str) -> dict[str, Any]:
+    ratio = r["latency_ms_p95"] / plain["latency_ms_p95"]
+    return {
+        "target": f"p95 <= {P95_TARGET:g}x the plain store's{label} ({r['engine']})",
+        "measured": f"{ratio:.2f}x ({r['latency_ms_p95']:.2f} vs {plain['latency_ms_p95']:.2f} ms)",
+        "met": "met" if ratio <= P95_TARGET else f"not met: {ratio / P95_TARGET:.2f}x the allowed {P95_TARGET:g}x",
+    }
+
+
 def _verdicts(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
+    by = {(r["engine"], r["mode"]): r for r in rows if r.get("part") == "latency"}
     for r in rows:
         if r.get("part") == "latency" and r["mode"] == DEFAULT:
-            ratio = r["p95_ratio_to_plain"]
-            out.append(
-                {
-                    "target": f"p95 <= {P95_TARGET:g}x the plain store's ({r['engine']})",
-                    "measured": f"{ratio:.2f}x ({r['latency_ms_p95']:.2f} vs {r['latency_ms_p95'] / ratio:.2f} ms)",
-                    "met": "met"
-                    if ratio <= P95_TARGET
-                    else f"not met: {ratio / P95_TARGET:.2f}x the allowed {P95_TARGET:g}x",
-                }
-            )
+            if (r["engine"], PLAIN) in by:
+                out.append(_p95_verdict(r, by[(r["engine"], PLAIN)], ""))
+            wide = by.get((r["engine"], PLAIN_EF))
+            if wide is not None:
+                label = f" at {PLAIN_EF.split(', ')[1]} (NDCG@10 {wide['ndcg10']:.2f})"
+                out.append(_p95_verdict(r, wide, label))
             out.append(
                 {
                     "target": f"NDCG@10 >= {NDCG_TARGET:g} of clean ({r['engine']})",
@@ -156,6 +172,15 @@ def render_markdown(rows: Sequence[dict[str, Any]], meta: dict[str, Any]) -> str
                     f"plain store's p95 ({d['latency_ms_p95']:.1f} ms against "
                     f"{d['latency_ms_p95'] / d['p95_ratio_to_plain']:.1f} ms) and {d['p50_ratio_to_plain']:.2f}x its "
                     f"p50 ({d['latency_ms_p50']:.1f} ms against {d['latency_ms_p50'] / d['p50_ratio_to_plain']:.1f} ms)"
+                )
+        for engine in dict.fromkeys(r["engine"] for r in lat):
+            d, p, w = by.get((engine, DEFAULT)), by.get((engine, PLAIN)), by.get((engine, PLAIN_EF))
+            if d and p and w:
+                parts.append(
+                    f"on {engine} the plain store ranks at {p['ndcg_ratio']:.2f} of clean with the engine's own HNSW "
+                    f"search breadth and at {w['ndcg_ratio']:.2f} with {PLAIN_EF.split(', ')[1]} (p95 "
+                    f"{w['latency_ms_p95']:.1f} ms), where the default ranks at {d['ndcg_ratio']:.2f}: against that "
+                    f"plain row the default is {d['latency_ms_p95'] / w['latency_ms_p95']:.2f}x at p95"
                 )
         lines += [
             "Interpretation: "

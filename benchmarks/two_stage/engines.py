@@ -156,12 +156,18 @@ def engine_latency_rows(
 
 
 @contextmanager
-def _engine(engine: str, path: Path, name: str, dim: int) -> Iterator[Callable[[Embeddings], Any]]:
+def _engine(
+    engine: str, path: Path, name: str, dim: int, *, ef_search: int | None = None
+) -> Iterator[Callable[[Embeddings], Any]]:
     """A factory building the engine's LangChain store from the embeddings the sealed store gives it.
 
     ``"qdrant-memory"``: Qdrant local without its file (``QdrantClient(":memory:")``): the same search code as
-    ``"qdrant"``, without the SQLite write of every point that ``"qdrant"`` makes."""
+    ``"qdrant"``, without the SQLite write of every point that ``"qdrant"`` makes. ``ef_search``: the breadth of
+    Chroma's HNSW search, set when the collection is made (a running server keeps a loaded index's breadth, so
+    changing it later does not apply); Qdrant local has no HNSW, and refuses it."""
     path.mkdir(parents=True, exist_ok=True)
+    if ef_search is not None and engine != "chroma":
+        raise ValueError(f"ef_search applies to chroma's HNSW; {engine} searches exactly")
     if engine in ("qdrant", "qdrant-memory"):
         from langchain_qdrant import QdrantVectorStore
         from qdrant_client import QdrantClient, models
@@ -180,7 +186,10 @@ def _engine(engine: str, path: Path, name: str, dim: int) -> Iterator[Callable[[
 
         with _chroma_server(path) as (host, port):
             client = chromadb.HttpClient(host=host, port=port)
-            yield lambda e: Chroma(collection_name=name, embedding_function=e, client=client)
+            config = {"hnsw": {"ef_search": int(ef_search)}} if ef_search is not None else None
+            yield lambda e: Chroma(
+                collection_name=name, embedding_function=e, client=client, collection_configuration=config
+            )
     else:
         raise ValueError(f"unknown engine {engine!r}; choose qdrant, qdrant-memory or chroma")
 
