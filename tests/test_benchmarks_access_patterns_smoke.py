@@ -1,11 +1,12 @@
 """Smoke test of ``benchmarks.sealed_search.access_patterns``: hash vectors, a few hundred notes, no model.
 
-The checks fail when the replica is broken or the attacks are: without the replica each query reads its
-``open_k`` records and the inserter, who knows its own records, finds the topic; with it no query reads a data
-record, every query's requests to the store are the same, and every read-based row is at chance exactly. The
-write rows are there for both modes, and the store links each write to its writer in both (what the replica
-does not hide). The Chroma-server part (a ``chroma run`` server, and a writer in another OS process): the other
-process's writes are found at the next search of both sealed stores, and the replica's queries read no data record.
+The checks fail when the replica is broken or the attacks are: without the replica each query reads its best
+ten records and a few more (the index is exact at this size) and the inserter, who knows its own records,
+finds the topic; with it no query reads a data record, every query's requests to the store are the same, and
+every read-based row is at chance exactly. The write rows are there for both modes, and the store links each
+write to its writer in both (what the replica does not hide). The Chroma-server part (a ``chroma run`` server,
+and a writer in another OS process): the other process's writes are found at the next search of both sealed
+stores, and the replica's queries read no data record.
 """
 
 from __future__ import annotations
@@ -23,13 +24,14 @@ from benchmarks.sealed_search import access_patterns
 from benchmarks.sealed_search.access_costs import cost_rows
 from benchmarks.sealed_search.access_report import WRITE_ATTACKS
 from benchmarks.sealed_search.access_server import server_rows
+from textcrafter_rag.sealed.store_index import EXACT_EXTRA
 
 
 def test_reads_leak_without_the_replica_and_nothing_with_it() -> None:
     rows = access_patterns.attack_rows(access_patterns.toy_encoder(), size="smoke", seed=0)
     reads = {(r["mode"], r["attacker"], r["attack"]): r for r in rows}
     plain = reads[("store-index", "inserter-20", "guess-query-topic")]
-    assert plain["mean_data_reads"] == 100 and plain["value"] >= 0.9  # the leak the option closes
+    assert plain["mean_data_reads"] == 10 + EXACT_EXTRA and plain["value"] >= 0.9  # the leak the option closes
     for r in rows:
         if r["mode"] == "store-index-replica" and r["attack"] not in WRITE_ATTACKS:
             assert r["mean_data_reads"] == 0 and r["distinct_request_logs"] == 1
@@ -59,7 +61,7 @@ def test_server_part_syncs_another_process_writes() -> None:
     rows = server_rows([300], seed=0, n_queries=5, sync_rounds=1, writes=100)
     by = {r["mode"]: r for r in rows}
     assert list(by) == ["plain-chroma", "store-index", "store-index-replica"]
-    assert by["store-index"]["data_records_read_a_query"] == 100  # open_k records read by id a query
+    assert by["store-index"]["data_records_read_a_query"] == 10 + EXACT_EXTRA  # the best k and a few more, by id
     assert by["store-index-replica"]["data_records_read_a_query"] == 0  # none: the replica holds them
     for mode in ("store-index", "store-index-replica"):
         (sync,) = by[mode]["sync_rounds"]

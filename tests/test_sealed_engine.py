@@ -28,6 +28,7 @@ from textcrafter_rag.sealed.modes.candidates import CandidateSearch
 from textcrafter_rag.sealed.modes.store_index import StoreIndexMode
 from textcrafter_rag.sealed.records import ID_FIELD
 from textcrafter_rag.sealed.replica import port_hit_fields
+from textcrafter_rag.sealed.store_index import EXACT_EXTRA
 from textcrafter_rag.sealing import SecretKey
 from textcrafter_rag.testing.memory_port import MemoryPort
 
@@ -141,13 +142,13 @@ def test_the_async_driver_runs_the_algorithm_off_the_event_loop() -> None:
     core.attach(port)
     stored(core, port, x)
     seen: list[threading.Thread] = []
-    candidates = core.index_candidates
+    plan = core.index_plan
 
-    def recording(query: np.ndarray) -> list[str]:
+    def recording(query: np.ndarray, **options):
         seen.append(threading.current_thread())
-        return candidates(query)
+        return plan(query, **options)
 
-    core.index_candidates = recording  # type: ignore[method-assign]
+    core.index_plan = recording  # type: ignore[method-assign]
 
     async def read(ids: Sequence[str]) -> list[PortRecord]:
         return port.get(ids)
@@ -239,3 +240,40 @@ def test_a_mode_without_an_index_spares_the_store_the_reads_a_delete_or_clear_wo
     for steps in jobs:
         run(steps, write=lambda: events.append("write"))
     assert events == ["write", "before clear", "write", "cleared state"]
+
+
+def _reads(options: StoreIndexSearch, n: int, *, k: int, keep=None, gone: Sequence[str] = ()) -> tuple[list, list]:
+    """One index search's reads by id, and the ``k`` ids it ranks best: ``n`` records stored, ``gone`` then
+    deleted from the store only (their index entries stay)."""
+    port, x = MemoryPort(), vectors(n, 4)
+    core = SealedSearch(KEY, tenant="t", options=options)
+    core.attach(port)
+    stored(core, port, x)
+    core.store_index().index.wait_trained()
+    port.delete(list(gone))
+    asked = Asked(port)
+    found = run(StoreIndexMode().find(core, Query(x[0], k, port_hit_fields, keep=keep)), read=asked.read)
+    best = [found.record_ids[row] for row, _ in core.rank(x[0], found.vectors, k)]
+    return [ids for kind, ids in asked.requests if kind == "read"], best
+
+
+def test_an_exact_index_reads_k_and_a_few_more_and_finds_what_the_whole_pick_finds() -> None:
+    reads, found = _reads(StoreIndexSearch(open_k=60), 300, k=5)
+    assert [len(r) for r in reads] == [5 + EXACT_EXTRA]  # not open_k: the exact index's order is the answer
+    _, whole = _reads(StoreIndexSearch(open_k=60), 300, k=5, keep=lambda hits: hits)
+    assert found == whole and found[0] == "r0"
+
+
+def test_a_search_that_keeps_some_of_the_read_or_a_trained_index_reads_the_whole_pick() -> None:
+    kept, _ = _reads(StoreIndexSearch(open_k=60), 300, k=5, keep=lambda hits: hits[:2])
+    assert [len(r) for r in kept] == [60]  # a filter after the read needs the whole pick
+    trained, found = _reads(StoreIndexSearch(open_k=60, train_at=256, code_bytes=4), 300, k=5)
+    assert [len(r) for r in trained] == [60] and len(found) == 5  # codes rank approximately: the exact re-rank
+
+
+def test_entries_whose_records_are_gone_make_an_exact_pick_read_the_rest_and_still_find_k() -> None:
+    first, _ = _reads(StoreIndexSearch(open_k=60), 300, k=5)
+    gone = [i for i in first[0] if i != "r0"][:10]  # 10 of the 13 read are no longer in the store
+    reads, found = _reads(StoreIndexSearch(open_k=60), 300, k=5, gone=gone)
+    assert [len(r) for r in reads] == [5 + EXACT_EXTRA, 60 - 5 - EXACT_EXTRA]
+    assert len(found) == 5 and not set(found) & set(gone) and found[0] == "r0"

@@ -7,8 +7,9 @@ results (and ``--cost-ns`` / ``--server-ns`` replace only those sizes), and the 
 Modes (the store-held index, the default of both adapters, run through the real core over a store that logs
 every request, :mod:`.access_world`):
 
-* ``store-index``: each query reads its best ``open_k`` (100) records by id; the store also sees the heads
-  search and the log's probes;
+* ``store-index``: each query reads its best records by id (while the index is exact, below ``train_at``, the
+  ten it keeps and ``EXACT_EXTRA`` more; once trained, ``open_k``: 100); the store also sees the heads search
+  and the log's probes;
 * ``store-index-replica`` (``StoreIndexSearch(replica=True)``): records come from the local replica; the store
   sees the heads search and the probes only.
 

@@ -8,7 +8,8 @@ of about 200 characters, as :mod:`.access_costs`):
 * ``plain-chroma``: LangChain's ``Chroma`` over the clean vectors and plaintexts (the engine ranks): the reference;
 * ``store-index``: :class:`~langchain_textcrafter.SealedVectorStore` with ``StoreIndexSearch()`` (the default):
   each search reads the log's heads (and any new segments), scans the in-memory index, reads its best
-  ``open_k`` (100) records by id, opens them and ranks exactly;
+  records by id (``open_k``, 100, once the index is trained; below ``train_at`` the ten kept and
+  ``EXACT_EXTRA`` more), opens them and ranks exactly;
 * ``store-index-replica``: a second sealed store object over the same collection with
   ``StoreIndexSearch(replica=True)``: the records come from its local replica.
 

@@ -401,13 +401,14 @@ class SealedSearch(KeyHolder):
 
     def index_candidates(self, query: Any) -> list[str]:
         """The ids of the :attr:`open_k` records the index ranks best for the clean query."""
-        self._counts.search()
-        return self._indexes().candidates(query, self.open_k, marker_id=self.marker_id(), marker_seen=self.marker_seen)
+        return self.index_plan(query, probing=False).ids
 
-    def index_plan(self, query: Any) -> Picked:
-        """:meth:`index_candidates`, the log's last read left to the records' (:meth:`IndexModes.plan`)."""
+    def index_plan(self, query: Any, *, need: int | None = None, probing: bool = True) -> Picked:
+        """:meth:`index_candidates` as :meth:`IndexModes.plan` picks them (``probing``, ``need``)."""
         self._counts.search()
-        return self._indexes().plan(query, self.open_k, marker_id=self.marker_id(), marker_seen=self.marker_seen)
+        return self._indexes().plan(
+            query, self.open_k, marker_id=self.marker_id(), marker_seen=self.marker_seen, probing=probing, need=need
+        )
 
     @property
     def dead(self) -> int:

@@ -119,11 +119,14 @@ class Picked:
 
     ``settle`` takes the log's records that came back (every one of ``log_ids`` the store holds): it applies
     them, and returns the ids to read in place of ``ids`` when they changed the index (``None``: unchanged).
+    ``more`` gives the whole ``open_k`` pick, best first, where ``ids`` is a narrower one (an exact index): read
+    the rest of it only when some, but fewer records than the search keeps, came back.
     """
 
     ids: list[str]
     log_ids: list[str] = field(default_factory=list)
     settle: Callable[[Sequence[PortRecord]], list[str] | None] | None = None
+    more: Callable[[], list[str]] | None = None
 
 
 #: A mode's search: requests out, answers in, :class:`Found` at the end.
@@ -151,7 +154,7 @@ class SearchCore(Protocol):
 
     def index_candidates(self, query: Any) -> list[str]: ...
 
-    def index_plan(self, query: Any) -> Picked: ...
+    def index_plan(self, query: Any, *, need: int | None = None, probing: bool = True) -> Picked: ...
 
     def index_records(self, ids: Sequence[str]) -> list[Any] | None: ...
 

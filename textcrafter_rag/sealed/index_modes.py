@@ -30,7 +30,7 @@ from .port import PortRecord, RecordPort
 from .record_ids import canonical_record_id
 from .records import RecordSealer
 from .replica import Fetch, HitFieldsOf, OpenVector, Replica, port_hit_fields
-from .store_index import StoreIndex, StoreIndexSearch
+from .store_index import EXACT_EXTRA, StoreIndex, StoreIndexSearch
 
 __all__ = ["IndexMissingError", "IndexModes", "Picked", "UnindexedRecordsWarning", "compact_store_index", "logger"]
 
@@ -304,18 +304,30 @@ class IndexModes:
                 self._dead += missing
             logger.info("%d index entries read by a search have no record in the store (skipped)", missing)
 
-    def candidates(self, query: Any, k: int, *, marker_id: str, marker_seen: bool) -> list[str]:
-        """The ids of the ``k`` records the index ranks best for the clean query.
+    def plan(
+        self,
+        query: Any,
+        k: int,
+        *,
+        marker_id: str,
+        marker_seen: bool,
+        probing: bool = True,
+        need: int | None = None,
+    ) -> Picked:
+        """The ids of the ``k`` records the index ranks best for the clean query, with the store-held index's last
+        read of its log left to the caller's read of the records where that saves a round trip (``probing``, no
+        replica: :meth:`StoreIndex.candidates_probing`).
+
+        ``need``: how many records the caller keeps of those read, when it filters none out after the read. While
+        the store-held index is exact (below ``train_at``: no codes yet) the opened vectors' exact ranking only
+        confirms the index's, so ``need`` plus :data:`EXACT_EXTRA` are read, not ``k``; the rest of the ``k``
+        (:attr:`Picked.more`) is read only when some but fewer than ``need`` came back (entries whose records are
+        gone; nothing back is an empty answer, returned as such).
 
         Raises:
             SealError: The store holds records but neither this key and tenant's log nor its marker.
             IndexMissingError: An app-side index store opened by a process without its file.
         """
-        return self.plan(query, k, marker_id=marker_id, marker_seen=marker_seen, probing=False).ids
-
-    def plan(self, query: Any, k: int, *, marker_id: str, marker_seen: bool, probing: bool = True) -> Picked:
-        """:meth:`candidates`, with the store-held index's last read of its log left to the caller's read of the
-        records where that saves a round trip (``probing``, no replica: :meth:`StoreIndex.candidates_probing`)."""
         q = check_store_vectors(np.asarray(query).reshape(1, -1), name="query vector")[0]
         if not self.held:
             index = self.index()
@@ -331,13 +343,15 @@ class IndexModes:
         held = self.store_index(len(q))
         assert held is not None
         held.log.ignored.add(marker_id)
+        pool = k if need is None or held.index.trained else min(k, need + EXACT_EXTRA)
+        more = None if pool == k else lambda: held.index.search(q, k)
         if probing and self.replica is None:
-            found, probe = held.candidates_probing(q, k)
+            found, probe = held.candidates_probing(q, pool)
         else:
-            found, probe = held.candidates(q, k), None
+            found, probe = held.candidates(q, pool), None
         if probe is not None and not found:  # the checks below read the whole log: read it now
             if held.probed(probe, self._port.get(probe.ids) if self._port is not None else []):
-                found = held.index.search(q, k)
+                found = held.index.search(q, pool)
             probe = None
         if self.replica is not None:
             self.replica.sync()  # what the log named since: fetched by id, the same reads whatever the query
@@ -355,13 +369,13 @@ class IndexModes:
                 "finds none of them (the log was lost, or the records are another tenant's): index the sealed "
                 "records with rebuild_index()",
                 UnindexedRecordsWarning,
-                stacklevel=5 if probing else 6,  # the user's call, through candidates() or plan()
+                stacklevel=5,  # the user's call, through the mode's find() and SealedSearch.index_plan()
             )
         if probe is None:
-            return Picked(found)
+            return Picked(found, more=more)
         pending = probe
 
         def settle(records: Sequence[PortRecord]) -> list[str] | None:
-            return held.index.search(q, k) if held.probed(pending, records) else None
+            return held.index.search(q, pool) if held.probed(pending, records) else None
 
-        return Picked(found, probe.ids, settle)
+        return Picked(found, probe.ids, settle, more)

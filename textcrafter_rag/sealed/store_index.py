@@ -45,6 +45,10 @@ __all__ = ["DEFAULT_OPEN_K", "StoreIndex", "StoreIndexSearch"]
 
 #: Records opened and ranked exactly per query.
 DEFAULT_OPEN_K = 100
+#: Records read past the ``k`` a search keeps while the index is exact (below ``train_at``: the opened vectors'
+#: ranking then only confirms the index's): room for entries whose records are gone and for ties in the last
+#: places between the index's float32 scores and the opened vectors' cosines, without a second read.
+EXACT_EXTRA = 8
 #: Index entries per segment written by a rebuild or a large add (a segment is one sealed message).
 _SEGMENT_ENTRIES = 2_000
 

@@ -26,6 +26,7 @@ from textcrafter_rag.sealed.app_index import AppIndexSearch
 from textcrafter_rag.sealed.candidates import DEFAULT_SEARCH, TwoStageSearch
 from textcrafter_rag.sealed.core import ModeMismatchError, StoreRanksWarning
 from textcrafter_rag.sealed.log import LOG_FIELD
+from textcrafter_rag.sealed.store_index import EXACT_EXTRA
 from textcrafter_rag.sealing import Sealer, SealError, generate_key
 from textcrafter_rag.testing import KnownVectors
 
@@ -138,7 +139,8 @@ def test_an_empty_answer_never_deletes_an_index_entry(base, search: Any) -> None
 
     with mock.patch.object(client, "retrieve", retrieve):
         assert _texts(store, base, "condition 3", 5) == []
-    assert empty["left"] == 0 and store.dead == 24  # counted, not removed
+    read = 5 + EXACT_EXTRA if isinstance(search, StoreIndexSearch) else 24  # an exact store-held index reads k + 8
+    assert empty["left"] == 0 and store.dead == read  # counted, not removed
     assert set(_texts(store, base, "condition 3", 24)) == set(TEXTS)  # every record still found
     assert _texts(store, base, "condition 3", 5) == exact_top(base, "condition 3", 5)
 

@@ -48,10 +48,9 @@ class PickedSearch:
         picked = query.ids is None
         if not picked:
             plan = Picked(list(query.ids or ()))
-        elif query.records is not None:
-            plan = core.index_plan(query.clean)
-        else:
-            plan = Picked(core.index_candidates(query.clean))
+        else:  # nothing kept out after the read: an exact index reads little more than k (IndexModes.plan)
+            need = query.k if query.keep is None else None
+            plan = core.index_plan(query.clean, need=need, probing=query.records is not None)
         wanted = plan.ids
         local = core.index_records(wanted)  # the replica's (StoreIndexSearch(replica=True)): the store reads none
         if local is not None or not plan.log_ids:
@@ -63,6 +62,15 @@ class PickedSearch:
         if query.keep is not None:
             hits = query.keep(hits)
         opened = core.open_hits(query.fields(hits))
+        # entries whose records are gone: read the rest of the pick. Not when nothing came back: a store that answers
+        # empty answers so for the whole pick too (a read of all of it would have returned nothing either)
+        if plan.more is not None and hits and len(opened.record_ids) < query.k:
+            rest = [i for i in plan.more() if i not in set(wanted)]
+            local = core.index_records(rest)
+            extra = list(local) if local is not None else (list((yield ReadIds(rest))) if rest else [])
+            core.count_dead(rest, len(extra))
+            hits += extra
+            opened = core.open_hits(query.fields(hits))
         return Found(hits, opened.positions, opened.record_ids, opened.vectors)
 
     @staticmethod

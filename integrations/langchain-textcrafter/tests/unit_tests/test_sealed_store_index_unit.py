@@ -15,6 +15,7 @@ from textcrafter_rag.sealed import StoreIndexSearch
 from textcrafter_rag.sealed.candidates import DEFAULT_SEARCH
 from textcrafter_rag.sealed.core import ModeMismatchError, UnindexedRecordsWarning, UnprotectedVectorsWarning
 from textcrafter_rag.sealed.log import LOG_FIELD
+from textcrafter_rag.sealed.store_index import EXACT_EXTRA
 from textcrafter_rag.sealing import Sealer, generate_key
 from textcrafter_rag.testing import KnownVectors
 
@@ -151,7 +152,7 @@ def test_an_empty_answer_never_removes_an_index_entry(base) -> None:
     q = "condition 5"
     store.store.empty_reads = 1  # one search's one read by id: the records, with the log's next segments
     assert store.similarity_search(q, k=5) == []  # nothing came back: nothing returned, nothing deleted
-    assert store._search.dead == 20
+    assert store._search.dead == 5 + EXACT_EXTRA  # those read (the index is exact), and no more read after none
     assert [d.page_content for d in store.similarity_search(q, k=5)] == exact_top(base, TEXTS, q, 5)
     assert len(store._search.store_index()) == len(TEXTS)
 
@@ -223,7 +224,7 @@ def test_a_search_makes_two_round_trips_when_the_log_has_no_news(base) -> None:
         searched = len(inner.searched)
         assert [d.page_content for d in search()] == exact_top(base, TEXTS, q, 5)
         assert len(inner.searched) == searched + 1  # the heads
-        assert len(inner.reads) == 1 and probe in inner.reads[0] and len(inner.reads[0]) == 20 + 1
+        assert len(inner.reads) == 1 and probe in inner.reads[0] and len(inner.reads[0]) == 5 + EXACT_EXTRA + 1
     assert reader._search.dead == 0
 
 

@@ -207,11 +207,14 @@ class SealedSearchSteps(SearchCounters):
 
         In an index mode ``node_ids`` (the retriever's, mapped to the store's ids) are read themselves, all of
         them, and ranked exactly: a search among named nodes is complete, not limited to the index's best
-        ``open_k``; ``doc_ids`` restrict what was read (:meth:`_restricted`).
+        ``open_k``; ``doc_ids`` restrict what was read (:meth:`_restricted`). A search that keeps every record
+        read of the index's pick and ranks the best ``similarity_top_k`` (no ``doc_ids``, not MMR, which ranks all
+        it reads) reads little more than those while the index is exact (:meth:`IndexModes.plan`).
         """
         core = self._search
         named = [str(i) for i in query.node_ids] if query.node_ids else None
-        keep = functools.partial(self._restricted, query)
+        whole = named or query.doc_ids or query.mode == VectorStoreQueryMode.MMR
+        keep = functools.partial(self._restricted, query) if whole else None
         store_args = (("filters",) if query.filters is not None else ()) + tuple(sorted(kwargs))
         k = query.similarity_top_k
         found = Query(clean, k, shell_fields, ids=named, keep=keep, store_args=store_args, records=node_records)
