@@ -41,7 +41,7 @@ from .log import DEFAULT_SEGMENT_CHARS, IndexLog, Probe, Segment, SegmentGapErro
 from .port import PortRecord, RecordPort, concurrent_calls
 from .vector_index import VectorIndex
 
-__all__ = ["DEFAULT_OPEN_K", "StoreIndex", "StoreIndexSearch"]
+__all__ = ["DEFAULT_OPEN_K", "EXACT_EXTRA", "StoreIndex", "StoreIndexSearch"]
 
 #: Records opened and ranked exactly per query.
 DEFAULT_OPEN_K = 100

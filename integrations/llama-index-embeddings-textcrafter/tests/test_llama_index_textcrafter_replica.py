@@ -11,6 +11,7 @@ from unittest import mock
 import pytest
 from llama_index.core.schema import NodeRelationship, RelatedNodeInfo, TextNode
 from llama_index.core.vector_stores import VectorStoreQuery
+from llama_index.core.vector_stores.types import VectorStoreQueryMode
 
 from llama_index.embeddings.textcrafter import SealedVectorStore
 from textcrafter_rag.sealed import StoreIndexSearch
@@ -128,6 +129,19 @@ def test_without_the_replica_a_query_reads_its_shells(base) -> None:
     with Reads(client) as reads:
         store.query(_query(base, "condition 5", 4))
         assert len(reads.data_reads()) == 4 + EXACT_EXTRA  # by id (the index is exact): what the replica hides
+
+
+def test_an_mmr_query_and_one_naming_doc_ids_read_the_whole_pick(base) -> None:
+    """MMR ranks every shell read and ``doc_ids`` keep some of them: both need the index's ``open_k``, not k + 8."""
+    client, key = QdrantClient(":memory:"), generate_key()
+    store = _worker(client, key, replica=False)
+    store.add(_nodes(base, range(24)))
+    mmr = VectorStoreQuery(query_embedding=base.query("condition 5"), similarity_top_k=4, mode=VectorStoreQueryMode.MMR)
+    docs = VectorStoreQuery(query_embedding=base.query("condition 5"), similarity_top_k=4, doc_ids=["doc-1", "doc-5"])
+    for query in (mmr, docs):
+        with Reads(client) as reads:
+            assert store.query(query).nodes
+            assert len(reads.data_reads()) == 20  # open_k
 
 
 def test_another_workers_writes_and_deletes_reach_the_replica_at_the_next_search(base) -> None:

@@ -64,10 +64,13 @@ class PickedSearch:
         opened = core.open_hits(query.fields(hits))
         # entries whose records are gone: read the rest of the pick. Not when nothing came back: a store that answers
         # empty answers so for the whole pick too (a read of all of it would have returned nothing either)
+        rest: list[str] = []
         if plan.more is not None and hits and len(opened.record_ids) < query.k:
-            rest = [i for i in plan.more() if i not in set(wanted)]
+            read = set(wanted)
+            rest = [i for i in plan.more() if i not in read]
+        if rest:
             local = core.index_records(rest)
-            extra = list(local) if local is not None else (list((yield ReadIds(rest))) if rest else [])
+            extra = list(local) if local is not None else list((yield ReadIds(rest)))
             core.count_dead(rest, len(extra))
             hits += extra
             opened = core.open_hits(query.fields(hits))
