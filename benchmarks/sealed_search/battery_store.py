@@ -115,9 +115,12 @@ class HeldWorld:
         return _u(np.stack(got))
 
     def query(self, clean: np.ndarray) -> tuple[np.ndarray, list[str]]:
-        """Run one query as the adapters do: the vector the store was searched with, the data ids it was asked for.
+        """Run one query as the adapters do, reading the index's whole ``open_k`` pick: the vector the store was
+        searched with, the data ids it was asked for.
 
-        The ids are in the order asked (the index's ranking when the store is read, nothing with the replica).
+        The ids are in the order asked (the index's ranking when the store is read, nothing with the replica). The
+        adapters read fewer while the index is exact (the best ``k`` and ``EXACT_EXTRA`` more): this reads what a
+        trained index reads, the more the store sees; ``access_patterns`` measures the adapters' own reads.
         """
         n_search, n_read = len(self.port.searches), len(self.port.reads)
         ids = self.core.index_candidates(np.asarray(clean, dtype=np.float32))
