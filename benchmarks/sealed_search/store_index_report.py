@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.common.reporting import md_table
+from textcrafter_rag.sealed.store_index import EXACT_EXTRA
 
 from .store_index_parts import (
     BYTES_TARGET,
@@ -186,9 +187,10 @@ def render_markdown(rows: Sequence[dict[str, Any]], meta: dict[str, Any]) -> str
         lines += [
             "Interpretation: "
             + ("; ".join(parts) + ". " if parts else "")
-            + "The store-held index fetches open_k = 100 sealed records by id "
-            "and opens them per query where the plain store returns 10 plaintext hits; the default also searches "
-            "for the log's heads first (one more engine round trip).",
+            + "Per query the store-held index fetches sealed records by id and opens them (open_k = 100 once "
+            f"its index is trained; the best 10 and {EXACT_EXTRA} more while it is exact, below train_at) where "
+            "the plain store returns 10 plaintext hits; the default also searches for the log's heads first "
+            "(one more engine round trip).",
             "",
         ]
     else:
