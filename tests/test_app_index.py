@@ -70,7 +70,9 @@ def test_the_sealed_file_round_trips_refuses_foreign_or_edited_ones_and_a_second
     writer = IndexFile(path, key=KEY, context="t")
     assert writer.load(search=search) is None
     writer.save(index)
-    assert b"r17" not in path.read_bytes()  # ids and codes are sealed
+    data, plain = path.read_bytes(), index.to_bytes()
+    ids = b'"r16","r17","r18"'  # long enough that random ciphertext never holds it by chance (a 3-byte id could)
+    assert ids in plain and ids not in data and plain[-64:] not in data  # ids and codes are sealed
     loaded = IndexFile(path, key=KEY, context="t").load(search=search)
     assert loaded.ids() == index.ids() and loaded.search(x[17], 5) == index.search(x[17], 5)
     for key, context in ((SecretKey(generate_key()), "t"), (KEY, "other-tenant")):
