@@ -19,13 +19,14 @@ import numpy as np
 import pytest
 from _retrieval_helpers import clustered_vectors
 
-from benchmarks.sealed_search.battery_store import HeldWorld
+from benchmarks.sealed_search.battery_store import SEARCH_K, HeldWorld
 from benchmarks.sealed_search.distractors import cluster_distractors
 from benchmarks.sealed_search.modes import make_mode
 from benchmarks.sealed_search.report import verdict_rows
 from benchmarks.sealed_search.run import BatteryConfig, Corpus, measure, write_report
 from benchmarks.sealed_search.scale import ScaleConfig
 from textcrafter_rag.sealed.layout import LOG_FIELD
+from textcrafter_rag.sealed.store_index import EXACT_EXTRA
 
 DIM = 48
 
@@ -141,9 +142,10 @@ def test_guessing_can_succeed_and_can_be_stopped(results: tuple[list[dict], dict
 def test_the_store_held_modes_are_attacked_in_a_real_store(results: tuple[list[dict], dict, Path]) -> None:
     rows = [r for r in results[0] if r.get("part") == "battery"]
     access = {(r["mode"], r["attacker"]): r for r in rows if r["attack"] == "access-pattern"}
-    # without the replica each query has the store read its open_k records, and an inserter whose own records
-    # are read learns the disease; with the replica no query has the store read a record it ranked
-    assert access[("store-index", "pairs-200")]["store_reads_per_query"] == 100
+    # without the replica each query has the store read its best k and EXACT_EXTRA more (the index is exact at
+    # this size), and an inserter whose own records are read learns the disease; with the replica no query has
+    # the store read a record it ranked
+    assert access[("store-index", "pairs-200")]["store_reads_per_query"] == SEARCH_K + EXACT_EXTRA
     assert access[("store-index", "inserter-20")]["own_opened_share"] == 1.0
     assert access[("store-index", "inserter-20")]["value"] >= 0.5
     assert access[("store-index-replica", "pairs-200")]["store_reads_per_query"] == 0

@@ -21,6 +21,7 @@ import numpy as np
 from textcrafter_rag.numerics import unit_rows
 from textcrafter_rag.sealed import PortRecord, StoreIndexSearch
 from textcrafter_rag.sealed.core import SealedSearch
+from textcrafter_rag.sealed.engine import Query, run
 from textcrafter_rag.sealed.layout import DIM_KEY, MARKER_KEY, MODE_KEY, is_library_record
 from textcrafter_rag.sealed.records import RecordSealer
 from textcrafter_rag.sealed.replica import port_hit_fields
@@ -33,6 +34,9 @@ __all__ = ["BatteryStore", "HeldWorld", "RecordingPort"]
 
 #: The sealed text of every battery record (the battery attacks vectors; text sizes: ``sealing_padding``).
 RECORD_TEXT = "a battery record"
+
+#: The ``k`` a victim search keeps (the plain store's 10 opened records).
+SEARCH_K = 10
 
 
 def _u(x: np.ndarray) -> np.ndarray:
@@ -115,19 +119,16 @@ class HeldWorld:
         return _u(np.stack(got))
 
     def query(self, clean: np.ndarray) -> tuple[np.ndarray, list[str]]:
-        """Run one query as the adapters do, reading the index's whole ``open_k`` pick: the vector the store was
-        searched with, the data ids it was asked for.
+        """Run one search for the best :data:`SEARCH_K` as the adapters do (the mode's own steps, run by the
+        engine's driver): the vector the store was searched with, the data ids it was asked for.
 
-        The ids are in the order asked (the index's ranking when the store is read, nothing with the replica). The
-        adapters read fewer while the index is exact (the best ``k`` and ``EXACT_EXTRA`` more): this reads what a
-        trained index reads, the more the store sees; ``access_patterns`` measures the adapters' own reads.
+        The ids are in the order asked (the index's ranking when the store is read, nothing with the replica): the
+        best ``k`` and ``EXACT_EXTRA`` more while the index is exact, its ``open_k`` once trained.
         """
         n_search, n_read = len(self.port.searches), len(self.port.reads)
-        ids = self.core.index_candidates(np.asarray(clean, dtype=np.float32))
-        held = self.core.index_records(ids)
-        recs = held if held is not None else self.port.get(ids)
-        self.core.count_dead(ids, len(recs))
-        self.core.open_hits(port_hit_fields(recs))
+        core = self.core
+        run(core.search_mode.find(core, Query(np.asarray(clean, np.float32), SEARCH_K, port_hit_fields, records=list)),
+            read=self.port.get)  # fmt: skip
         searched = self.port.searches[n_search:]
         data = self.port.data_ids()
         read = [i for ask in self.port.reads[n_read:] for i in ask if i in data]

@@ -47,7 +47,7 @@ BATTERY_MODES = (
     ("candidates", "candidates (rotation + noise 2.0/0.5, fetch_k 200)"),
     ("index", "app-side index (PQ 48 B, open_k 100)"),
     ("index-open1000", "app-side index (open_k 1000)"),
-    ("store-index", "store-held index (the default, open_k 100)"),
+    ("store-index", "store-held index (the default)"),
     ("store-index-replica", "store-held index, replica=True"),
     ("store-index-compacted", "store-held index, log compacted every 64 entries"),
 )
