@@ -52,11 +52,10 @@ class PickedSearch:
             need = query.k if query.keep is None else None
             plan = core.index_plan(query.clean, need=need, probing=query.records is not None)
         wanted = plan.ids
-        local = core.index_records(wanted)  # the replica's (StoreIndexSearch(replica=True)): the store reads none
-        if local is not None or not plan.log_ids:
-            hits = list(local) if local is not None else (list((yield ReadIds(wanted))) if wanted else [])
-        else:  # the log's last read made with the records' (one request): see :meth:`_settled`
+        if plan.log_ids:  # the log's last read made with the records' (one request; never with a replica): _settled
             wanted, hits = yield from self._settled(plan, query, list((yield ReadIds(wanted + plan.log_ids))))
+        else:
+            hits = yield from self._read(core, wanted)
         if picked:
             core.count_dead(wanted, len(hits))
         if query.keep is not None:
@@ -69,12 +68,20 @@ class PickedSearch:
             read = set(wanted)
             rest = [i for i in plan.more() if i not in read]
         if rest:
-            local = core.index_records(rest)
-            extra = list(local) if local is not None else list((yield ReadIds(rest)))
+            extra = yield from self._read(core, rest)
             core.count_dead(rest, len(extra))
             hits += extra
             opened = core.open_hits(query.fields(hits))
         return Found(hits, opened.positions, opened.record_ids, opened.vectors)
+
+    @staticmethod
+    def _read(core: SearchCore, ids: list[str]) -> Generator[ReadIds, Sequence[Any], list[Any]]:
+        """The records of ``ids``: the replica's (``StoreIndexSearch(replica=True)``: the store reads none), else one
+        read by id (none for no ids)."""
+        local = core.index_records(ids)
+        if local is not None:
+            return list(local)
+        return list((yield ReadIds(ids))) if ids else []
 
     @staticmethod
     def _settled(
