@@ -27,6 +27,7 @@ INFRASTRUCTURE = {
     "textcrafter_rag.extras",
     "textcrafter_rag.validation",
     "textcrafter_rag.numerics",
+    "textcrafter_rag.heap",
     "textcrafter_rag.metrics",
     "textcrafter_rag.randomness",
     "textcrafter_rag.artifacts",

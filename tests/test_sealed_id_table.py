@@ -106,6 +106,9 @@ class _WritesDuringEncoding:
     def remove_ids(self, selector) -> int:
         return self.ivf.remove_ids(selector)
 
+    def __getattr__(self, name):  # everything else (search, the inverted lists) is the trained index's
+        return getattr(self.ivf, name)
+
 
 def test_moving_into_the_trained_index_loses_no_write_made_meanwhile(monkeypatch) -> None:
     monkeypatch.setattr(exact_shards, "SHARD", 1_000)

@@ -4,8 +4,6 @@ built from a log, in a fresh subprocess per size (what it measures is said in :m
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import gc
 import json
 import os
@@ -21,12 +19,16 @@ from typing import Any
 import numpy as np
 import psutil
 
+from textcrafter_rag.heap import release_free_heap
 from textcrafter_rag.numerics import unit_rows
 from textcrafter_rag.sealed.log import LOG_FIELD, IndexLog
 from textcrafter_rag.sealed.store_index import StoreIndex, StoreIndexSearch
 from textcrafter_rag.testing.memory_port import MemoryPort
 
 # -- memory -------------------------------------------------------------------------------------------
+
+#: Segments of 2,000 records another writer adds after the reopen, each read by the reopened index.
+LIVE_SEGMENTS = 20
 
 
 def _rss() -> int:
@@ -38,13 +40,7 @@ def _rss() -> int:
 def _trimmed_rss() -> int | None:
     """RSS after glibc's ``malloc_trim(0)`` returned the heap's free pages (``None`` without glibc)."""
 
-    name = ctypes.util.find_library("c")
-    try:
-        libc = ctypes.CDLL(name or "libc.so.6")
-        libc.malloc_trim(0)
-    except (OSError, AttributeError):
-        return None
-    return _rss()
+    return _rss() if release_free_heap() else None
 
 
 def memory_child(n: int, dim: int, seed: int) -> dict[str, Any]:
@@ -88,6 +84,7 @@ def memory_child(n: int, dim: int, seed: int) -> dict[str, Any]:
     compacted = index.compact()
     compact_s = time.perf_counter() - t1
     snap = [r for r in port.records.values() if r.fields.get(LOG_FIELD) == "snap"]
+    segments_after = sum(1 for r in port.records.values() if r.fields.get(LOG_FIELD) == "seg")
     n_first = len(index)
     del index, vi
     base_snapshot = _trimmed_rss() or _rss()  # the first index gone: the port (log and snapshot) remains
@@ -97,6 +94,20 @@ def memory_child(n: int, dim: int, seed: int) -> dict[str, Any]:
     snapshot_open_s = time.perf_counter() - t1
     same = reopened.candidates(q, options.open_k) == got and len(reopened) == n_first
     after_snapshot, trimmed_snapshot = _rss(), _trimmed_rss()
+    # then live: another writer adds LIVE_SEGMENTS segments, and the reopened index reads each one (a reader
+    # serving while the store grows: FAISS grows each list it adds to by doubling, from the snapshot's exact sizes)
+    held = set(port.records)
+    other = IndexLog(key, port=port, dim=dim)
+    for _ in range(LIVE_SEGMENTS):
+        ids = [str(uuid.UUID(bytes=rng.bytes(16), version=4)) for _ in range(2000)]
+        other.append(adds=ids, vectors=unit_rows(rng.standard_normal((2000, dim))).astype(np.float32))
+        reopened.refresh()
+    del other, ids
+    live_n = len(reopened)
+    # the log records just written are the store's (about 1 KB a record of sealed text in this process's port),
+    # not the index's: deleted before reading the RSS, and the heap they held handed back
+    port.delete([i for i in port.records if i not in held])
+    after_live = _trimmed_rss() or _rss()
     return {
         "part": "memory",
         "n_records": n,
@@ -121,7 +132,7 @@ def memory_child(n: int, dim: int, seed: int) -> dict[str, Any]:
         "compacted": compacted,
         "compact_seconds": round(compact_s, 2),
         "log_chunks_before_compaction": segments_before,
-        "log_chunks_after_compaction": sum(1 for r in port.records.values() if r.fields.get(LOG_FIELD) == "seg"),
+        "log_chunks_after_compaction": segments_after,
         "snapshot_records": len(snap),
         "snapshot_mb": round(sum(len(r.text) for r in snap) / 2**20, 1),
         "open_from_snapshot_seconds": round(snapshot_open_s, 2),
@@ -131,6 +142,8 @@ def memory_child(n: int, dim: int, seed: int) -> dict[str, Any]:
         "rss_snapshot_trimmed_bytes_per_record": None
         if trimmed_snapshot is None
         else (trimmed_snapshot - base_snapshot) / n,
+        "live_records_added": live_n - n_first,
+        "rss_live_bytes_per_record": (after_live - base_snapshot) / live_n,
     }
 
 

@@ -308,7 +308,11 @@ def render_markdown(rows: Sequence[dict[str, Any]], meta: dict[str, Any]) -> str
                 "it). RSS: the process's growth by the second index, from a baseline taken after the first was "
                 "deleted and the heap trimmed (FAISS reads each inverted list at its size, where a list built by adds "
                 "grows by doubling). `same`: its `open_k` candidates for the query above and its size equal the first "
-                "index's.",
+                "index's. `live`: the same process's growth, per record held, after another writer then added "
+                f"{snaps[0].get('live_records_added', 0):,} records in segments of 2,000 and the reopened index read "
+                "each one (a reader serving while the store grows); the log records written meanwhile (the store's "
+                "sealed text, held by this process's `MemoryPort`) are deleted and the heap trimmed before the RSS "
+                "is read.",
                 "",
                 md_table(
                     snaps,
@@ -325,6 +329,7 @@ def render_markdown(rows: Sequence[dict[str, Any]], meta: dict[str, Any]) -> str
                         "snapshot_same_candidates",
                         "rss_snapshot_bytes_per_record",
                         "rss_snapshot_trimmed_bytes_per_record",
+                        "rss_live_bytes_per_record",
                     ],
                     headers=[
                         "records",
@@ -339,6 +344,7 @@ def render_markdown(rows: Sequence[dict[str, Any]], meta: dict[str, Any]) -> str
                         "same",
                         "RSS B / record",
                         "after malloc_trim",
+                        "live B / record",
                     ],
                     digits=2,
                 ),

@@ -33,6 +33,7 @@ import numpy as np
 
 from ..deprecation import renamed_keyword
 from ..errors import InvalidInputError, InvalidTypeError
+from ..heap import release_free_heap
 from ..logs import logger
 from ..sealing import NotPicklable, SecretKey
 from ..validation import check_int
@@ -51,6 +52,9 @@ DEFAULT_OPEN_K = 100
 EXACT_EXTRA = 8
 #: Index entries per segment written by a rebuild or a large add (a segment is one sealed message).
 _SEGMENT_ENTRIES = 2_000
+#: Index entries applied (read or written) after which the C heap's free pages are handed back (:mod:`..heap`):
+#: decoding and applying segments frees buffers among the arrays the index keeps.
+_RELEASE_AFTER = 20_000
 
 
 @dataclass(frozen=True)
@@ -147,6 +151,8 @@ class StoreIndex(NotPicklable):
         self._read_at: float | None = None
         #: Index entries this process logged since its last snapshot.
         self._since_snapshot = 0
+        #: Index entries applied since the C heap's free pages were last handed back.
+        self._churn = 0
         #: Called with every segment applied, read or written here (the replica follows the log through it).
         self.listeners: list[Callable[[Segment], None]] = []
         #: Called with every id held after a snapshot replaced the index (the replica settles them again).
@@ -164,6 +170,10 @@ class StoreIndex(NotPicklable):
                 self.index.add(seg.adds, seg.vectors.astype(np.float32))
             for listen in self.listeners:
                 listen(seg)
+            self._churn += len(seg.adds) + len(seg.deletes)
+            if self._churn >= _RELEASE_AFTER:
+                self._churn = 0
+                release_free_heap()
 
     def refresh(self) -> int:
         """Read the store's log now and apply what other processes wrote; how many segments were applied."""
@@ -182,9 +192,14 @@ class StoreIndex(NotPicklable):
                 for reset in self.resets:
                     reset(ids)
 
-        if gap is None:
-            return self.snapshots.load(restore)
-        return self.snapshots.load(restore, writer=gap.writer, seq=gap.seq)
+        loaded = (
+            self.snapshots.load(restore)
+            if gap is None
+            else self.snapshots.load(restore, writer=gap.writer, seq=gap.seq)
+        )
+        if loaded:  # a snapshot's sealed text, read in chunks, is freed by now
+            release_free_heap()
+        return loaded
 
     def compact(self) -> bool:
         """Store this process's index as a sealed snapshot now, and delete the segments it covers; whether a
@@ -224,6 +239,7 @@ class StoreIndex(NotPicklable):
             logger.info("a compaction was dropped: the store was cleared while it ran")
             return False
         snapshots.clean(pointer, covers, previous)
+        release_free_heap()  # the index's bytes and their sealed text are freed
         return True
 
     def wait_compacted(self, timeout: float | None = None) -> bool:
