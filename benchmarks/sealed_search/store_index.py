@@ -28,7 +28,9 @@ whole log into memory; ``opens`` times per engine.
 (not SciFact: the memory and build time do not depend on the vectors) under random UUID ids is written to
 :class:`~textcrafter_rag.testing.memory_port.MemoryPort`; the process RSS (psutil) is read before and after
 building a :class:`StoreIndex` from it (read the log, apply it, wait for the PQ codebook's background training),
-and the difference is divided by ``N``.
+and the difference is divided by ``N``. The same process then compacts the log and opens a second index from the
+snapshot (its own RSS growth), and another writer adds 40,000 records that the second index reads (``live``: a
+reader serving while the store grows; the new log records are deleted from the port before the RSS is read).
 
 Usage::
 
