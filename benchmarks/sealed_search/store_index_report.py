@@ -193,6 +193,16 @@ def render_markdown(rows: Sequence[dict[str, Any]], meta: dict[str, Any]) -> str
             "(one more engine round trip).",
             "",
         ]
+        waits = {r["engine"]: r["compaction_wait_seconds"] for r in lat if r.get("compaction_wait_seconds") is not None}
+        if waits:
+            lines += [
+                "The writer's background compaction in flight, if any, was waited for after the last write and before "
+                "the store-held rows were timed: "
+                + ", ".join(f"{engine} {s:.1f} s" for engine, s in waits.items())
+                + ". (Runs before this column existed did not wait: a compaction could still be storing its snapshot "
+                "while they were timed.)",
+                "",
+            ]
     else:
         lines += ["Not measured in this run.", ""]
     cited = meta.get("cited_candidates") or []
