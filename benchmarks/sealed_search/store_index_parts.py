@@ -158,17 +158,31 @@ def _exact_ndcg(data: Retrieval, k: int) -> float:
 
 def _searched(store: Any, data: Retrieval, by_uuid: dict[str, str], k: int) -> tuple[np.ndarray, float]:
     """Latency (ms) of each query after three warm-up searches, and the NDCG@10 of the timed searches."""
-    for q in data.query_texts[:3]:
-        store.similarity_search(q, k=k)
-    _wait_trained(store)  # a PQ codebook training in the background (past train_at) would share the CPU
-    ranked: dict[str, list[str]] = {}
-    out = []
-    for qid, q in zip(data.query_ids, data.query_texts):
-        t0 = time.perf_counter()
-        docs = store.similarity_search(q, k=k)
-        out.append((time.perf_counter() - t0) * 1000)
-        ranked[qid] = [by_uuid.get(str(d.id if d.id is not None else d.metadata.get("_id")), "?") for d in docs]
-    return np.asarray(out), _ndcg(ranked, data.qrels)
+    return _searched_together({"one": store}, data, by_uuid, k)["one"]
+
+
+def _searched_together(
+    stores: dict[str, Any], data: Retrieval, by_uuid: dict[str, str], k: int
+) -> dict[str, tuple[np.ndarray, float]]:
+    """:func:`_searched` for several store objects over one collection, their searches interleaved query by query
+    (the order turned around every other query), so a change in the engine's state during the run (a server still
+    settling its last writes) weighs on each row alike."""
+    for store in stores.values():
+        for q in data.query_texts[:3]:
+            store.similarity_search(q, k=k)
+        _wait_trained(store)  # a PQ codebook training in the background (past train_at) would share the CPU
+    ranked: dict[str, dict[str, list[str]]] = {name: {} for name in stores}
+    out: dict[str, list[float]] = {name: [] for name in stores}
+    names = list(stores)
+    for i, (qid, q) in enumerate(zip(data.query_ids, data.query_texts)):
+        for name in names if i % 2 == 0 else names[::-1]:
+            t0 = time.perf_counter()
+            docs = stores[name].similarity_search(q, k=k)
+            out[name].append((time.perf_counter() - t0) * 1000)
+            ranked[name][qid] = [
+                by_uuid.get(str(d.id if d.id is not None else d.metadata.get("_id")), "?") for d in docs
+            ]
+    return {name: (np.asarray(out[name]), _ndcg(ranked[name], data.qrels)) for name in stores}
 
 
 def _wait_trained(store: Any) -> float:
@@ -302,11 +316,12 @@ def latency_rows(
                     )
                     progress(f"{engine} open {n_open + 1}: {rows[-1]['open_ms']:.0f} ms to the first search")
                     del fresh
-                for mode, options in ((DEFAULT, StoreIndexSearch()), (EVERY, StoreIndexSearch(refresh_every=1.0))):
-                    if mode not in indexed:
-                        continue
-                    store = SealedVectorStore(factory, embedding=embeddings, key=key, search=options)
-                    lat, ndcg = _searched(store, data, by_uuid, k)
+                options = {DEFAULT: StoreIndexSearch(), EVERY: StoreIndexSearch(refresh_every=1.0)}
+                stores = {
+                    mode: SealedVectorStore(factory, embedding=embeddings, key=key, search=options[mode])
+                    for mode in indexed
+                }
+                for mode, (lat, ndcg) in _searched_together(stores, data, by_uuid, k).items():
                     rows.append(
                         row(
                             engine,
@@ -315,12 +330,13 @@ def latency_rows(
                             ndcg,
                             write_seconds=round(seconds, 1),
                             compaction_wait_seconds=compaction_wait,
-                            search_options=repr(options),
-                            **_index_state(store),
+                            interleaved=len(stores) > 1,
+                            search_options=repr(options[mode]),
+                            **_index_state(stores[mode]),
                         )
                     )
                     progress(f"{engine} {mode}: p95 {rows[-1]['latency_ms_p95']} ms, NDCG@10 {ndcg:.2f}")
-                    del store
+                del stores
                 del writer
             _released(tmp / engine / name)
         for engine in engines:

@@ -195,12 +195,20 @@ def render_markdown(rows: Sequence[dict[str, Any]], meta: dict[str, Any]) -> str
         ]
         waits = {r["engine"]: r["compaction_wait_seconds"] for r in lat if r.get("compaction_wait_seconds") is not None}
         if waits:
+            together = any(r.get("interleaved") for r in lat)
             lines += [
                 "The writer's background compaction in flight, if any, was waited for after the last write and before "
                 "the store-held rows were timed: "
                 + ", ".join(f"{engine} {s:.1f} s" for engine, s in waits.items())
-                + ". (Runs before this column existed did not wait: a compaction could still be storing its snapshot "
-                "while they were timed.)",
+                + "."
+                + (
+                    " The two store-held rows were timed together, their searches interleaved query by query (the "
+                    "order turned every other query), so the engine's state weighs on both alike."
+                    if together
+                    else ""
+                )
+                + " (Runs before this sentence existed did neither: a compaction could still be storing its snapshot "
+                "while the default was timed, and the refresh_every row was timed after it.)",
                 "",
             ]
     else:
