@@ -17,6 +17,7 @@ from _store_index_helpers import DIM, KEY, kinds, process, vectors, write_in_bat
 
 from textcrafter_rag.sealed import IndexRollbackError, IndexTamperedError, PortRecord, StoreIndex, StoreIndexSearch
 from textcrafter_rag.sealed.log import LOG_FIELD
+from textcrafter_rag.sealed.log_records import LOG_WRITE_BATCH
 from textcrafter_rag.sealed.port import concurrent_calls, serves_concurrent_calls
 from textcrafter_rag.sealed.replica import Replica
 from textcrafter_rag.testing.memory_port import MemoryPort
@@ -272,3 +273,36 @@ def test_a_process_opened_from_a_snapshot_writes_after_every_write_the_snapshot_
     assert opened.candidates(x[0], 1) == [] and opened.snapshots.loaded == 1  # from the snapshot, not B's segment
     opened.add(["x"], x)
     assert reader.candidates(x[0], 1) == ["x"]  # merged B's delete, then the re-add
+
+
+class CallSizes(MemoryPort):
+    """Records how many log records each write or delete call carried."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.log_puts: list[int] = []
+        self.deletes: list[int] = []
+
+    def put(self, records: Sequence[PortRecord]) -> None:
+        self.log_puts.append(sum(1 for r in records if r.fields.get(LOG_FIELD) is not None))
+        super().put(records)
+
+    def delete(self, ids: Sequence[str]) -> None:
+        self.deletes.append(len(ids))
+        super().delete(ids)
+
+
+def test_log_records_are_written_and_deleted_a_few_per_store_call():
+    """A Chroma server holds every search while it stores or deletes: a segment, a snapshot and a compaction's
+    clean-up go in calls of at most LOG_WRITE_BATCH records, so searches get through in between."""
+    port, x = CallSizes(), vectors(600, 9)
+    writer = process(port, segment_chars=2048)
+    write_in_batches(writer, x, prefix="r", batch=600)  # one segment of more than LOG_WRITE_BATCH chunks
+    assert kinds(port)["seg"] > LOG_WRITE_BATCH
+    assert max(port.log_puts) == LOG_WRITE_BATCH  # written in several calls
+    port.log_puts.clear()
+    assert writer.compact()
+    assert max(port.log_puts) == LOG_WRITE_BATCH  # the snapshot's chunks
+    assert max(port.deletes) == LOG_WRITE_BATCH and sum(port.deletes) > LOG_WRITE_BATCH  # the covered segment
+    fresh = process(port, segment_chars=2048)
+    assert fresh.candidates(x[123], 1) == ["r123"] and len(fresh) == 600

@@ -40,12 +40,9 @@ from typing import Any
 from ..logs import logger
 from ..sealing import NotPicklable
 from .log import IndexLog, snapshot_order
-from .log_records import IndexRollbackError, IndexTamperedError, chunk_count
+from .log_records import LOG_WRITE_BATCH, IndexRollbackError, IndexTamperedError, chunk_count
 
 __all__ = ["Snapshots"]
-
-#: Store ids deleted by one call while a compaction cleans up.
-_DELETE_BATCH = 1_000
 
 
 class Snapshots(NotPicklable):
@@ -145,9 +142,9 @@ class Snapshots(NotPicklable):
         return ids
 
     def _delete(self, ids: Sequence[str]) -> None:
-        for start in range(0, len(ids), _DELETE_BATCH):
+        for start in range(0, len(ids), LOG_WRITE_BATCH):  # small calls: searches get through in between
             try:
-                self.log.records.port.delete(list(ids[start : start + _DELETE_BATCH]))
+                self.log.records.port.delete(list(ids[start : start + LOG_WRITE_BATCH]))
             except Exception as exc:  # clean-up only: the snapshot is durable, and nothing is lost
                 logger.warning("a compaction could not delete %d covered log records: %s", len(ids) - start, exc)
                 return

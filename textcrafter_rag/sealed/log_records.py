@@ -34,6 +34,7 @@ __all__ = [
     "IndexLogError",
     "IndexRollbackError",
     "IndexTamperedError",
+    "LOG_WRITE_BATCH",
     "LogRecords",
     "SegmentGapError",
     "snapshot_order",
@@ -47,8 +48,12 @@ _NONCE = 12
 #: How close a head's vector is to the "heads" direction: cosine 1/sqrt(1 + 0.3**2) = 0.958, far above the
 #: cosine of any keyed random vector with it (about 5/sqrt(dim) at the very most).
 _HEAD_SPREAD = 0.3
-#: Chunks written or read by one store call (60,000 characters each).
+#: Chunks read by one store call (60,000 characters each).
 _CHUNK_BATCH = 64
+#: Log records written or deleted by one store call. A Chroma server answers no search while it stores or deletes,
+#: and a full chunk costs it tens of milliseconds (its full-text index): one compaction's delete of 1,000 chunks
+#: held another process's searches for seconds (a hand check at 100,000 records). Small calls let them through.
+LOG_WRITE_BATCH = 8
 #: The URL-safe base64 alphabet the records are written in, mapped to the standard one ``binascii`` reads.
 _TO_STANDARD = bytes.maketrans(b"-_", b"+/")
 _KINDS = {"seg": "segment", "snap": "snapshot", "head": "head"}
@@ -157,9 +162,9 @@ class LogRecords(NotPicklable):
         body = self.seal(plain, kind=kind, ident=ident)[len(_PREFIX) :]
         size = self.segment_chars - len(_PREFIX)
         pieces = [body[i : i + size] for i in range(0, len(body), size)] or [""]
-        for start in range(0, len(pieces), _CHUNK_BATCH):
+        for start in range(0, len(pieces), LOG_WRITE_BATCH):
             out = []
-            for c in range(start, min(start + _CHUNK_BATCH, len(pieces))):
+            for c in range(start, min(start + LOG_WRITE_BATCH, len(pieces))):
                 rid = ids(c)
                 fields = {LOG_FIELD: kind, CHUNKS_FIELD: str(len(pieces))} if c == 0 else {LOG_FIELD: kind}
                 out.append(PortRecord(rid, _PREFIX + pieces[c], fields, self.keyed(rid).astype(np.float32).tolist()))
