@@ -40,7 +40,7 @@ from typing import Any
 from ..logs import logger
 from ..sealing import NotPicklable
 from .log import IndexLog, snapshot_order
-from .log_records import LOG_WRITE_BATCH, IndexRollbackError, IndexTamperedError, chunk_count
+from .log_records import IndexRollbackError, IndexTamperedError, chunk_count
 
 __all__ = ["Snapshots"]
 
@@ -142,9 +142,10 @@ class Snapshots(NotPicklable):
         return ids
 
     def _delete(self, ids: Sequence[str]) -> None:
-        for start in range(0, len(ids), LOG_WRITE_BATCH):  # small calls: searches get through in between
+        batch = self.log.records.write_batch  # a server's: small calls, so searches get through in between
+        for start in range(0, len(ids), batch):
             try:
-                self.log.records.port.delete(list(ids[start : start + LOG_WRITE_BATCH]))
+                self.log.records.port.delete(list(ids[start : start + batch]))
             except Exception as exc:  # clean-up only: the snapshot is durable, and nothing is lost
                 logger.warning("a compaction could not delete %d covered log records: %s", len(ids) - start, exc)
                 return

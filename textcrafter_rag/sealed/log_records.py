@@ -27,7 +27,7 @@ from ..keyed import keyed_normals
 from ..numerics import unit_rows
 from ..sealing import NotPicklable, SecretKey
 from .layout import CHUNKS_FIELD, LOG_FIELD
-from .port import PortRecord, RecordPort
+from .port import PortRecord, RecordPort, concurrent_calls
 
 __all__ = [
     "DEFAULT_SEGMENT_CHARS",
@@ -50,9 +50,11 @@ _NONCE = 12
 _HEAD_SPREAD = 0.3
 #: Chunks read by one store call (60,000 characters each).
 _CHUNK_BATCH = 64
-#: Log records written or deleted by one store call. A Chroma server answers no search while it stores or deletes,
-#: and a full chunk costs it tens of milliseconds (its full-text index): one compaction's delete of 1,000 chunks
-#: held another process's searches for seconds (a hand check at 100,000 records). Small calls let them through.
+#: Log records written or deleted by one call to a server's store (:attr:`LogRecords.write_batch`). A Chroma server
+#: answers no search while it stores or deletes, and a full chunk costs it tens of milliseconds (its full-text
+#: index): one compaction's delete of 1,000 chunks held another process's searches for seconds (a hand check at
+#: 100,000 records). Small calls let them through. An in-process store serves no other process: it takes
+#: :data:`_CHUNK_BATCH` a call.
 LOG_WRITE_BATCH = 8
 #: The URL-safe base64 alphabet the records are written in, mapped to the standard one ``binascii`` reads.
 _TO_STANDARD = bytes.maketrans(b"-_", b"+/")
@@ -82,7 +84,7 @@ class LogRecords(NotPicklable):
         segment_chars: Characters of sealed text per store record.
     """
 
-    __slots__ = ("_aead", "_id_key", "_tenant", "_vector_key", "dim", "port", "segment_chars")
+    __slots__ = ("_aead", "_id_key", "_tenant", "_vector_key", "dim", "port", "segment_chars", "write_batch")
 
     def __init__(self, key: SecretKey, *, tenant: str, port: RecordPort, dim: int, segment_chars: int) -> None:
         subkey = SecretKey(key).subkey("store-index", context=tenant)
@@ -91,6 +93,8 @@ class LogRecords(NotPicklable):
         self._vector_key = hmac.new(subkey, b"log-record-vectors", hashlib.sha256).digest()
         self._tenant = tenant
         self.port = port
+        #: Log records written or deleted by one store call (:data:`LOG_WRITE_BATCH` for a server's client).
+        self.write_batch = LOG_WRITE_BATCH if concurrent_calls(port) else _CHUNK_BATCH
         self.dim = int(dim)
         if segment_chars < 1024:
             raise InvalidInputError(f"segment_chars must be at least 1024, got {segment_chars}")
@@ -162,9 +166,9 @@ class LogRecords(NotPicklable):
         body = self.seal(plain, kind=kind, ident=ident)[len(_PREFIX) :]
         size = self.segment_chars - len(_PREFIX)
         pieces = [body[i : i + size] for i in range(0, len(body), size)] or [""]
-        for start in range(0, len(pieces), LOG_WRITE_BATCH):
+        for start in range(0, len(pieces), self.write_batch):
             out = []
-            for c in range(start, min(start + LOG_WRITE_BATCH, len(pieces))):
+            for c in range(start, min(start + self.write_batch, len(pieces))):
                 rid = ids(c)
                 fields = {LOG_FIELD: kind, CHUNKS_FIELD: str(len(pieces))} if c == 0 else {LOG_FIELD: kind}
                 out.append(PortRecord(rid, _PREFIX + pieces[c], fields, self.keyed(rid).astype(np.float32).tolist()))
