@@ -56,6 +56,24 @@ def test_a_crash_between_segment_and_head_is_found_one_past_the_head():
     assert process(port).candidates(x[1], 1) == ["b"]  # the entry is there (its record may not be: skipped)
 
 
+def test_a_crash_between_two_calls_of_one_segment_leaves_no_first_chunk_without_the_rest():
+    """Over a server's client a segment goes in several calls (LOG_WRITE_BATCH chunks each): killed after the
+    first, the store holds part of it. Readers probe a segment's first chunk, so it is written last: they find
+    nothing of the dead segment and go on, where a first chunk without the rest would read as a rollback."""
+    port, x = MemoryPort(), vectors(1_200, 8)
+    port.concurrent_calls = True  # as a server's client: a few chunks a call
+    writer = process(port, segment_chars=2048)
+    writer.add([f"a{i}" for i in range(600)], x[:600])
+    port.crash_at_put = port.puts + 2  # the next segment's second call (of several) fails
+    with pytest.raises(CrashAt):
+        writer.add([f"b{i}" for i in range(600)], x[600:])
+    reader = process(port, segment_chars=2048)
+    assert reader.candidates(x[7], 1) == ["a7"] and len(reader) == 600  # nothing lost, nothing raised
+    port.crash_at_put = None
+    writer.add(["c"], x[:1])  # the writer goes on; every reader follows it past the dead segment
+    assert "c" in reader.candidates(x[0], 2) and len(reader) == 601
+
+
 def test_an_empty_answer_never_removes_an_entry():
     port, x = MemoryPort(), vectors(10, 4)
     process(port).add([f"r{i}" for i in range(10)], x)

@@ -162,11 +162,16 @@ class LogRecords(NotPicklable):
     # -- chunked messages --------------------------------------------------------------------------
 
     def put_sealed(self, kind: str, ident: str, plain: bytes, ids: Callable[[int], str]) -> int:
-        """Seal ``plain`` as one message and store it in chunks under ``ids(0), ids(1), ...``; how many chunks."""
+        """Seal ``plain`` as one message and store it in chunks under ``ids(0), ids(1), ...``; how many chunks.
+
+        The call holding chunk 0 (the one readers look for, with the chunk count) is made last: a process killed
+        between two calls leaves chunks no reader finds, never a first chunk whose others are missing (which a
+        reader would take for a rollback).
+        """
         body = self.seal(plain, kind=kind, ident=ident)[len(_PREFIX) :]
         size = self.segment_chars - len(_PREFIX)
         pieces = [body[i : i + size] for i in range(0, len(body), size)] or [""]
-        for start in range(0, len(pieces), self.write_batch):
+        for start in reversed(range(0, len(pieces), self.write_batch)):
             out = []
             for c in range(start, min(start + self.write_batch, len(pieces))):
                 rid = ids(c)
