@@ -185,9 +185,14 @@ def _searched_together(
     return {name: (np.asarray(out[name]), _ndcg(ranked[name], data.qrels)) for name in stores}
 
 
+def _held_index(store: Any) -> Any:
+    """The store object's store-held index (its :class:`~textcrafter_rag.sealed.store_index.StoreIndex`), if any."""
+    return store._search.store_index() if getattr(store, "_search", None) is not None else None
+
+
 def _wait_trained(store: Any) -> float:
     """Wait for the store object's PQ training in progress, if any; seconds waited."""
-    si = store._search.store_index() if getattr(store, "_search", None) is not None else None
+    si = _held_index(store)
     t0 = time.perf_counter()
     if si is not None:
         si.index.wait_trained()
@@ -198,7 +203,7 @@ def _wait_compacted(store: Any) -> float:
     """Wait for the store object's background compaction in flight, if any; seconds waited. At a million records on
     a Chroma server a compaction stores about 100 MB and deletes the segments it covers, for minutes: timed
     searches made meanwhile would measure it too."""
-    si = store._search.store_index() if getattr(store, "_search", None) is not None else None
+    si = _held_index(store)
     t0 = time.perf_counter()
     if si is not None:
         si.wait_compacted()
@@ -207,7 +212,7 @@ def _wait_compacted(store: Any) -> float:
 
 def _index_state(store: Any) -> dict[str, Any]:
     """How many entries the store object's in-memory index holds, and whether it holds PQ codes (diagnostics)."""
-    si = store._search.store_index() if store._search is not None else None
+    si = _held_index(store)
     if si is None:
         return {"index_entries": None, "index_trained": None}
     return {"index_entries": len(si), "index_trained": bool(si.index.trained)}
