@@ -51,10 +51,9 @@ _HEAD_SPREAD = 0.3
 #: Chunks read by one store call (60,000 characters each).
 _CHUNK_BATCH = 64
 #: Log records written or deleted by one call to a server's store (:attr:`LogRecords.write_batch`). A Chroma server
-#: answers no search while it stores or deletes, and a full chunk costs it tens of milliseconds (its full-text
-#: index): one compaction's delete of 1,000 chunks held another process's searches for seconds (a hand check at
-#: 100,000 records). Small calls let them through. An in-process store serves no other process: it takes
-#: :data:`_CHUNK_BATCH` a call.
+#: answers no search while it stores or deletes (full chunks are costly to its full-text index): a compaction's
+#: delete of 1,000 chunks in one call held another process's searches for as long as it ran (a hand check). Small
+#: calls let them through. An in-process store serves no other process: it takes :data:`_CHUNK_BATCH` a call.
 LOG_WRITE_BATCH = 8
 #: The URL-safe base64 alphabet the records are written in, mapped to the standard one ``binascii`` reads.
 _TO_STANDARD = bytes.maketrans(b"-_", b"+/")
