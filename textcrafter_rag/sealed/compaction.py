@@ -136,7 +136,8 @@ class Snapshots(NotPicklable):
         ids: list[str] = []
         for writer, upto in covers.items():
             for seq in range(self._deleted.get(writer, 0) + 1, upto + 1):
-                ids += [self.log.records.chunk_id(writer, seq, c) for c in range(self.log.chunks_of(writer, seq))]
+                chunks = self.log.records.chunks_of(writer, seq)
+                ids += [self.log.records.chunk_id(writer, seq, c) for c in range(chunks)]
             self._deleted[writer] = max(self._deleted.get(writer, 0), upto)
         self.log.forget_chunks(covers)
         return ids

@@ -40,7 +40,6 @@ from __future__ import annotations
 import heapq
 import json
 import secrets
-import struct
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -60,11 +59,10 @@ from .log_records import (
     IndexTamperedError,
     LogRecords,
     SegmentGapError,
-    chunk_count,
     snapshot_order,
 )
 from .port import PortRecord, RecordPort
-from .segment import Probe, Segment
+from .segment import HeadsAhead, Probe, Segment
 
 __all__ = [
     "CHUNKS_FIELD",
@@ -102,7 +100,6 @@ class IndexLog(NotPicklable):
 
     __slots__ = (
         "_applied",
-        "_chunks",
         "_clock",
         "_head_seen",
         "_lock",
@@ -147,8 +144,6 @@ class IndexLog(NotPicklable):
         self.others_seen = False
         #: Store ids of records that are not data (the store's marker record).
         self.ignored: set[str] = set()
-        #: Chunk counts of the multi-chunk segments this process wrote or read (a compaction deletes them).
-        self._chunks: dict[tuple[str, int], int] = {}
         #: The newest compaction snapshot this process knows (every head it writes names it).
         self.snapshot: dict[str, Any] | None = None
         #: The snapshots the last read of the heads named.
@@ -181,26 +176,11 @@ class IndexLog(NotPicklable):
             seq = self._seq + 1
             self._clock = max(time.time_ns(), self._clock + 1)
             seg = Segment(self._writer, seq, self._clock, [str(i) for i in adds], vecs, [str(i) for i in deletes])
-            self._chunks.pop((self._writer, seq), None)
-            if (
-                n := self.records.put_sealed("seg", f"{self._writer}|{seq}", seg.encode(), self._segment_chunk_ids(seq))
-            ) > 1:
-                self._chunks[(self._writer, seq)] = n
+            self.records.put_segment(seg)
             self._seq = seq
             named = [w for w in self._head_seen if w != self._writer][-_NAMED_WRITERS:]
             head = {"writer": self._writer, "seq": seq, "ts": seg.ts, "seen": named, "snap": self.snapshot}
-            head = json.dumps(head).encode("utf-8")
-            hid = self.records.head_id(self._writer, seq)
-            self._port.put(
-                [
-                    PortRecord(
-                        hid,
-                        self.records.seal(head, kind="head", ident=hid),
-                        {LOG_FIELD: "head"},
-                        self.records.head_vector(self._writer),
-                    )
-                ]
-            )
+            self.records.put_head(self._writer, seq, head)
             if seq > 1:
                 self._delete_quietly([self.records.head_id(self._writer, seq - 1)])
             self._head_seen[self._writer] = seq
@@ -228,18 +208,10 @@ class IndexLog(NotPicklable):
                 self._writer = secrets.token_hex(16)
             return self._writer
 
-    def chunks_of(self, writer: str, seq: int) -> int:
-        """How many chunks a segment this process wrote or read has."""
-        return self._chunks.get((writer, seq), 1)
-
     def forget_chunks(self, covers: dict[str, int]) -> None:
         """Drop the chunk counts of the segments ``covers`` names (a compaction deleted them)."""
         with self._lock:
-            self._chunks = {k: n for k, n in self._chunks.items() if k[1] > covers.get(k[0], 0)}
-
-    def _segment_chunk_ids(self, seq: int, writer: str | None = None) -> Callable[[int], str]:
-        w = self._writer if writer is None else writer
-        return lambda c: self.records.chunk_id(w, seq, c)
+            self.records.forget_chunks(covers)
 
     # -- reading -----------------------------------------------------------------------------------
 
@@ -351,8 +323,30 @@ class IndexLog(NotPicklable):
             if not quiet or (self.snapshots and (not self._applied or newer)):
                 self._read_all(heads, apply, restore)
                 return Probe([], {}, {}, self.epoch)
-            ids = [cid for w in heads for cid in self._batch_ids(w, self._applied.get(w, 0) + 1, heads[w])]
-            return Probe(ids, heads, dict(self._applied), self.epoch)
+            return Probe(self._next_ids(heads), heads, dict(self._applied), self.epoch)
+
+    def probe_ahead(self) -> Probe | None:
+        """:meth:`probe_later` with the heads searched in a thread of their own, for a store that takes two calls
+        at once: the caller's read of its records, with each known writer's next segment (what the heads name
+        unless someone wrote since), goes out while the heads are searched, so a quiet log costs no round trip
+        of its own. :meth:`probed` waits for the heads and reads whatever they show beyond the guess: the same
+        read as :meth:`probe_later`'s, so the staleness is unchanged. ``None`` before this process read the log
+        (its first read may load a snapshot: :meth:`probe_later`)."""
+        with self._lock:
+            if not self._applied:
+                return None
+            known = dict.fromkeys([*self._applied, *self._head_seen, *self.searched_heads], 0)
+            ids, applied, epoch = self._next_ids(known), dict(self._applied), self.epoch
+
+        def search() -> dict[str, int]:
+            with self._lock:
+                return self.heads()
+
+        return Probe(ids, {}, applied, epoch, HeadsAhead(search))
+
+    def _next_ids(self, heads: dict[str, int]) -> list[str]:
+        """The first-chunk ids of each writer's segment one past the last applied (a quiet log's whole read)."""
+        return [cid for w in heads for cid in self._batch_ids(w, self._applied.get(w, 0) + 1, heads[w])]
 
     def probed(
         self,
@@ -361,8 +355,11 @@ class IndexLog(NotPicklable):
         apply: Callable[[Segment], None],
         restore: Callable[[SegmentGapError | None], bool],
     ) -> int:
-        """Finish :meth:`probe_later` with the records read of ``probe.ids`` (others are ignored); how many segments
-        were applied. If this process read or wrote the log in between, the log is read again instead."""
+        """Finish :meth:`probe_later` or :meth:`probe_ahead` with the records read of ``probe.ids`` (others are
+        ignored); how many segments were applied. If this process read or wrote the log in between, the log is
+        read again instead. Where the heads, searched ahead, name more than the guess read (a writer wrote since,
+        or one the guess did not know), the rest of the first read is made now."""
+        heads = probe.read_heads()  # before the lock: the search ahead takes it
         with self._lock:
             if not probe.ids:
                 return 0
@@ -370,7 +367,9 @@ class IndexLog(NotPicklable):
                 return self.refresh(apply, restore)
             asked = set(probe.ids)
             got = {r.id: r for r in records if r.id in asked}
-            return self._read_all(probe.heads, apply, restore, got)
+            if missing := [cid for cid in self._next_ids(heads) if cid not in asked]:
+                got.update((r.id, r) for r in self._port.get(missing))
+            return self._read_all(heads, apply, restore, got)
 
     def start_from(self, covers: dict[str, int], *, epoch: int) -> None:
         """Forget what was applied: the caller's index now holds a snapshot of every writer's first ``covers``.
@@ -420,7 +419,7 @@ class IndexLog(NotPicklable):
         while True:
             batch = []
             while self.records.chunk_id(writer, seq, 0) in got:
-                batch.append(self._read_segment(writer, seq, got.pop(self.records.chunk_id(writer, seq, 0))))
+                batch.append(self.records.read_segment(writer, seq, got.pop(self.records.chunk_id(writer, seq, 0))))
                 seq += 1
             for cid in asked:
                 got.pop(cid, None)
@@ -433,18 +432,6 @@ class IndexLog(NotPicklable):
                 return
             asked = self._batch_ids(writer, seq, head)
             got = {r.id: r for r in self._port.get(asked)}
-
-    def _read_segment(self, writer: str, seq: int, first: PortRecord) -> Segment:
-        plain = self.records.read_sealed("seg", f"{writer}|{seq}", first, self._segment_chunk_ids(seq, writer))
-        if (n := chunk_count(first)) > 1:
-            self._chunks[(writer, seq)] = n
-        try:
-            seg = Segment.decode(plain)
-        except (ValueError, KeyError, struct.error):
-            raise IndexTamperedError("an index segment does not open under this key and tenant: edited") from None
-        if seg.writer != writer or seg.seq != seq or (seg.vectors.size and seg.vectors.shape[1] != self.dim):
-            raise IndexTamperedError("an index segment names another writer, sequence or dimension: edited")
-        return seg
 
     def __repr__(self) -> str:
         return f"IndexLog(writer={self._writer!r}, key=<redacted>)"

@@ -13,7 +13,9 @@ import base64
 import binascii
 import hashlib
 import hmac
+import json
 import secrets
+import struct
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -28,6 +30,7 @@ from ..numerics import unit_rows
 from ..sealing import NotPicklable, SecretKey
 from .layout import CHUNKS_FIELD, LOG_FIELD
 from .port import PortRecord, RecordPort, concurrent_calls
+from .segment import Segment
 
 __all__ = [
     "DEFAULT_SEGMENT_CHARS",
@@ -83,7 +86,7 @@ class LogRecords(NotPicklable):
         segment_chars: Characters of sealed text per store record.
     """
 
-    __slots__ = ("_aead", "_id_key", "_tenant", "_vector_key", "dim", "port", "segment_chars", "write_batch")
+    __slots__ = ("_aead", "_chunks", "_id_key", "_tenant", "_vector_key", "dim", "port", "segment_chars", "write_batch")
 
     def __init__(self, key: SecretKey, *, tenant: str, port: RecordPort, dim: int, segment_chars: int) -> None:
         subkey = SecretKey(key).subkey("store-index", context=tenant)
@@ -98,6 +101,8 @@ class LogRecords(NotPicklable):
         if segment_chars < 1024:
             raise InvalidInputError(f"segment_chars must be at least 1024, got {segment_chars}")
         self.segment_chars = int(segment_chars)
+        #: Chunk counts of the multi-chunk segments this process wrote or read (a compaction deletes them).
+        self._chunks: dict[tuple[str, int], int] = {}
 
     # -- ids and vectors ---------------------------------------------------------------------------
 
@@ -157,6 +162,50 @@ class LogRecords(NotPicklable):
             raise InvalidTag from None
         view = memoryview(blob)
         return self._aead.decrypt(view[:_NONCE], view[_NONCE:], self._aad(kind, ident))
+
+    def put_head(self, writer: str, seq: int, head: dict[str, Any]) -> None:
+        """Store ``writer``'s head at ``seq``: ``head`` as sealed JSON, under its keyed id, near the heads direction."""
+        hid = self.head_id(writer, seq)
+        text = self.seal(json.dumps(head).encode("utf-8"), kind="head", ident=hid)
+        self.port.put([PortRecord(hid, text, {LOG_FIELD: "head"}, self.head_vector(writer))])
+
+    # -- segments ----------------------------------------------------------------------------------
+
+    def put_segment(self, seg: Segment) -> None:
+        """Store one segment, sealed, in as many chunks as it takes (:meth:`put_sealed`)."""
+        self._chunks.pop((seg.writer, seg.seq), None)
+        ids = self._segment_chunk_ids(seg.writer, seg.seq)
+        if (n := self.put_sealed("seg", f"{seg.writer}|{seg.seq}", seg.encode(), ids)) > 1:
+            self._chunks[(seg.writer, seg.seq)] = n
+
+    def read_segment(self, writer: str, seq: int, first: PortRecord) -> Segment:
+        """Open the segment ``(writer, seq)`` whose first chunk is ``first`` (the rest are read by id).
+
+        Raises:
+            IndexRollbackError: A chunk is missing.
+            IndexTamperedError: It does not open, or names another writer, sequence or dimension.
+        """
+        plain = self.read_sealed("seg", f"{writer}|{seq}", first, self._segment_chunk_ids(writer, seq))
+        if (n := chunk_count(first)) > 1:
+            self._chunks[(writer, seq)] = n
+        try:
+            seg = Segment.decode(plain)
+        except (ValueError, KeyError, struct.error):
+            raise IndexTamperedError("an index segment does not open under this key and tenant: edited") from None
+        if seg.writer != writer or seg.seq != seq or (seg.vectors.size and seg.vectors.shape[1] != self.dim):
+            raise IndexTamperedError("an index segment names another writer, sequence or dimension: edited")
+        return seg
+
+    def chunks_of(self, writer: str, seq: int) -> int:
+        """How many chunks a segment this process wrote or read has."""
+        return self._chunks.get((writer, seq), 1)
+
+    def forget_chunks(self, covers: dict[str, int]) -> None:
+        """Drop the chunk counts of the segments ``covers`` names (a compaction deleted them)."""
+        self._chunks = {k: n for k, n in self._chunks.items() if k[1] > covers.get(k[0], 0)}
+
+    def _segment_chunk_ids(self, writer: str, seq: int) -> Callable[[int], str]:
+        return lambda c: self.chunk_id(writer, seq, c)
 
     # -- chunked messages --------------------------------------------------------------------------
 

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import json
 import struct
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..errors import InvalidInputError
 
-__all__ = ["Probe", "Segment"]
+__all__ = ["HeadsAhead", "Probe", "Segment"]
 
 
 @dataclass(frozen=True)
@@ -47,18 +49,49 @@ class Segment:
         return cls(str(h["writer"]), int(h["seq"]), int(h["ts"]), adds, vectors, [str(i) for i in h["deletes"]])
 
 
+class HeadsAhead:
+    """A search of the heads made in a thread of its own (:meth:`IndexLog.probe_ahead`): :meth:`join` waits for it
+    and gives the heads, or raises what the search raised (a rollback, the store's error)."""
+
+    def __init__(self, search: Callable[[], dict[str, int]]) -> None:
+        self._heads: dict[str, int] | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(search,), name="textcrafter-heads", daemon=True)
+        self._thread.start()
+
+    def _run(self, search: Callable[[], dict[str, int]]) -> None:
+        try:
+            self._heads = search()
+        except BaseException as exc:  # handed to whoever joins: the search that needs the heads fails with it
+            self._error = exc
+
+    def join(self) -> dict[str, int]:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._heads is not None
+        return self._heads
+
+
 @dataclass(frozen=True)
 class Probe:
-    """The log read a search leaves to its read of records (:meth:`IndexLog.probe_later`).
+    """The log read a search leaves to its read of records (:meth:`IndexLog.probe_later`,
+    :meth:`IndexLog.probe_ahead`).
 
     Attributes:
         ids: Store ids to read (each writer's next segment); empty when the log was read already.
-        heads: The heads as read (writer: sequence number).
-        applied: What was applied when the heads were read (a change since: the log is read again).
+        heads: The heads as read (writer: sequence number); ``{}`` while :attr:`ahead` searches them.
+        applied: What was applied when the probe was taken (a change since: the log is read again).
         epoch: The epoch then.
+        ahead: The heads' search still under way (``None``: read before the probe was taken).
     """
 
     ids: list[str]
     heads: dict[str, int]
     applied: dict[str, int]
     epoch: int
+    ahead: HeadsAhead | None = None
+
+    def read_heads(self) -> dict[str, int]:
+        """The heads, once read (waits for :attr:`ahead`)."""
+        return self.heads if self.ahead is None else self.ahead.join()

@@ -141,6 +141,9 @@ class StoreIndex(NotPicklable):
         self.log = IndexLog(key, tenant=tenant, port=port, dim=dim, segment_chars=options.segment_chars)
         #: Whether a compaction may call the store from a thread of its own (:func:`~.port.concurrent_calls`).
         self.background = options.background_compaction and concurrent_calls(port)
+        #: Whether a search reads the heads in a thread of its own, beside its read of records
+        #: (:meth:`IndexLog.probe_ahead`): on a store that takes two calls at once.
+        self.ahead = concurrent_calls(port)
         self.index = self._new_index()
         self.snapshots = Snapshots(self.log)
         self._lock = threading.RLock()
@@ -364,12 +367,15 @@ class StoreIndex(NotPicklable):
 
     def candidates_probing(self, query: np.ndarray, k: int) -> tuple[list[str], Probe | None]:
         """:meth:`candidates`, the log's read by id left to the caller's read of the records
-        (:meth:`IndexLog.probe_later`): read ``probe.ids`` with them and hand what came back to :meth:`probed`
-        before ranking. ``None``: nothing left to read (the log was read, or was not due)."""
+        (:meth:`IndexLog.probe_later`; on a store that takes two calls at once :meth:`IndexLog.probe_ahead`, the
+        heads searched meanwhile): read ``probe.ids`` with them and hand what came back to :meth:`probed` before
+        ranking. ``None``: nothing left to read (the log was read, or was not due)."""
         if not self._log_due():
             return self.index.search(query, k), None
         with self._lock:
-            probe = self.log.probe_later(lambda seg: self._apply([seg]), self._restore)
+            probe = self.log.probe_ahead() if self.ahead else None
+            if probe is None:
+                probe = self.log.probe_later(lambda seg: self._apply([seg]), self._restore)
             if not probe.ids:
                 self._read_at = time.monotonic()
         return self.index.search(query, k), probe if probe.ids else None
@@ -378,6 +384,7 @@ class StoreIndex(NotPicklable):
         """Finish :meth:`candidates_probing` with the records read (the log's among them are applied); whether the
         index changed since the candidates were picked (then pick them again from :attr:`index`, which reads
         nothing: the log was just read)."""
+        probe.read_heads()  # a search of the heads under way: waited for before the lock (it takes the log's)
         with self._lock:
             applied = self.log.probed(probe, records, lambda seg: self._apply([seg]), self._restore)
             self._read_at = time.monotonic()
