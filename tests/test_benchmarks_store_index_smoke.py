@@ -82,6 +82,26 @@ def test_chroma_s_plain_row_at_a_wider_search_is_made_with_that_breadth_and_judg
     assert "with ef_search=400 (p95" in md
 
 
+@pytest.mark.filterwarnings("ignore:legacy embedding function config:DeprecationWarning")  # Chroma reading its own
+def test_chroma_across_a_delayed_link_is_measured_and_said_so(tmp_path: Path) -> None:
+    pytest.importorskip("langchain_chroma")
+    from benchmarks.two_stage.engines import _engine
+
+    with pytest.raises(ValueError, match="net_delay_ms"), _engine("qdrant", tmp_path / "q", "q", DIM, net_delay_ms=1):
+        pass
+    with pytest.raises(SystemExit):
+        store_index.main(["--smoke", "--parts", "latency", "--engines", "qdrant", "--net-delay-ms", "1"])
+    data = grow(synthetic(n_docs=60, n_queries=4), 60, n_clusters=2, seed=0)
+    got = latency_rows(
+        data, engines=("chroma",), key=bytes(32), opens=0, modes=(PLAIN, DEFAULT), batch=100, net_delay_ms=20.0
+    )
+    assert [r["mode"] for r in got] == [PLAIN, DEFAULT] and all(r["net_delay_ms"] == 20.0 for r in got)
+    assert min(r["latency_ms_p50"] for r in got) >= 40.0  # every search crossed the proxy: a 40 ms round trip
+    assert got[1]["ndcg_ratio"] == pytest.approx(1.0, abs=1e-9)  # exact below train_at, as without the delay
+    md = render_markdown(got, {"not_covered": []})
+    assert "through a proxy that holds all traffic 20 ms each way" in md
+
+
 def test_a_fresh_store_object_opens_the_log(rows: list[dict]) -> None:
     opens = [r for r in rows if r["part"] == "open"]
     assert len(opens) == 1 and opens[0]["index_entries"] == 300

@@ -42,8 +42,11 @@ Usage::
     python -m benchmarks.sealed_search.store_index --parts latency --engines qdrant --modes plain store-index \
         --n-records 1000000 --opens 1 --tag 1m                        # one larger latency run: store_index_1m.*
 
-``--n-records``, ``--modes`` and ``--opens`` change the latency part only (cached under their own key); with
-any of them the report holds the parts measured in this run only (not the cached memory rows).
+``--n-records``, ``--modes``, ``--opens`` and ``--net-delay-ms`` change the latency part only (cached under their
+own key); with any of them the report holds the parts measured in this run only (not the cached memory rows).
+``--net-delay-ms 1`` puts a proxy between the Chroma client and its server that holds all traffic 1 ms each way
+(:mod:`benchmarks.common.net_delay`): on loopback two requests sent at once cost what two in turn do, across a
+network they save a round trip.
 """
 
 from __future__ import annotations
@@ -130,6 +133,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     ap.add_argument("--opens", type=int, default=None, help="opens timed per engine (default: the size's)")
     ap.add_argument(
+        "--net-delay-ms",
+        type=float,
+        default=0.0,
+        help="milliseconds added each way between the Chroma client and its server (a proxy: a server across a "
+        "network; chroma only)",
+    )
+    ap.add_argument(
         "--memory-ns",
         nargs="+",
         type=int,
@@ -171,9 +181,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         cfg = Config(**{**asdict(cfg), "n_records": args.n_records})
     if args.opens is not None:
         cfg = Config(**{**asdict(cfg), "opens": args.opens})
+    delay = float(args.net_delay_ms)
+    if delay < 0 or (delay and set(cfg.engines) != {"chroma"}):
+        _parser().error("--net-delay-ms takes a positive delay, with --engines chroma (Qdrant local has no network)")
     modes = tuple(m for m in MODES if args.modes is None or m in {MODE_NAMES[n] for n in args.modes})
     # a latency run off the size's grid: its report is this run's parts only
-    custom = args.n_records is not None or args.modes is not None or args.opens is not None
+    custom = args.n_records is not None or args.modes is not None or args.opens is not None or bool(delay)
     set_threads()
     t_start = time.perf_counter()
     cache = cache_dir(args.cache_dir)
@@ -186,6 +199,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "latency": repr(
             (cfg.n_records, cfg.n_queries, cfg.engines, cfg.opens, cfg.n_clusters)
             + ((modes,) if modes != MODES else ())
+            + ((delay,) if delay else ())
         ),
         **{f"memory-{n}": repr((n, cfg.memory_dim)) for n in cfg.memory_ns},
     }
@@ -246,8 +260,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
                 log(f"latency: {len(data.doc_ids):,} records ({data.about})")
                 key = np.random.default_rng(args.seed).bytes(32)
-                rows = latency_rows(data, engines=cfg.engines, key=key, opens=cfg.opens, modes=modes, progress=log)
+                rows = latency_rows(
+                    data,
+                    engines=cfg.engines,
+                    key=key,
+                    opens=cfg.opens,
+                    modes=modes,
+                    net_delay_ms=delay,
+                    progress=log,
+                )
                 meta = {"records": data.about, "engines": list(cfg.engines), "modes": list(modes)}
+                meta["net_delay_ms"] = delay
         meta["seconds"] = round(t.seconds, 1)
         meta["load_avg_1m_start"], meta["load_avg_1m_end"] = load0, _load()
         done[part] = {"rows": rows, "meta": meta}
@@ -268,7 +291,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         cited_candidates=_cited_candidates(RESULTS_DIR),
         targets={"p95_ratio_to_plain": P95_TARGET, "ndcg_ratio": NDCG_TARGET, "bytes_per_record": BYTES_TARGET},
         git=_git(),
-        not_covered=not_covered(cfg.n_records, cfg.n_queries, cfg.engines, modes) if custom else NOT_COVERED,
+        not_covered=not_covered(cfg.n_records, cfg.n_queries, cfg.engines, modes, net_delay_ms=delay)
+        if custom
+        else NOT_COVERED,
         custom=custom,
         runtime_seconds=round(time.perf_counter() - t_start, 1),
     )

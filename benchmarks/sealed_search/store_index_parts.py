@@ -227,18 +227,26 @@ def latency_rows(
     modes: Sequence[str] = MODES,
     k: int = 10,
     batch: int = 1000,
+    net_delay_ms: float = 0.0,
     progress: Callable[[str], Any] = lambda s: None,
 ) -> list[dict[str, Any]]:
     """Rows of the ``latency`` part (one per engine and mode in ``modes``) and the ``open`` part (one per engine
     and open, when a store-index mode is among ``modes``). Each mode's collection is released (and its folder
-    removed) before the next one is written."""
+    removed) before the next one is written. ``net_delay_ms``: Chroma's client reaches its server that many
+    milliseconds away each way (:mod:`benchmarks.common.net_delay`)."""
 
     embeddings = _RowEmbeddings((data.texts, data.vectors), (data.query_texts, data.query_vectors))
     dim = int(data.vectors.shape[1])
     uuids = [str(uuid.UUID(int=i + 1, version=4)) for i in range(len(data.doc_ids))]
     by_uuid = dict(zip(uuids, data.doc_ids))
     clean = _exact_ndcg(data, k)
-    common = {"n_records": len(data.doc_ids), "n_queries": len(data.query_ids), "k": k, "clean_ndcg10": clean}
+    common = {
+        "n_records": len(data.doc_ids),
+        "n_queries": len(data.query_ids),
+        "k": k,
+        "clean_ndcg10": clean,
+        "net_delay_ms": net_delay_ms,
+    }
     rows: list[dict[str, Any]] = []
     tmp = Path(tempfile.mkdtemp(prefix="store-index-bench-"))
 
@@ -271,7 +279,8 @@ def latency_rows(
                     continue
                 name = f"docs_{n}"
                 ef = CHROMA_EF_SEARCH if mode == PLAIN_EF else None
-                with _engine(engine, tmp / engine / name, name, dim, ef_search=ef) as factory:
+                made = _engine(engine, tmp / engine / name, name, dim, ef_search=ef, net_delay_ms=net_delay_ms)
+                with made as factory:
                     if mode in (PLAIN, PLAIN_EF):
                         store = factory(embeddings)
                     else:
@@ -288,7 +297,7 @@ def latency_rows(
                 continue
             # the store-held index: written once, searched by the default, by refresh_every=1.0, opened afresh
             name = "docs_index"
-            with _engine(engine, tmp / engine / name, name, dim) as factory:
+            with _engine(engine, tmp / engine / name, name, dim, net_delay_ms=net_delay_ms) as factory:
                 writer = SealedVectorStore(factory, embedding=embeddings, key=key, search=StoreIndexSearch())
                 assert isinstance(writer.search_options, StoreIndexSearch), writer.search_options
                 seconds = fill(writer)

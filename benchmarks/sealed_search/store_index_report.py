@@ -137,8 +137,14 @@ def render_markdown(rows: Sequence[dict[str, Any]], meta: dict[str, Any]) -> str
         lines += [
             f"`similarity_search(query, k={r0['k']})` from the call to the opened hits, {r0['n_records']:,} records "
             f"({meta.get('latency', {}).get('records', '?')}), {r0['n_queries']} SciFact queries one at a time after "
-            "three warm-up searches, embeddings precomputed (the encoder is not timed), one process. NDCG@10 from "
-            "the same searches; clean = exact search of the clean vectors of the same store "
+            "three warm-up searches, embeddings precomputed (the encoder is not timed), one process"
+            + (
+                f"; the Chroma client reached its server through a proxy that holds all traffic {delay:g} ms each "
+                f"way (a {2 * delay:g} ms round trip more, as across a network: benchmarks/common/net_delay.py)"
+                if (delay := r0.get("net_delay_ms") or 0)
+                else ""
+            )
+            + ". NDCG@10 from the same searches; clean = exact search of the clean vectors of the same store "
             f"({r0['clean_ndcg10']:.2f}).",
             "",
             md_table(
@@ -189,8 +195,9 @@ def render_markdown(rows: Sequence[dict[str, Any]], meta: dict[str, Any]) -> str
             + ("; ".join(parts) + ". " if parts else "")
             + "Per query the store-held index fetches sealed records by id and opens them (open_k = 100 once "
             f"its index is trained; the best 10 and {EXACT_EXTRA} more while it is exact, below train_at) where "
-            "the plain store returns 10 plaintext hits; the default also searches for the log's heads first "
-            "(one more engine round trip).",
+            "the plain store returns 10 plaintext hits; the default also searches for the log's heads: on a "
+            "server's client (Chroma) beside that read, the two requests at once; on Qdrant local (one call at a "
+            "time) before it.",
             "",
         ]
         waits = {r["engine"]: r["compaction_wait_seconds"] for r in lat if r.get("compaction_wait_seconds") is not None}
@@ -382,6 +389,8 @@ def not_covered(
     n_queries: int = 300,
     engines: Sequence[str] = ("qdrant", "chroma"),
     modes: Sequence[str] | None = None,
+    *,
+    net_delay_ms: float = 0.0,
 ) -> list[str]:
     """The report's list of what the run did not cover, for the latency part's records, queries, engines, modes."""
     out = [
@@ -389,7 +398,12 @@ def not_covered(
         "One run on a shared 2-core machine: other jobs ran beside it (load average in the header); p95 over "
         f"{n_queries} queries moves by tens of percent between runs.",
         (
-            "Chroma is one local server on loopback (no network latency); "
+            (
+                f"Chroma is one local server, reached through a proxy adding {net_delay_ms:g} ms each way (a fixed "
+                "delay, no bandwidth limit or jitter; the proxy's own forwarding adds some more); "
+                if net_delay_ms
+                else "Chroma is one local server on loopback (no network latency); "
+            )
             if "chroma" in engines
             else "Chroma was not measured in this run; "
         )

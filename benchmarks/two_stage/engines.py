@@ -18,13 +18,14 @@ import tempfile
 import time
 import urllib.request
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
+from benchmarks.common.net_delay import delayed
 from langchain_textcrafter import SealedVectorStore
 from textcrafter_rag.sealed.candidates import DEFAULT_SEARCH, TwoStageSearch
 
@@ -157,17 +158,21 @@ def engine_latency_rows(
 
 @contextmanager
 def _engine(
-    engine: str, path: Path, name: str, dim: int, *, ef_search: int | None = None
+    engine: str, path: Path, name: str, dim: int, *, ef_search: int | None = None, net_delay_ms: float = 0.0
 ) -> Iterator[Callable[[Embeddings], Any]]:
     """A factory building the engine's LangChain store from the embeddings the sealed store gives it.
 
     ``"qdrant-memory"``: Qdrant local without its file (``QdrantClient(":memory:")``): the same search code as
     ``"qdrant"``, without the SQLite write of every point that ``"qdrant"`` makes. ``ef_search``: the breadth of
     Chroma's HNSW search, set when the collection is made (a running server keeps a loaded index's breadth, so
-    changing it later does not apply); Qdrant local has no HNSW, and refuses it."""
+    changing it later does not apply); Qdrant local has no HNSW, and refuses it. ``net_delay_ms``: the Chroma
+    client reaches its server through :func:`~benchmarks.common.net_delay.delayed`, that many milliseconds each
+    way (Qdrant local runs in this process: no network to delay, refused)."""
     path.mkdir(parents=True, exist_ok=True)
     if ef_search is not None and engine != "chroma":
         raise ValueError(f"ef_search applies to chroma's HNSW; {engine} searches exactly")
+    if net_delay_ms and engine != "chroma":
+        raise ValueError(f"net_delay_ms applies to the chroma server; {engine} runs in this process")
     if engine in ("qdrant", "qdrant-memory"):
         from langchain_qdrant import QdrantVectorStore
         from qdrant_client import QdrantClient, models
@@ -184,7 +189,9 @@ def _engine(
         import chromadb
         from langchain_chroma import Chroma
 
-        with _chroma_server(path) as (host, port):
+        with _chroma_server(path) as (host, port), ExitStack() as stack:
+            if net_delay_ms:
+                port = stack.enter_context(delayed(port, net_delay_ms))
             client = chromadb.HttpClient(host=host, port=port)
             config = {"hnsw": {"ef_search": int(ef_search)}} if ef_search is not None else None
             yield lambda e: Chroma(
