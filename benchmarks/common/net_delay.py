@@ -15,12 +15,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import socket
-import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from benchmarks.common.processes import free_port, running
 
 __all__ = ["delayed"]
 
@@ -66,45 +66,30 @@ async def _serve(port: int, target_port: int, delay: float) -> None:
         await server.serve_forever()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextmanager
 def delayed(target_port: int, delay_ms: float) -> Iterator[int]:
     """A proxy process on a loopback port that forwards to ``target_port`` with ``delay_ms`` each way; its port.
 
     Raises:
         ValueError: ``delay_ms`` is not positive.
-        RuntimeError: The proxy did not start listening within 30 s.
+        RuntimeError: The proxy exited, or did not listen within 30 s.
     """
     if not delay_ms > 0:
         raise ValueError(f"delay_ms must be positive, got {delay_ms}")
-    port = _free_port()
+    port = free_port()
+
+    def ready() -> bool:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        except OSError:
+            return False
+        return True
+
     args = ["--port", str(port), "--target-port", str(target_port), "--delay-ms", str(delay_ms)]
     code = "import sys; from benchmarks.common.net_delay import main; main(sys.argv[1:])"
-    proc = subprocess.Popen([sys.executable, "-c", code, *args], cwd=Path(__file__).resolve().parents[2])
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"the delay proxy exited with {proc.returncode}")
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise RuntimeError("the delay proxy did not listen within 30 s") from None
-                time.sleep(0.1)
+    root = Path(__file__).resolve().parents[2]
+    with running([sys.executable, "-c", code, *args], ready=ready, name="the delay proxy", timeout=30, cwd=root):
         yield port
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -26,6 +26,7 @@ import numpy as np
 from langchain_core.embeddings import Embeddings
 
 from benchmarks.common.net_delay import delayed
+from benchmarks.common.processes import free_port, running
 from langchain_textcrafter import SealedVectorStore
 from textcrafter_rag.sealed.candidates import DEFAULT_SEARCH, TwoStageSearch
 
@@ -53,47 +54,25 @@ class PrecomputedEmbeddings(Embeddings):
         return self._by_text.get(text, self._probe)
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextmanager
 def _chroma_server(path: Path) -> Iterator[tuple[str, int]]:
     """A ``chroma run`` server on a loopback port, stopped on exit."""
-    port = _free_port()
+    port = free_port()
     exe = Path(sys.executable).parent / "chroma"
     env = {**os.environ, "ANONYMIZED_TELEMETRY": "False", "HOME": str(path)}
-    log = (path / "chroma.log").open("w")
-    proc = subprocess.Popen(
-        [str(exe), "run", "--path", str(path / "data"), "--host", "127.0.0.1", "--port", str(port)],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env=env,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"chroma run exited with {proc.returncode}; see {path / 'chroma.log'}")
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v2/heartbeat", timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise RuntimeError("chroma run did not become ready in 60 s") from None
-                time.sleep(0.2)
-        yield "127.0.0.1", port
-    finally:
-        proc.terminate()
+
+    def ready() -> bool:
         try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v2/heartbeat", timeout=1).close()
+        except OSError:
+            return False
+        return True
+
+    command = [str(exe), "run", "--path", str(path / "data"), "--host", "127.0.0.1", "--port", str(port)]
+    name = f"chroma run (see {path / 'chroma.log'})"
+    log = (path / "chroma.log").open("w")
+    with log, running(command, ready=ready, name=name, stdout=log, stderr=subprocess.STDOUT, env=env):
+        yield "127.0.0.1", port
 
 
 def _timed(search: Callable[[str], Any], queries: Sequence[str]) -> np.ndarray:

@@ -7,7 +7,8 @@ how the framework spells them. A store that cannot list its records raises
 :class:`~textcrafter_rag.errors.NotSupportedError` from :meth:`RecordPort.enumerate`; everything else is required.
 
 A port may say that its store takes calls from two threads at once (``concurrent_calls = True``): the core then
-compacts the index in a background thread while the application goes on calling the store. Without it (the
+compacts the index in a background thread while the application goes on calling the store, and a search reads
+the index log's heads in a thread of its own beside its read of records (one round trip, not two). Without it (the
 default) the core never calls the store from a thread of its own: in-process engines (Qdrant local, FAISS, the
 in-memory stores) change their arrays in place, and a search made while another thread writes fails or reads
 half a write. :func:`serves_concurrent_calls` tells a server's client (Qdrant's remote client, Chroma's HTTP
