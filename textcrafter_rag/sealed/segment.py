@@ -66,6 +66,7 @@ class HeadsAhead:
             self._error = exc
 
     def join(self) -> dict[str, int]:
+        """The heads (writer: sequence number), once the search is done; raises what it raised."""
         self._thread.join()
         if self._error is not None:
             raise self._error
