@@ -52,6 +52,14 @@ def _search(reader, port: TwoCallsPort, query, k: int) -> tuple[list[str], bool]
     return (reader.index.search(query, k) if changed else found), changed
 
 
+def _read_once(port: MemoryPort, x):  # type: ignore[no-untyped-def]
+    """A writer that added "a", and a reader that has read the log once (a guess needs a first read)."""
+    writer, reader = process(port), process(port)
+    writer.add(["a"], x[:1])
+    assert reader.candidates(x[0], 1) == ["a"]
+    return writer, reader
+
+
 def test_the_heads_are_searched_while_the_records_are_read():
     port, x = TwoCallsPort(), vectors(4, 40)
     writer, reader = process(port), process(port)
@@ -65,9 +73,7 @@ def test_the_heads_are_searched_while_the_records_are_read():
 
 def test_what_another_writer_added_since_is_read_before_ranking():
     port, x = TwoCallsPort(), vectors(4, 41)
-    writer, reader = process(port), process(port)
-    writer.add(["a"], x[:1])
-    assert reader.candidates(x[0], 1) == ["a"]
+    writer, reader = _read_once(port, x)
     writer.add(["b"], x[1:2])  # acknowledged before the search starts: the search must return it
     port.arm()
     found, changed = _search(reader, port, x[1], 1)
@@ -76,9 +82,7 @@ def test_what_another_writer_added_since_is_read_before_ranking():
 
 def test_a_new_writer_is_read_before_ranking():
     port, x = TwoCallsPort(), vectors(4, 42)
-    first, reader = process(port), process(port)
-    first.add(["a"], x[:1])
-    assert reader.candidates(x[0], 1) == ["a"]
+    _, reader = _read_once(port, x)
     process(port).add(["b"], x[1:2])  # a writer the reader's guess cannot name
     port.arm()
     assert _search(reader, port, x[1], 1) == (["b"], True)
@@ -86,9 +90,7 @@ def test_a_new_writer_is_read_before_ranking():
 
 def test_a_segment_written_without_its_head_is_read_by_the_guess():
     port, x = TwoCallsPort(), vectors(4, 43)
-    writer, reader = process(port), process(port)
-    writer.add(["a"], x[:1])
-    assert reader.candidates(x[0], 1) == ["a"]
+    writer, reader = _read_once(port, x)
     port.crash_at_put = port.puts + 2  # the next add writes its segment, then dies writing its head
     with pytest.raises(CrashAt):
         writer.add(["b"], x[1:2])
@@ -98,11 +100,9 @@ def test_a_segment_written_without_its_head_is_read_by_the_guess():
 
 def test_a_rolled_back_head_fails_the_search_that_read_it():
     port, x = TwoCallsPort(), vectors(4, 44)
-    writer, reader = process(port), process(port)
-    writer.add(["a"], x[:1])
+    writer, reader = _read_once(port, x)
     w = writer.log.writer
     old = port.records[writer.log.records.head_id(w, 1)]
-    assert reader.candidates(x[0], 1) == ["a"]
     writer.add(["b"], x[1:2])
     assert reader.candidates(x[1], 1) == ["b"]
     port.records[old.id] = old  # the host puts the older head back, and deletes the newer head and segment
@@ -118,9 +118,7 @@ def test_a_rolled_back_head_fails_the_search_that_read_it():
 
 def test_a_writer_the_guess_missed_is_read_once_the_heads_name_it():
     port, x = TwoCallsPort(), vectors(4, 45)
-    writer, reader = process(port), process(port)
-    writer.add(["a"], x[:1])
-    assert reader.candidates(x[0], 1) == ["a"]
+    writer, reader = _read_once(port, x)
     log = reader.log
     w = writer.log.writer
     crash = process(port)
@@ -137,8 +135,6 @@ def test_a_writer_the_guess_missed_is_read_once_the_heads_name_it():
 
 def test_a_store_that_takes_one_call_at_a_time_gets_no_thread():
     port, x = MemoryPort(), vectors(4, 46)
-    writer, reader = process(port), process(port)
-    writer.add(["a"], x[:1])
-    assert reader.candidates(x[0], 1) == ["a"]
+    _, reader = _read_once(port, x)
     _, probe = reader.candidates_probing(x[0], 1)
     assert probe is not None and probe.ahead is None and probe.heads  # the heads were read before the pick
