@@ -138,3 +138,22 @@ def test_a_store_that_takes_one_call_at_a_time_gets_no_thread():
     _, reader = _read_once(port, x)
     _, probe = reader.candidates_probing(x[0], 1)
     assert probe is not None and probe.ahead is None and probe.heads  # the heads were read before the pick
+
+
+def test_the_store_sees_the_same_log_reads_for_every_query_as_without_the_thread():
+    """What the store learns of a search's log read does not depend on the query, nor on the path: with the heads
+    searched ahead, each query's read by id asks for the same log ids as the one-call-at-a-time path's."""
+    x = vectors(8, 47)
+    asked: dict[str, list[set[str]]] = {}
+    for name, port in (("ahead", TwoCallsPort()), ("in turn", MemoryPort())):
+        writer, reader = _read_once(port, x)
+        writer.add(["b", "c"], x[1:3])
+        reader.candidates(x[0], 1)  # read what was written: the log is quiet from here
+        data = {"a", "b", "c"}
+        asked[name] = []
+        for q in (x[0], x[5], x[7]):
+            found, probe = reader.candidates_probing(q, 2)
+            assert probe is not None and not reader.probed(probe, port.get([*found, *probe.ids]))
+            asked[name].append(set(probe.ids) - data)
+        assert asked[name][0] and all(ids == asked[name][0] for ids in asked[name])  # the same for every query
+    assert [len(a) for a in asked["ahead"]] == [len(a) for a in asked["in turn"]]  # one id per writer either way
