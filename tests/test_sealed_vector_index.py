@@ -16,7 +16,7 @@ from textcrafter_rag.testing.memory_port import MemoryPort
 
 def _lists(index: VectorIndex) -> list[tuple[list[int], bytes]]:
     """Every inverted list's labels and codes, in order."""
-    inv = index._index.invlists
+    inv = index._ivf().invlists
     out = []
     for at in range(inv.nlist):
         n = inv.list_size(at)
@@ -39,9 +39,9 @@ def _trained(n: int, seed: int) -> tuple[VectorIndex, np.ndarray]:
 def test_tightening_keeps_every_list_entry_for_entry_and_the_index_goes_on_working() -> None:
     index, x = _trained(1_200, 0)
     before, found = _lists(index), [index.search(x[i], 10) for i in range(0, 1_200, 97)]
-    old = index._index.invlists
+    old = index._ivf().invlists
     index.tighten()
-    assert index._index.invlists is not old  # new lists: the old ones were freed by the index that owned them
+    assert index._ivf().invlists is not old  # new lists: the old ones were freed by the index that owned them
     gc.collect()  # a second owner of the new lists (Python's) would free them here, under the index
     assert _lists(index) == before
     assert [index.search(x[i], 10) for i in range(0, 1_200, 97)] == found
@@ -53,17 +53,18 @@ def test_tightening_keeps_every_list_entry_for_entry_and_the_index_goes_on_worki
 
 def _address(index: VectorIndex, at: int) -> int:
     """Where list ``at``'s codes are (FAISS's arrays never grow in place: a list that grows past its capacity moves)."""
-    inv = index._index.invlists
+    inv = index._ivf().invlists
     return faiss.rev_swig_ptr(inv.get_codes(at), 1).__array_interface__["data"][0]
 
 
 def test_a_tightened_list_takes_new_codes_in_its_room_without_moving() -> None:
     index, x = _trained(1_200, 3)
     index.tighten()
-    inv = index._index.invlists
+    inv = index._ivf().invlists
     at = max(range(inv.nlist), key=inv.list_size)
     size, where = inv.list_size(at), _address(index, at)
-    near = index._index.quantizer.search(x, 1)[1][:, 0]  # each vector's list (the lists hold plain codes)
+    rotated = faiss.downcast_VectorTransform(index._index.chain.at(0)).apply_py(x)  # the learned rotation
+    near = index._ivf().quantizer.search(rotated, 1)[1][:, 0]  # each vector's list, in the rotated space
     new = x[near == at][: max(1, size // 8)]  # as many as the room holds
     index.add([f"n{i}" for i in range(len(new))], new)
     assert inv.list_size(at) == size + len(new)
@@ -106,3 +107,32 @@ def test_a_snapshot_loaded_and_a_long_read_hand_the_heap_back(monkeypatch) -> No
     fresh = process(port)
     assert fresh.candidates(x[7], 1) == ["r7"] and fresh.snapshots.loaded == 1
     assert len(released) == 1  # the snapshot loaded (200 entries, not applied one by one)
+
+
+def test_the_codes_are_residuals_after_a_learned_rotation_code_bytes_each() -> None:
+    index, x = _trained(1_200, 5)
+    assert isinstance(faiss.downcast_VectorTransform(index._index.chain.at(0)), faiss.OPQMatrix)
+    assert index._ivf().by_residual and index._ivf().code_size == 8 == index.bytes_per_record - 8
+    restored = VectorIndex(DIM, code_bytes=8, train_at=300, background=False)
+    restored.restore(index.to_bytes())
+    queries = range(0, 1_200, 97)
+    assert [restored.search(x[i], 10) for i in queries] == [index.search(x[i], 10) for i in queries]
+
+
+def test_a_snapshot_of_unrotated_codes_still_opens_searches_and_takes_new_codes() -> None:
+    """Snapshots written before the rotation hold a plain ``IndexIVFPQ`` of each direction's own codes."""
+    x, ids = vectors(1_000, 4), [f"r{i}" for i in range(1_000)]
+    old = VectorIndex(DIM, code_bytes=8, train_at=1 << 30, background=False)  # never trains by itself
+    old.add(ids[:900], x[:900])
+    ivf = faiss.IndexIVFPQ(faiss.IndexFlatIP(DIM), DIM, 8, 8, 8, faiss.METRIC_INNER_PRODUCT)
+    ivf.by_residual = False
+    ivf.train(x[:900])
+    old._move_into(ivf)  # as earlier releases trained it
+    fresh = VectorIndex(DIM, code_bytes=8, train_at=300, background=False)
+    fresh.restore(old.to_bytes())
+    assert fresh.trained and not isinstance(fresh._index, faiss.IndexPreTransform)
+    assert fresh.search(x[3], 10) == old.search(x[3], 10)
+    fresh.add(ids[900:], x[900:])
+    fresh.remove(["r5"])
+    assert len(fresh) == 999 and fresh.bytes_per_record == 16
+    assert "r950" in fresh.search(x[950], 20) and "r5" not in fresh.search(x[5], 50)

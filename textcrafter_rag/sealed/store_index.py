@@ -63,7 +63,8 @@ class StoreIndexSearch:
 
     Args:
         open_k: Records fetched by id, opened and ranked exactly per query (at least every search's ``k``).
-        code_bytes: Bytes of PQ code a record in memory once the codebook is trained.
+        code_bytes: Bytes of PQ code a record in memory once the codebook is trained (residual codes after a
+            learned rotation: see :mod:`.vector_index`).
         train_at: Records held exactly in memory before a codebook is trained (in the background).
         refresh_every: Seconds between reads of the store's log; ``0`` reads it before every search (an
             acknowledged add is then found by the next search of every process).
@@ -82,7 +83,7 @@ class StoreIndexSearch:
     """
 
     open_k: int = DEFAULT_OPEN_K
-    code_bytes: int = 48
+    code_bytes: int = 32
     train_at: int = 20_000
     refresh_every: float = 0.0
     segment_chars: int = DEFAULT_SEGMENT_CHARS
