@@ -113,6 +113,9 @@ def test_the_codes_are_residuals_after_a_learned_rotation_code_bytes_each() -> N
     index, x = _trained(1_200, 5)
     assert isinstance(faiss.downcast_VectorTransform(index._index.chain.at(0)), faiss.OPQMatrix)
     assert index._ivf().by_residual and index._ivf().code_size == 8 == index.bytes_per_record - 8
+    index.search(x[0], 10)
+    assert index.lists == (index._ivf().nlist, index._ivf().nprobe) and index.lists[0] > 1
+    assert VectorIndex(DIM, code_bytes=8, train_at=300).lists == (0, 0)  # exact: no lists
     restored = VectorIndex(DIM, code_bytes=8, train_at=300, background=False)
     restored.restore(index.to_bytes())
     queries = range(0, 1_200, 97)

@@ -186,8 +186,8 @@ def scale_row(
         "build_and_train_seconds": round(trained_s, 1),
         "longest_add_ms": round(longest_add * 1000, 1),
         "trained": index.trained,
-        "lists": int(getattr(index._index, "nlist", 0)),
-        "lists_probed": int(getattr(index._index, "nprobe", 0)),
+        "lists": index.lists[0],
+        "lists_probed": index.lists[1],
         "queries_timed": len(app_ms),
     }
 

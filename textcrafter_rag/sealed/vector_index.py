@@ -347,6 +347,15 @@ class VectorIndex:
             self._start_training()
 
     @property
+    def lists(self) -> tuple[int, int]:
+        """The inverted file's lists and how many the last search scanned (benchmarks); ``(0, 0)`` while exact."""
+        with self._lock:
+            if not self._trained:
+                return 0, 0
+            ivf = self._ivf()
+            return int(ivf.nlist), int(ivf.nprobe)
+
+    @property
     def bytes_per_record(self) -> int:
         """What FAISS holds a record: its code and its int64 label once trained, else float32 and the label."""
         with self._lock:
