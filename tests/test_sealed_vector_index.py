@@ -111,7 +111,9 @@ def test_a_snapshot_loaded_and_a_long_read_hand_the_heap_back(monkeypatch) -> No
 
 def test_the_codes_are_residuals_after_a_learned_rotation_code_bytes_each() -> None:
     index, x = _trained(1_200, 5)
-    assert isinstance(faiss.downcast_VectorTransform(index._index.chain.at(0)), faiss.OPQMatrix)
+    rotation = faiss.downcast_VectorTransform(index._index.chain.at(0))
+    assert isinstance(rotation, faiss.OPQMatrix)
+    assert np.allclose(rotation.apply_py(x[:5]), x[:5] @ index._rotation.T, atol=1e-5)  # a query's, done in NumPy
     assert index._ivf().by_residual and index._ivf().code_size == 8 == index.bytes_per_record - 8
     index.search(x[0], 10)
     assert index.lists == (index._ivf().nlist, index._ivf().nprobe) and index.lists[0] > 1
@@ -133,7 +135,7 @@ def test_a_snapshot_of_unrotated_codes_still_opens_searches_and_takes_new_codes(
     old._move_into(ivf)  # as earlier releases trained it
     fresh = VectorIndex(DIM, code_bytes=8, train_at=300, background=False)
     fresh.restore(old.to_bytes())
-    assert fresh.trained and not isinstance(fresh._index, faiss.IndexPreTransform)
+    assert fresh.trained and not isinstance(fresh._index, faiss.IndexPreTransform) and fresh._rotation is None
     assert fresh.search(x[3], 10) == old.search(x[3], 10)
     fresh.add(ids[900:], x[900:])
     fresh.remove(["r5"])

@@ -93,6 +93,8 @@ class VectorIndex:
         self._index: Any = ExactShards(self.faiss, self.dim)
         self._ids = IdTable()
         self._trained = False
+        #: The trained index's learned rotation (``d x d``), applied to a query here (see :meth:`search`).
+        self._rotation: np.ndarray | None = None
         self._training: threading.Thread | None = None
         #: Labels removed or replaced while exact entries are being moved into the trained index.
         self._moving: set[int] | None = None
@@ -162,6 +164,16 @@ class VectorIndex:
         index = self._index
         return self.faiss.downcast_index(index.index) if isinstance(index, self.faiss.IndexPreTransform) else index
 
+    def _rotation_of(self, index: Any) -> np.ndarray | None:
+        """The matrix of a trained index's rotation (``None``: none, as in snapshots written before it)."""
+        if not isinstance(index, self.faiss.IndexPreTransform):
+            return None
+        rotation = self.faiss.downcast_VectorTransform(index.chain.at(0))
+        square = isinstance(rotation, self.faiss.LinearTransform) and rotation.d_in == rotation.d_out == self.dim
+        if index.chain.size() != 1 or not square or rotation.have_bias:
+            raise InvalidInputError("the index's transform is not one rotation")
+        return self.faiss.vector_to_array(rotation.A).reshape(rotation.d_out, rotation.d_in).astype(np.float32)
+
     def _probe(self) -> None:
         """Set how many lists a query scans: about :data:`SCAN_CODES` codes, at least :data:`_MIN_PROBE` lists."""
         ivf = self._ivf()
@@ -177,7 +189,12 @@ class VectorIndex:
                 return []
             if self._trained:
                 self._probe()
-            _, labels = self._index.search(q, k)
+            if self._rotation is not None:
+                # the query's rotation in NumPy's own loop, not FAISS's BLAS: that runs it on OpenMP threads that
+                # spin after it, and on two cores the spinning took the CPU from the rest of the search
+                _, labels = self._ivf().search(np.einsum("ij,j->i", self._rotation, q[0])[None, :], k)
+            else:
+                _, labels = self._index.search(q, k)
             return self._ids.ids(labels[0][labels[0] != -1])
 
     # -- training ----------------------------------------------------------------------------------
@@ -236,6 +253,7 @@ class VectorIndex:
                     for shard in exact.shards:
                         trained.add_with_ids(*exact.contents(shard))
                     self._index, self._trained, self._moving = trained, True, None
+                    self._rotation = self._rotation_of(trained)
                     self.tighten()
                     return
                 shard = exact.shards[0]
@@ -329,11 +347,13 @@ class VectorIndex:
             if header["trained"]:
                 index = self.faiss.deserialize_index(np.frombuffer(data, dtype=np.uint8, offset=at))
                 self.faiss.extract_index_ivf(index)  # an inverted file, rotated or not (raises if not)
+                rotation = self._rotation_of(index)
             else:
                 labels = np.frombuffer(data, dtype="<i8", count=exact, offset=at).astype(np.int64)
                 vectors = np.frombuffer(data, dtype="<f4", offset=at + 8 * exact).reshape(exact, self.dim)
                 index = ExactShards(self.faiss, self.dim)
                 index.add_with_ids(np.ascontiguousarray(vectors, dtype=np.float32), labels)
+                rotation = None
         except (ValueError, KeyError, TypeError, struct.error, RuntimeError) as exc:
             raise InvalidInputError(f"a snapshot's index does not read back: {exc}") from None
         if index.ntotal != len(table):
@@ -341,6 +361,7 @@ class VectorIndex:
         self.wait_trained()  # a training running now would swap its own index in after this one
         with self._lock:
             self._index, self._ids, self._trained, self._moving = index, table, bool(header["trained"]), None
+            self._rotation = rotation
             self._training, self._tight_at = None, 0  # lists at their exact sizes: tightened at the next add
             start = not self._trained and len(self._ids) >= self.train_at
         if start:
