@@ -141,3 +141,11 @@ def test_a_snapshot_of_unrotated_codes_still_opens_searches_and_takes_new_codes(
     fresh.remove(["r5"])
     assert len(fresh) == 999 and fresh.bytes_per_record == 16
     assert "r950" in fresh.search(x[950], 20) and "r5" not in fresh.search(x[5], 50)
+
+
+def test_a_small_sample_is_warned_of_by_the_codebook_alone_not_at_each_round_of_the_rotation(capfd) -> None:
+    """FAISS prints a warning from C++ for each k-means on fewer than 39 points a centroid: the rotation's 50
+    rounds of product quantizer training would print one a sub-quantizer each (400 lines here)."""
+    _trained(1_200, 6)
+    warned = [line for line in capfd.readouterr().err.splitlines() if line.startswith("WARNING clustering")]
+    assert 0 < len(warned) <= 8  # the codebook's own 8 sub-quantizers at most

@@ -229,11 +229,17 @@ class VectorIndex:
         ivf.own_fields = True  # each index keeps what it wraps alive (and frees it)
         quantizer.this.disown()
         rotation = faiss.OPQMatrix(self.dim, parts)
+        # the rotation trains a product quantizer 50 times over, and FAISS warns of a small sample at each: with
+        # this one (the same training, its warning's threshold at one point) only the codebook's own warns
+        rounds = faiss.ProductQuantizer(self.dim, parts, 8)
+        rounds.cp.min_points_per_centroid = 1
+        rotation.pq = rounds
         index = faiss.IndexPreTransform(rotation, ivf)
         index.own_fields = True
         rotation.this.disown()
         ivf.this.disown()
         index.train(np.ascontiguousarray(sample))  # the rotation, then the lists and the codebook in its space
+        rotation.pq = None  # only training reads it
         del sample
         self._move_into(index)
         release_free_heap()  # the exact shards, their copies and the sample are freed: hand their pages back
