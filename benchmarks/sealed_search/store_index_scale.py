@@ -165,6 +165,7 @@ def scale_row(
         SealedSearch.rank(q[i], got.vectors, 10)
         app_ms.append(scan_ms[i] + (time.perf_counter() - t1) * 1000)
     ndcg, ref = _ndcg(top, base), _ndcg(k_top, base)
+    lists, probed = index.lists
     return {
         "n_records": start,
         "open_k": options.open_k,
@@ -186,8 +187,8 @@ def scale_row(
         "build_and_train_seconds": round(trained_s, 1),
         "longest_add_ms": round(longest_add * 1000, 1),
         "trained": index.trained,
-        "lists": index.lists[0],
-        "lists_probed": index.lists[1],
+        "lists": lists,
+        "lists_probed": probed,
         "queries_timed": len(app_ms),
     }
 

@@ -174,9 +174,9 @@ class VectorIndex:
             raise InvalidInputError("the index's transform is not one rotation")
         return self.faiss.vector_to_array(rotation.A).reshape(rotation.d_out, rotation.d_in).astype(np.float32)
 
-    def _probe(self) -> None:
+    @staticmethod
+    def _probe(ivf: Any) -> None:
         """Set how many lists a query scans: about :data:`SCAN_CODES` codes, at least :data:`_MIN_PROBE` lists."""
-        ivf = self._ivf()
         per_list = max(ivf.ntotal / ivf.nlist, 1.0)
         ivf.nprobe = int(min(ivf.nlist, max(_MIN_PROBE, math.ceil(SCAN_CODES / per_list))))
 
@@ -187,14 +187,15 @@ class VectorIndex:
             k = min(int(k), len(self._ids))
             if k < 1:
                 return []
+            index = self._index
             if self._trained:
-                self._probe()
-            if self._rotation is not None:
-                # the query's rotation in NumPy's own loop, not FAISS's BLAS: that runs it on OpenMP threads that
-                # spin after it, and on two cores the spinning took the CPU from the rest of the search
-                _, labels = self._ivf().search(np.einsum("ij,j->i", self._rotation, q[0])[None, :], k)
-            else:
-                _, labels = self._index.search(q, k)
+                index = self._ivf()  # the inverted file itself (a snapshot's index without a rotation: the index)
+                self._probe(index)
+                if self._rotation is not None:
+                    # the query's rotation in NumPy's own loop, not FAISS's BLAS: that runs it on OpenMP threads
+                    # that spin after it, and on two cores the spinning took the CPU from the rest of the search
+                    q = np.einsum("ij,j->i", self._rotation, q[0])[None, :]
+            _, labels = index.search(q, k)
             return self._ids.ids(labels[0][labels[0] != -1])
 
     # -- training ----------------------------------------------------------------------------------
