@@ -4,6 +4,7 @@ leave freed heap behind (a codebook swapped in, a snapshot loaded, a long read, 
 from __future__ import annotations
 
 import gc
+import math
 
 import faiss
 import numpy as np
@@ -65,13 +66,14 @@ def test_a_tightened_list_takes_new_codes_in_its_room_without_moving() -> None:
     size, where = inv.list_size(at), _address(index, at)
     rotated = faiss.downcast_VectorTransform(index._index.chain.at(0)).apply_py(x)  # the learned rotation
     near = index._ivf().quantizer.search(rotated, 1)[1][:, 0]  # each vector's list, in the rotated space
-    new = x[near == at][: max(1, size // 8)]  # as many as the room holds
+    new = x[near == at][: math.ceil(size * vector_index._ROOM)]  # as many as the room holds
+    assert len(new)
     index.add([f"n{i}" for i in range(len(new))], new)
     assert inv.list_size(at) == size + len(new)
     assert _address(index, at) == where  # no copy: FAISS alone would have doubled the list here
 
 
-def test_the_swap_tightens_and_so_does_growing_by_a_sixteenth(monkeypatch) -> None:
+def test_the_swap_tightens_and_so_does_growing_by_its_share(monkeypatch) -> None:
     calls: list[str] = []
     tighten = VectorIndex.tighten
     monkeypatch.setattr(vector_index, "release_free_heap", lambda: calls.append("release") or True)
@@ -80,9 +82,10 @@ def test_the_swap_tightens_and_so_does_growing_by_a_sixteenth(monkeypatch) -> No
     index = VectorIndex(DIM, code_bytes=8, train_at=600, background=False)
     index.add([f"r{i}" for i in range(600)], x[:600])  # trains, swaps, tightens, then hands the heap back
     assert calls == ["tighten", "release"]
-    index.add([f"r{i}" for i in range(600, 637)], x[600:637])  # 637 <= 600 * 17 / 16: within the room
+    within = math.floor(600 * (1 + vector_index._RETIGHTEN))  # the most entries before it is tightened again
+    index.add([f"r{i}" for i in range(600, within)], x[600:within])
     assert calls == ["tighten", "release"]
-    index.add(["r637"], x[637:638])  # past a sixteenth more: tightened again
+    index.add([f"r{within}"], x[within : within + 1])  # past that growth: tightened again
     assert calls == ["tighten", "release"] * 2
 
 

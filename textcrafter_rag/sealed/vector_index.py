@@ -16,8 +16,8 @@ go on into the exact index, and swapped in when ready, so no write waits for tra
 * A query scans about :data:`SCAN_CODES` codes (the ``nprobe`` nearest lists, at least :data:`_MIN_PROBE`),
   so its cost stops growing with the store past a few hundred thousand records.
 * Ids are held in an :class:`~.id_table.IdTable` (16 bytes a keyed id), so a record costs its code, FAISS's
-  8-byte label and 16 bytes of id (56 bytes with the default 32-byte codes), and its list keeps up to an eighth
-  more room for new codes (:meth:`VectorIndex.tighten`).
+  8-byte label and 16 bytes of id (56 bytes with the default 32-byte codes), and its list keeps up to a
+  thirty-second more room for new codes (:meth:`VectorIndex.tighten`).
 
 The re-rank of the opened records is exact (their sealed clean vectors), so the codes only have to put the
 true top ``k`` among the first ``open_k``.
@@ -48,8 +48,10 @@ SCAN_CODES = 262_144
 #: Lists a query scans at the least.
 _MIN_PROBE = 16
 #: Room a tightened inverted list keeps for new codes, as a share of its size, and the growth of the whole index
-#: after which the lists are tightened again (:meth:`VectorIndex.tighten`).
-_ROOM, _RETIGHTEN = 1 / 8, 1 / 16
+#: after which the lists are tightened again (:meth:`VectorIndex.tighten`): a list expects half its room filled
+#: by then. Less room costs more copies (one of the whole index each 1/64 of growth, a few hundred ms at ten
+#: million records) for fewer bytes a record held (1/32 of the code and label).
+_ROOM, _RETIGHTEN = 1 / 32, 1 / 64
 #: Lists of the inverted file at most, and training points a list at least: finer lists, more of them probed
 #: for the same codes scanned, keep more of a query's true neighbours at ten million records.
 _MAX_LISTS, _POINTS_PER_LIST = 2048, 10
@@ -281,8 +283,10 @@ class VectorIndex:
         full: a list holds up to twice its codes, and a list read from a snapshot at its exact size doubles at
         its first new code. Tightened when a codebook is swapped in, and again each time the index has grown by
         :data:`_RETIGHTEN` (lists fill their room about evenly, so few outgrow it first), under the lock: one copy
-        of the codes and labels. A reader opened from a million-record snapshot that then read 40,000 more
-        records grew by 84 B a record, 109 B without this (``benchmarks/results/store_index_memory.md``).
+        of the codes and labels. With an eighth of room, a reader opened from a million-record snapshot (48-byte
+        codes) that then read 40,000 more records grew by 84 B a record, and by 109 B before the lists were
+        tightened and the free heap handed back (``benchmarks/results/store_index_memory_48.md``,
+        ``store_index_memory_before.md``).
         """
         faiss = self.faiss
         with self._lock:
