@@ -31,7 +31,7 @@ def _trained(n: int, seed: int) -> tuple[VectorIndex, np.ndarray]:
     ids = [f"r{i}" for i in range(n)]
     x = vectors(n, seed)
     index = VectorIndex(DIM, code_bytes=8, train_at=300, background=False)
-    for start in range(0, n, 50):  # many small adds: each list grows by FAISS's doubling
+    for start in range(0, n, 50):  # many small adds
         index.add(ids[start : start + 50], x[start : start + 50])
     assert index.trained
     return index, x
@@ -73,7 +73,7 @@ def test_a_tightened_list_takes_new_codes_in_its_room_without_moving() -> None:
     assert _address(index, at) == where  # no copy: FAISS alone would have doubled the list here
 
 
-def test_the_swap_tightens_and_so_does_growing_by_its_share(monkeypatch) -> None:
+def test_the_swap_tightens_once_and_hands_the_heap_back(monkeypatch) -> None:
     calls: list[str] = []
     tighten = VectorIndex.tighten
     monkeypatch.setattr(vector_index, "release_free_heap", lambda: calls.append("release") or True)
@@ -82,11 +82,73 @@ def test_the_swap_tightens_and_so_does_growing_by_its_share(monkeypatch) -> None
     index = VectorIndex(DIM, code_bytes=8, train_at=600, background=False)
     index.add([f"r{i}" for i in range(600)], x[:600])  # trains, swaps, tightens, then hands the heap back
     assert calls == ["tighten", "release"]
-    within = math.floor(600 * (1 + vector_index._RETIGHTEN))  # the most entries before it is tightened again
-    index.add([f"r{i}" for i in range(600, within)], x[600:within])
+    index.add([f"r{i}" for i in range(600, 1_000)], x[600:])  # lists grow one by one, never all at once
     assert calls == ["tighten", "release"]
-    index.add([f"r{within}"], x[within : within + 1])  # past that growth: tightened again
-    assert calls == ["tighten", "release"] * 2
+
+
+def _bound_for(index: VectorIndex, x: np.ndarray, at: int) -> np.ndarray:
+    """The rows of ``x`` that the index puts in list ``at``."""
+    rotated = faiss.downcast_VectorTransform(index._index.chain.at(0)).apply_py(x)  # the learned rotation
+    return x[index._ivf().quantizer.search(rotated, 1)[1][:, 0] == at]
+
+
+def test_a_full_list_alone_grows_and_by_its_share() -> None:
+    index, _ = _trained(1_200, 4)
+    index.tighten()
+    inv = index._ivf().invlists
+    at = max(range(inv.nlist), key=inv.list_size)
+    other = next(i for i in range(inv.nlist) if i != at and inv.list_size(i))
+    size, capacity, where, elsewhere = (
+        inv.list_size(at),
+        int(index._capacity[at]),
+        _address(index, at),
+        _address(index, other),
+    )
+    assert capacity == size + math.ceil(size * vector_index._ROOM)
+    bound = _bound_for(index, vectors(20_000, 5), at)
+    new = bound[: capacity - size + 1]  # one more than its room
+    before = _lists(index)[at][0]
+    index.add([f"n{i}" for i in range(len(new))], new)
+    need = size + len(new)
+    grown = need + math.ceil(need * vector_index._ROOM)
+    assert int(index._capacity[at]) == grown
+    assert _address(index, at) != where and _address(index, other) == elsewhere  # that list moved, no other
+    assert _lists(index)[at][0][:size] == before and inv.list_size(at) == need  # every entry kept, in order
+    assert index.search(new[0], 1) == ["n0"]
+    where = _address(index, at)
+    fill = bound[len(new) : len(new) + grown - need]  # its new room, exactly
+    index.add([f"f{i}" for i in range(len(fill))], fill)
+    assert inv.list_size(at) == grown and _address(index, at) == where  # FAISS's doubling would hold far more:
+    index.add(["over"], bound[len(new) + len(fill) :][:1])
+    assert _address(index, at) != where  # its capacity was the share given, so one more moves it
+
+
+def test_adds_code_and_file_records_as_faiss_own_add_does() -> None:
+    index, _ = _trained(1_200, 6)
+    twin = faiss.clone_index(index._index)  # the same rotation, lists and codes
+    new = vectors(500, 7)
+    index.add([f"n{i}" for i in range(500)], new)
+    labels = index._ids.labels([f"n{i}" for i in range(500)])
+    twin.add_with_ids(new, labels)
+    theirs = faiss.extract_index_ivf(twin).invlists
+    for at, (ids, codes) in enumerate(_lists(index)):
+        n = theirs.list_size(at)
+        assert ids == (faiss.rev_swig_ptr(theirs.get_ids(at), n).tolist() if n else [])
+        assert codes == (faiss.rev_swig_ptr(theirs.get_codes(at), n * theirs.code_size).tobytes() if n else b"")
+    assert index._index.ntotal == twin.ntotal == 1_700
+
+
+def test_a_restored_list_grows_at_its_first_new_code_and_keeps_its_entries() -> None:
+    index, x = _trained(1_200, 8)
+    reader = VectorIndex(DIM, code_bytes=8, train_at=300, background=False)
+    reader.restore(index.to_bytes())
+    inv = reader._ivf().invlists
+    assert reader._capacity.tolist() == [inv.list_size(at) for at in range(inv.nlist)]  # read at exact sizes
+    at = max(range(inv.nlist), key=inv.list_size)
+    size, before = inv.list_size(at), _lists(reader)[at][0]
+    reader.add(["late"], _bound_for(reader, x, at)[:1])
+    assert reader._capacity[at] == size + 1 + math.ceil((size + 1) * vector_index._ROOM)
+    assert _lists(reader)[at][0][:size] == before and "late" in reader.search(x[0], 1_201)
 
 
 def test_a_snapshot_loaded_and_a_long_read_hand_the_heap_back(monkeypatch) -> None:

@@ -17,7 +17,8 @@ go on into the exact index, and swapped in when ready, so no write waits for tra
   so its cost stops growing with the store past a few hundred thousand records.
 * Ids are held in an :class:`~.id_table.IdTable` (16 bytes a keyed id), so a record costs its code, FAISS's
   8-byte label and 16 bytes of id (56 bytes with the default 32-byte codes), and its list keeps up to a
-  thirty-second more room for new codes (:meth:`VectorIndex.tighten`).
+  thirty-second more room for new codes, a sixty-fourth on average: a full list grows by a thirty-second of its
+  size, where FAISS alone doubles it (:meth:`VectorIndex.tighten`).
 
 The re-rank of the opened records is exact (their sealed clean vectors), so the codes only have to put the
 true top ``k`` among the first ``open_k``.
@@ -47,11 +48,11 @@ _TRAIN_SAMPLE = 32_768
 SCAN_CODES = 262_144
 #: Lists a query scans at the least.
 _MIN_PROBE = 16
-#: Room a tightened inverted list keeps for new codes, as a share of its size, and the growth of the whole index
-#: after which the lists are tightened again (:meth:`VectorIndex.tighten`): a list expects half its room filled
-#: by then. Less room costs more copies (one of the whole index each 1/64 of growth, a few hundred ms at ten
-#: million records) for fewer bytes a record held (1/32 of the code and label).
-_ROOM, _RETIGHTEN = 1 / 32, 1 / 64
+#: Room an inverted list is given for new codes, as a share of its size, when the codebook is swapped in and each
+#: time the list is full (:meth:`VectorIndex.tighten`, :meth:`VectorIndex._make_room`): a list then holds a
+#: sixty-fourth more than its codes on average, where FAISS alone grows a full list to twice its size. A list's
+#: copy is its own (a few KB to a few hundred KB), never the whole index's, so less room costs little.
+_ROOM = 1 / 32
 #: Lists of the inverted file at most, and training points a list at least: finer lists, more of them probed
 #: for the same codes scanned, keep more of a query's true neighbours at ten million records.
 _MAX_LISTS, _POINTS_PER_LIST = 2048, 10
@@ -100,8 +101,10 @@ class VectorIndex:
         self._training: threading.Thread | None = None
         #: Labels removed or replaced while exact entries are being moved into the trained index.
         self._moving: set[int] | None = None
-        #: Entries the trained index held when its lists were last tightened (0: never; a snapshot's lists).
-        self._tight_at = 0
+        #: Each inverted list's capacity, and an upper bound on its size (removals are not subtracted), in entries
+        #: (:meth:`_make_room`); ``None`` while exact.
+        self._capacity: np.ndarray | None = None
+        self._used: np.ndarray | None = None
         self._lock = threading.RLock()
 
     def __len__(self) -> int:
@@ -141,15 +144,50 @@ class VectorIndex:
                 self._index.remove_ids(self.faiss.IDSelectorBatch(labels[held]))
                 if self._moving is not None:
                     self._moving.update(labels[held].tolist())
-            self._index.add_with_ids(np.ascontiguousarray(x[list(last.values())]), labels)
+            x = np.ascontiguousarray(x[list(last.values())])
+            if self._trained:
+                self._add_coded(x, labels)
+            else:
+                self._index.add_with_ids(x, labels)
             start = not self._trained and self._training is None and len(self._ids) >= self.train_at
-            regrown = self._trained and self._index.ntotal > self._tight_at * (1 + _RETIGHTEN)
-            if regrown:
-                self.tighten()
         if start:
             self._start_training()
-        if regrown:
-            release_free_heap()  # the lists' old arrays are freed
+
+    def _add_coded(self, x: np.ndarray, labels: np.ndarray) -> None:
+        """Add to the trained index as FAISS's own ``add_with_ids`` does (rotate, assign each vector its list,
+        encode), with room made first in the lists that would overflow (the caller holds the lock)."""
+        ivf = self._ivf()
+        rotated = x if self._rotation is None else self._transform().apply(x)  # FAISS's own rotation of a batch
+        rotated = np.ascontiguousarray(rotated, dtype=np.float32)
+        assign = np.ascontiguousarray(ivf.quantizer.search(rotated, 1)[1][:, 0])
+        self._make_room(ivf, assign)
+        faiss = self.faiss
+        ivf.add_core(len(x), faiss.swig_ptr(rotated), faiss.swig_ptr(labels), faiss.swig_ptr(assign))
+        self._index.ntotal = ivf.ntotal  # a rotation's wrapper counts what it holds only through its own add
+
+    def _make_room(self, ivf: Any, assign: np.ndarray) -> None:
+        """Give each list that ``assign`` would overflow room for them and :data:`_ROOM` of its new size more.
+
+        A list grows as one copy of its own codes and labels into an allocation of that size (FAISS would double
+        its capacity); the other lists are not touched. ``_used`` bounds each list's size from above (a removal
+        is not subtracted), so a list with room to spare after removals may be copied early, never late.
+        """
+        assert self._capacity is not None and self._used is not None
+        counts = np.bincount(assign, minlength=len(self._capacity))
+        invlists = ivf.invlists
+        for at in np.flatnonzero(self._used + counts > self._capacity).tolist():
+            size = invlists.list_size(at)
+            need = size + int(counts[at])
+            if need > self._capacity[at]:
+                room = need + math.ceil(need * _ROOM)
+                self._copy_list(invlists, invlists, at, size, room)
+                self._capacity[at] = room
+            self._used[at] = size
+        self._used += counts
+
+    def _transform(self) -> Any:
+        """The trained index's rotation, as FAISS applies it."""
+        return self.faiss.downcast_VectorTransform(self._index.chain.at(0))
 
     def remove(self, ids: Sequence[str]) -> int:
         """Forget these ids (unknown ones ignored); how many were removed."""
@@ -280,33 +318,43 @@ class VectorIndex:
         """Copy each inverted list into one allocation of its size plus :data:`_ROOM`.
 
         FAISS adds a code to a list by growing the list's arrays, which doubles their capacity whenever one is
-        full: a list holds up to twice its codes, and a list read from a snapshot at its exact size doubles at
-        its first new code. Tightened when a codebook is swapped in, and again each time the index has grown by
-        :data:`_RETIGHTEN` (lists fill their room about evenly, so few outgrow it first), under the lock: one copy
-        of the codes and labels. With an eighth of room, a reader opened from a million-record snapshot (48-byte
-        codes) that then read 40,000 more records grew by 84 B a record, and by 109 B before the lists were
-        tightened and the free heap handed back (``benchmarks/results/store_index_memory_48.md``,
-        ``store_index_memory_before.md``).
+        full: a list built by adds holds up to twice its codes. Tightened when a codebook is swapped in (its
+        lists were filled by adds), under the lock: one copy of the codes and labels. From then on a full list
+        grows by :data:`_ROOM` alone (:meth:`_make_room`).
         """
-        faiss = self.faiss
         with self._lock:
             if not self._trained:
                 return
             ivf = self._ivf()
             old = ivf.invlists
-            lists = faiss.ArrayInvertedLists(old.nlist, old.code_size)
-            for at in range(old.nlist):
-                if size := old.list_size(at):
-                    room = size + math.ceil(size * _ROOM)  # one allocation of this size, then cut to ``size``
-                    ids = np.zeros(room, dtype=np.int64)
-                    codes = np.zeros(room * old.code_size, dtype=np.uint8)
-                    ids[:size] = faiss.rev_swig_ptr(old.get_ids(at), size)
-                    codes[: size * old.code_size] = faiss.rev_swig_ptr(old.get_codes(at), size * old.code_size)
-                    lists.add_entries(at, room, faiss.swig_ptr(ids), faiss.swig_ptr(codes))
-                    lists.resize(at, size)  # the arrays keep their capacity
+            lists = self.faiss.ArrayInvertedLists(old.nlist, old.code_size)
+            sizes = self._sizes(ivf)
+            capacity = sizes + np.ceil(sizes * _ROOM).astype(np.int64)
+            for at in np.flatnonzero(sizes).tolist():
+                self._copy_list(old, lists, at, int(sizes[at]), int(capacity[at]))
             ivf.replace_invlists(lists, True)  # the index owns the new lists and frees the old ones
             lists.this.disown()
-            self._tight_at = self._index.ntotal
+            self._capacity, self._used = capacity, sizes
+
+    @staticmethod
+    def _sizes(ivf: Any) -> np.ndarray:
+        """Each inverted list's size."""
+        invlists = ivf.invlists
+        return np.fromiter((invlists.list_size(at) for at in range(invlists.nlist)), np.int64, invlists.nlist)
+
+    def _copy_list(self, source: Any, target: Any, at: int, size: int, room: int) -> None:
+        """Write list ``at``'s ``size`` entries of ``source`` as ``target``'s list ``at``, in one allocation of
+        ``room`` entries (``target`` may be ``source``: a list emptied then grown to ``room`` at once is allocated
+        at exactly that size, where it held less)."""
+        faiss, code_size = self.faiss, source.code_size
+        ids = np.zeros(room, dtype=np.int64)
+        codes = np.zeros(room * code_size, dtype=np.uint8)
+        if size:
+            ids[:size] = faiss.rev_swig_ptr(source.get_ids(at), size)
+            codes[: size * code_size] = faiss.rev_swig_ptr(source.get_codes(at), size * code_size)
+        target.resize(at, 0)
+        target.add_entries(at, room, faiss.swig_ptr(ids), faiss.swig_ptr(codes))
+        target.resize(at, size)  # the arrays keep their capacity
 
     # -- snapshots ---------------------------------------------------------------------------------
 
@@ -373,7 +421,10 @@ class VectorIndex:
         with self._lock:
             self._index, self._ids, self._trained, self._moving = index, table, bool(header["trained"]), None
             self._rotation = rotation
-            self._training, self._tight_at = None, 0  # lists at their exact sizes: tightened at the next add
+            self._training = None
+            # FAISS reads each list at its exact size: a list grows by its room at its first new code
+            self._capacity = self._sizes(self._ivf()) if self._trained else None
+            self._used = None if self._capacity is None else self._capacity.copy()
             start = not self._trained and len(self._ids) >= self.train_at
         if start:
             self._start_training()
