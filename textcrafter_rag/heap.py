@@ -10,7 +10,7 @@ records grew the process by 212 B a record where the index holds 76
 :func:`release_free_heap` asks glibc for ``malloc_trim(0)``, which gives back every whole free page of every
 arena. It changes no setting of the allocator or the process: memory still allocated is untouched, and later
 allocations behave as before. The store-held index calls it after the bulk steps that make such garbage (a
-snapshot loaded, every 20,000 entries applied, its inverted lists copied, a compaction stored): mostly a few
+snapshot loaded, every 20,000 entries applied, a codebook swapped in, a compaction stored): mostly a few
 milliseconds at a million records, at most about a tenth of a second in a hand check, so a search that happens
 to apply the 20,000th entry pays it once.
 Elsewhere (musl, macOS, Windows) it does nothing.
