@@ -8,8 +8,10 @@ import math
 
 import faiss
 import numpy as np
+import pytest
 from _store_index_helpers import DIM, process, vectors, write_in_batches
 
+from textcrafter_rag.errors import InvalidInputError
 from textcrafter_rag.sealed import store_index, vector_index
 from textcrafter_rag.sealed.vector_index import VectorIndex
 from textcrafter_rag.testing.memory_port import MemoryPort
@@ -214,3 +216,12 @@ def test_a_small_sample_is_warned_of_by_the_codebook_alone_not_at_each_round_of_
     _trained(1_200, 6)
     warned = [line for line in capfd.readouterr().err.splitlines() if line.startswith("WARNING clustering")]
     assert 0 < len(warned) <= 8  # the codebook's own 8 sub-quantizers at most
+
+
+def test_a_vector_with_nan_is_refused_before_anything_changes() -> None:
+    index, x = _trained(1_200, 9)
+    bad = x[:2].copy()
+    bad[1, 3] = np.nan  # FAISS would file it in no list: stored, and found by no search
+    with pytest.raises(InvalidInputError, match="NaN"):
+        index.add(["a", "b"], bad)
+    assert len(index) == 1_200 and not any(index.holds(["a", "b"]))

@@ -124,6 +124,8 @@ class VectorIndex:
         x = np.asarray(vectors, dtype=np.float32)
         if x.ndim != 2 or x.shape != (n, self.dim):
             raise InvalidInputError(f"expected {n} vectors of dimension {self.dim}, got shape {x.shape}")
+        if not np.isfinite(x).all():  # FAISS would file such a vector in no list: a record no search finds
+            raise InvalidInputError("a vector to index holds NaN or Inf")
         return np.ascontiguousarray(unit_rows(x.astype(np.float64)).astype(np.float32))
 
     def holds(self, ids: Sequence[str]) -> list[bool]:
@@ -157,21 +159,18 @@ class VectorIndex:
         """Add to the trained index as FAISS's own ``add_with_ids`` does (rotate, assign each vector its list,
         encode), with room made first in the lists that would overflow (the caller holds the lock)."""
         ivf = self._ivf()
-        rotated = x if self._rotation is None else self._transform().apply(x)  # FAISS's own rotation of a batch
-        rotated = np.ascontiguousarray(rotated, dtype=np.float32)
+        rotated = np.ascontiguousarray(x if self._rotation is None else self._transform().apply(x), dtype=np.float32)
         assign = np.ascontiguousarray(ivf.quantizer.search(rotated, 1)[1][:, 0])
         self._make_room(ivf, assign)
-        faiss = self.faiss
-        ivf.add_core(len(x), faiss.swig_ptr(rotated), faiss.swig_ptr(labels), faiss.swig_ptr(assign))
+        ptr = self.faiss.swig_ptr
+        ivf.add_core(len(x), ptr(rotated), ptr(np.ascontiguousarray(labels, dtype=np.int64)), ptr(assign))
         self._index.ntotal = ivf.ntotal  # a rotation's wrapper counts what it holds only through its own add
 
     def _make_room(self, ivf: Any, assign: np.ndarray) -> None:
-        """Give each list that ``assign`` would overflow room for them and :data:`_ROOM` of its new size more.
-
-        A list grows as one copy of its own codes and labels into an allocation of that size (FAISS would double
-        its capacity); the other lists are not touched. ``_used`` bounds each list's size from above (a removal
-        is not subtracted), so a list with room to spare after removals may be copied early, never late.
-        """
+        """Give each list that ``assign`` would overflow room for them and :data:`_ROOM` of its new size more:
+        one copy of its own codes and labels into an allocation of that size (FAISS would double its capacity);
+        the other lists are not touched. ``_used`` bounds each list's size from above (a removal is not
+        subtracted), so a list with room to spare after removals may be copied early, never late."""
         assert self._capacity is not None and self._used is not None
         counts = np.bincount(assign, minlength=len(self._capacity))
         invlists = ivf.invlists
