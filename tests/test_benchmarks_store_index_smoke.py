@@ -114,6 +114,9 @@ def test_memory_child_builds_the_index_from_its_log(rows: list[dict]) -> None:
     assert mem["n_records"] == 3_000 and mem["index_entries"] == 3_000 and mem["open_k_found"] == 100
     assert mem["log_records"] >= 4  # two segments and their chunks, one head
     assert np.isfinite(mem["rss_bytes_per_record"]) and mem["accounted_faiss_bytes_per_record"] == 4 * DIM + 8
+    # then writes timed while the index compacts in a thread: at least one, each logged and indexed
+    assert mem["writes_during_compaction"] >= 1 and mem["index_bytes_taken_ms"] >= 0
+    assert mem["write_ms_longest_during_compaction"] > 0 and mem["write_ms_median_alone"] > 0
 
 
 def test_report_files(rows: list[dict], tmp_path: Path) -> None:
@@ -128,6 +131,7 @@ def test_report_files(rows: list[dict], tmp_path: Path) -> None:
     }
     md = render_markdown(rows, meta)
     assert md.startswith("# ") and "## Against the targets" in md and "p95 <= 2x" in md
+    assert "### A write during a compaction" in md and "from a snapshot, then live" in md
     for mode in MODES:
         assert (f"| {mode} |" in md) is (mode != PLAIN_EF)  # Qdrant local has no plain row at a wider search
     from benchmarks.common.reporting import write_results

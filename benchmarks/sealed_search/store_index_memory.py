@@ -10,6 +10,7 @@ import os
 import resource
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -19,9 +20,11 @@ from typing import Any
 import numpy as np
 import psutil
 
+from benchmarks.common.reporting import md_table
 from textcrafter_rag.heap import release_free_heap
 from textcrafter_rag.numerics import unit_rows
 from textcrafter_rag.sealed.log import LOG_FIELD, IndexLog
+from textcrafter_rag.sealed.port import PortRecord
 from textcrafter_rag.sealed.store_index import StoreIndex, StoreIndexSearch
 from textcrafter_rag.testing.memory_port import MemoryPort
 
@@ -29,6 +32,30 @@ from textcrafter_rag.testing.memory_port import MemoryPort
 
 #: Segments of 2,000 records another writer adds after the reopen, each read by the reopened index.
 LIVE_SEGMENTS = 20
+
+
+class _SharedPort(MemoryPort):
+    """A :class:`MemoryPort` that takes calls from two threads (a compaction's and a writer's), one at a time."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._lock = threading.Lock()
+
+    def put(self, records: Sequence[PortRecord]) -> None:
+        with self._lock:
+            super().put(records)
+
+    def get(self, ids: Sequence[str]) -> list[PortRecord]:
+        with self._lock:
+            return super().get(ids)
+
+    def delete(self, ids: Sequence[str]) -> None:
+        with self._lock:
+            super().delete(ids)
+
+    def search(self, vector: Sequence[float], k: int) -> list[PortRecord]:
+        with self._lock:
+            return super().search(vector, k)
 
 
 def _rss() -> int:
@@ -48,7 +75,7 @@ def memory_child(n: int, dim: int, seed: int) -> dict[str, Any]:
 
     rng = np.random.default_rng(seed)
     key = rng.bytes(32)
-    port = MemoryPort()
+    port = _SharedPort()
     writer = IndexLog(key, port=port, dim=dim)
     t0 = time.perf_counter()
     for start in range(0, n, 2000):
@@ -108,6 +135,7 @@ def memory_child(n: int, dim: int, seed: int) -> dict[str, Any]:
     # not the index's: deleted before reading the RSS, and the heap they held handed back
     port.delete([i for i in port.records if i not in held])
     after_live = _trimmed_rss() or _rss()
+    stall = compaction_stall(reopened, rng, dim)  # last: its writes grow the index past what was measured
     return {
         "part": "memory",
         "n_records": n,
@@ -144,6 +172,40 @@ def memory_child(n: int, dim: int, seed: int) -> dict[str, Any]:
         else (trimmed_snapshot - base_snapshot) / n,
         "live_records_added": live_n - n_first,
         "rss_live_bytes_per_record": (after_live - base_snapshot) / live_n,
+        **stall,
+    }
+
+
+def compaction_stall(index: StoreIndex, rng: np.random.Generator, dim: int) -> dict[str, Any]:
+    """How long a write waits for a compaction: the index's bytes taken alone (what a compaction does under the
+    lock that writes take), then writes of one segment each, timed one by one, while the index compacts in a
+    thread of its own (as a background compaction does), beside the same writes without one."""
+
+    def write() -> float:
+        ids = [str(uuid.UUID(bytes=rng.bytes(16), version=4)) for _ in range(2000)]
+        vectors = unit_rows(rng.standard_normal((2000, dim))).astype(np.float32)
+        t0 = time.perf_counter()
+        index.add(ids, vectors)
+        return time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    data = index.index.to_bytes()
+    taken_ms = (time.perf_counter() - t0) * 1000
+    del data
+    alone = [write() for _ in range(5)]
+    waits: list[float] = []
+    compaction = threading.Thread(target=index.compact, name="benchmark-compaction")
+    t0 = time.perf_counter()
+    compaction.start()
+    while compaction.is_alive() or not waits:
+        waits.append(write())
+    compaction.join()
+    return {
+        "index_bytes_taken_ms": round(taken_ms, 1),
+        "compaction_with_writes_seconds": round(time.perf_counter() - t0, 2),
+        "writes_during_compaction": len(waits),
+        "write_ms_median_alone": round(float(np.median(alone)) * 1000, 1),
+        "write_ms_longest_during_compaction": round(max(waits) * 1000, 1),
     }
 
 
@@ -181,3 +243,94 @@ def memory_rows(
 
 
 # -- report -------------------------------------------------------------------------------------------
+
+
+def snapshot_section(snaps: Sequence[dict[str, Any]]) -> list[str]:
+    """The report's lines on opening from a snapshot, a live reader and a compaction's stall (none: no lines)."""
+    if not snaps:
+        return []
+    stalled = [r for r in snaps if "write_ms_longest_during_compaction" in r]
+    lines = [
+        "### Opening from a compaction snapshot",
+        "",
+        "The same process then compacts the log (`StoreIndex.compact()`: the index sealed as one snapshot, "
+        "the segments it covers deleted), and a second fresh `StoreIndex` opens the port with only the key: "
+        "it reads the newest snapshot and the segments past it (a trained snapshot needs no training after "
+        "it). RSS: the process's growth by the second index, from a baseline taken after the first was "
+        "deleted and the heap trimmed (FAISS reads each inverted list at its size, where a list built by adds "
+        "grows by doubling). `same`: its `open_k` candidates for the query above and its size equal the first "
+        "index's. `live`: the same process's growth, per record held, after another writer then added "
+        f"{snaps[0].get('live_records_added', 0):,} records in segments of 2,000 and the reopened index read "
+        "each one (a reader serving while the store grows); the log records written meanwhile (the store's "
+        "sealed text, held by this process's `MemoryPort`) are deleted and the heap trimmed before the RSS "
+        "is read.",
+        "",
+        md_table(
+            snaps,
+            [
+                "n_records",
+                "build_seconds",
+                "build_and_train_seconds",
+                "compact_seconds",
+                "log_chunks_before_compaction",
+                "log_chunks_after_compaction",
+                "snapshot_records",
+                "snapshot_mb",
+                "open_from_snapshot_seconds",
+                "snapshot_same_candidates",
+                "rss_snapshot_bytes_per_record",
+                "rss_snapshot_trimmed_bytes_per_record",
+                "rss_live_bytes_per_record",
+            ],
+            headers=[
+                "records",
+                "open from the log s",
+                "and trained s",
+                "compact s",
+                "log records before",
+                "log records after",
+                "snapshot records",
+                "snapshot MB",
+                "open from the snapshot s",
+                "same",
+                "RSS B / record",
+                "after malloc_trim",
+                "live B / record",
+            ],
+            digits=2,
+        ),
+        "",
+    ]
+    if stalled:
+        lines += [
+            "### A write during a compaction",
+            "",
+            "Last, the live reader writes segments of 2,000 records (each `StoreIndex.add`: the log read, the "
+            "segment logged, the index updated), timed one by one: five alone, then one after another while the "
+            "same index compacts in a thread of its own, as a background compaction does. A compaction reads the "
+            "log and takes the index's bytes under the lock that writes take; `bytes taken` is that step timed "
+            "alone, before the writes.",
+            "",
+            md_table(
+                stalled,
+                [
+                    "n_records",
+                    "index_bytes_taken_ms",
+                    "write_ms_median_alone",
+                    "writes_during_compaction",
+                    "write_ms_longest_during_compaction",
+                    "compaction_with_writes_seconds",
+                ],
+                headers=[
+                    "records",
+                    "bytes taken ms",
+                    "write ms, alone (median)",
+                    "writes during it",
+                    "longest write during it, ms",
+                    "compaction s",
+                ],
+                digits=1,
+            ),
+            "",
+        ]
+    return lines

@@ -12,6 +12,7 @@ import numpy as np
 from benchmarks.common.reporting import md_table
 from textcrafter_rag.sealed.store_index import EXACT_EXTRA
 
+from .store_index_memory import snapshot_section
 from .store_index_parts import (
     BYTES_TARGET,
     DEFAULT,
@@ -339,59 +340,7 @@ def render_markdown(rows: Sequence[dict[str, Any]], meta: dict[str, Any]) -> str
             "Interpretation: " + "; ".join(_memory_sentence(r) for r in mem) + "." + _marginal_sentence(mem),
             "",
         ]
-        snaps = [r for r in mem if "open_from_snapshot_seconds" in r]
-        if snaps:
-            lines += [
-                "### Opening from a compaction snapshot",
-                "",
-                "The same process then compacts the log (`StoreIndex.compact()`: the index sealed as one snapshot, "
-                "the segments it covers deleted), and a second fresh `StoreIndex` opens the port with only the key: "
-                "it reads the newest snapshot and the segments past it (a trained snapshot needs no training after "
-                "it). RSS: the process's growth by the second index, from a baseline taken after the first was "
-                "deleted and the heap trimmed (FAISS reads each inverted list at its size, where a list built by adds "
-                "grows by doubling). `same`: its `open_k` candidates for the query above and its size equal the first "
-                "index's. `live`: the same process's growth, per record held, after another writer then added "
-                f"{snaps[0].get('live_records_added', 0):,} records in segments of 2,000 and the reopened index read "
-                "each one (a reader serving while the store grows); the log records written meanwhile (the store's "
-                "sealed text, held by this process's `MemoryPort`) are deleted and the heap trimmed before the RSS "
-                "is read.",
-                "",
-                md_table(
-                    snaps,
-                    [
-                        "n_records",
-                        "build_seconds",
-                        "build_and_train_seconds",
-                        "compact_seconds",
-                        "log_chunks_before_compaction",
-                        "log_chunks_after_compaction",
-                        "snapshot_records",
-                        "snapshot_mb",
-                        "open_from_snapshot_seconds",
-                        "snapshot_same_candidates",
-                        "rss_snapshot_bytes_per_record",
-                        "rss_snapshot_trimmed_bytes_per_record",
-                        "rss_live_bytes_per_record",
-                    ],
-                    headers=[
-                        "records",
-                        "open from the log s",
-                        "and trained s",
-                        "compact s",
-                        "log records before",
-                        "log records after",
-                        "snapshot records",
-                        "snapshot MB",
-                        "open from the snapshot s",
-                        "same",
-                        "RSS B / record",
-                        "after malloc_trim",
-                        "live B / record",
-                    ],
-                    digits=2,
-                ),
-                "",
-            ]
+        lines += snapshot_section([r for r in mem if "open_from_snapshot_seconds" in r])
     else:
         lines += ["Not measured in this run.", ""]
     verdicts = _verdicts(rows)
