@@ -20,7 +20,6 @@ from typing import Any
 import numpy as np
 import psutil
 
-from benchmarks.common.reporting import md_table
 from textcrafter_rag.heap import release_free_heap
 from textcrafter_rag.numerics import unit_rows
 from textcrafter_rag.sealed.log import LOG_FIELD, IndexLog
@@ -249,6 +248,10 @@ def snapshot_section(snaps: Sequence[dict[str, Any]]) -> list[str]:
     """The report's lines on opening from a snapshot, a live reader and a compaction's stall (none: no lines)."""
     if not snaps:
         return []
+    # imported here, not at the top: the memory child imports this module, and the reporting module imports
+    # torch and scikit-learn, whose libraries would then be loaded before the child's baseline RSS is read
+    from benchmarks.common.reporting import md_table
+
     stalled = [r for r in snaps if "write_ms_longest_during_compaction" in r]
     lines = [
         "### Opening from a compaction snapshot",
