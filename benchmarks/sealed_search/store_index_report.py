@@ -12,7 +12,7 @@ import numpy as np
 from benchmarks.common.reporting import md_table
 from textcrafter_rag.sealed.store_index import EXACT_EXTRA
 
-from .store_index_memory import snapshot_section
+from .store_index_memory_report import snapshot_section
 from .store_index_parts import (
     BYTES_TARGET,
     DEFAULT,
