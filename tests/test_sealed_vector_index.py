@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import math
+import threading
 
 import faiss
 import numpy as np
@@ -225,3 +226,30 @@ def test_a_vector_with_nan_is_refused_before_anything_changes() -> None:
     with pytest.raises(InvalidInputError, match="NaN"):
         index.add(["a", "b"], bad)
     assert len(index) == 1_200 and not any(index.holds(["a", "b"]))
+
+
+def test_a_snapshot_holds_writes_back_for_the_copy_only_not_the_serialization(monkeypatch) -> None:
+    index, x = _trained(1_200, 10)
+    free: list[bool] = []
+    serialize = faiss.serialize_index
+
+    def watched(copy):  # FAISS's serialization, with a look at the index's lock from another thread meanwhile
+        def probe() -> None:
+            got = index._lock.acquire(blocking=False)
+            free.append(got)
+            if got:
+                index._lock.release()
+
+        thread = threading.Thread(target=probe)
+        thread.start()
+        thread.join()
+        return serialize(copy)
+
+    monkeypatch.setattr(faiss, "serialize_index", watched)
+    data = index.to_bytes()
+    assert free == [True]  # a write could have taken the lock while the bytes were made
+    reader = VectorIndex(DIM, code_bytes=8, train_at=300, background=False)
+    reader.restore(data)
+    assert [reader.search(x[i], 10) for i in range(0, 1_200, 97)] == [
+        index.search(x[i], 10) for i in range(0, 1_200, 97)
+    ]

@@ -159,7 +159,9 @@ class VectorIndex:
         """Add to the trained index as FAISS's own ``add_with_ids`` does (rotate, assign each vector its list,
         encode), with room made first in the lists that would overflow (the caller holds the lock)."""
         ivf = self._ivf()
-        rotated = np.ascontiguousarray(x if self._rotation is None else self._transform().apply(x), dtype=np.float32)
+        if self._rotation is not None:  # FAISS's own rotation of a batch
+            x = self.faiss.downcast_VectorTransform(self._index.chain.at(0)).apply(x)
+        rotated = np.ascontiguousarray(x, dtype=np.float32)
         assign = np.ascontiguousarray(ivf.quantizer.search(rotated, 1)[1][:, 0])
         self._make_room(ivf, assign)
         ptr = self.faiss.swig_ptr
@@ -183,10 +185,6 @@ class VectorIndex:
                 self._capacity[at] = room
             self._used[at] = size
         self._used += counts
-
-    def _transform(self) -> Any:
-        """The trained index's rotation, as FAISS applies it."""
-        return self.faiss.downcast_VectorTransform(self._index.chain.at(0))
 
     def remove(self, ids: Sequence[str]) -> int:
         """Forget these ids (unknown ones ignored); how many were removed."""
@@ -317,9 +315,8 @@ class VectorIndex:
         """Copy each inverted list into one allocation of its size plus :data:`_ROOM`.
 
         FAISS adds a code to a list by growing the list's arrays, which doubles their capacity whenever one is
-        full: a list built by adds holds up to twice its codes. Tightened when a codebook is swapped in (its
-        lists were filled by adds), under the lock: one copy of the codes and labels. From then on a full list
-        grows by :data:`_ROOM` alone (:meth:`_make_room`).
+        full: a list built by adds holds up to twice its codes. Tightened when a codebook is swapped in, under the
+        lock: one copy of the codes and labels. From then on a full list grows by :data:`_ROOM` (:meth:`_make_room`).
         """
         with self._lock:
             if not self._trained:
@@ -362,13 +359,16 @@ class VectorIndex:
 
         Trained: FAISS's own serialization of the index (rotation, codebook, lists, codes, labels). Exact: every
         direction as float32 with its label. Either way with the id table's arrays, so every label stays the same.
+        Writes and searches wait only for the index's copy (FAISS's ``clone_index``), not for its serialization.
         """
         with self._lock:
             if self._training is not None and not self._trained:
                 return None
             hi, lo, other = self._ids.arrays()
-            if self._trained:
-                body = [np.asarray(self.faiss.serialize_index(self._index), dtype=np.uint8).tobytes()]
+            ids = [hi.astype("<i8").tobytes(), lo.astype("<u8").tobytes()]  # copies, as the rest
+            trained = self._trained
+            if trained:
+                copy = self.faiss.clone_index(self._index)
             else:
                 parts = [self._index.contents(s) for s in self._index.shards]
                 vectors = np.concatenate([v for v, _ in parts]) if parts else np.zeros((0, self.dim), np.float32)
@@ -376,15 +376,16 @@ class VectorIndex:
                 body = [labels.astype("<i8").tobytes(), vectors.astype("<f4").tobytes()]
             header = {
                 "dim": self.dim,
-                "trained": self._trained,
+                "trained": trained,
                 "ids": len(hi),
-                "exact": 0 if self._trained else int(sum(s.ntotal for s in self._index.shards)),
+                "exact": 0 if trained else len(labels),
                 "other": [[label, rid] for label, rid in other.items()],
             }
-            head = json.dumps(header, separators=(",", ":")).encode("utf-8")
-            return b"".join(
-                [struct.pack("<Q", len(head)), head, hi.astype("<i8").tobytes(), lo.astype("<u8").tobytes(), *body]
-            )
+        if trained:
+            body = [np.asarray(self.faiss.serialize_index(copy), dtype=np.uint8).tobytes()]
+            del copy
+        head = json.dumps(header, separators=(",", ":")).encode("utf-8")
+        return b"".join([struct.pack("<Q", len(head)), head, *ids, *body])
 
     def restore(self, data: bytes) -> None:
         """Replace everything held by what :meth:`to_bytes` gave (a snapshot's index).
