@@ -79,8 +79,9 @@ def snapshot_section(snaps: Sequence[dict[str, Any]]) -> list[str]:
             "Last, the live reader writes segments of 2,000 records (each `StoreIndex.add`: the log read, the "
             "segment logged, the index updated), timed one by one: five alone, then one after another while the "
             "same index compacts in a thread of its own, as a background compaction does. A compaction reads the "
-            "log and takes the index's bytes under the lock that writes take; `bytes taken` is that step timed "
-            "alone, before the writes.",
+            "log and copies the index under the lock that writes take, then serializes the copy, seals it and "
+            "stores it without the lock; `bytes taken` is the copy and its serialization timed alone, before the "
+            "writes.",
             "",
             md_table(
                 stalled,

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from ..errors import InvalidInputError, TextcrafterError
@@ -58,6 +59,11 @@ _CHUNK_BATCH = 64
 #: delete of 1,000 chunks in one call held another process's searches for as long as it ran (a hand check). Small
 #: calls let them through. An in-process store serves no other process: it takes :data:`_CHUNK_BATCH` a call.
 LOG_WRITE_BATCH = 8
+#: Bytes :meth:`LogRecords.put_sealed` seals and encodes at a time (a multiple of 3, so that the base64 of the
+#: blocks joins into the base64 of the whole): no single call holds Python's GIL for a whole snapshot, where one
+#: call sealing a million records' snapshot (76 MB) held it for tens of milliseconds at a time (a hand check), and a
+#: write or a search in another thread of the process waited that long.
+_SEAL_BLOCK = 3 << 20
 #: The URL-safe base64 alphabet the records are written in, mapped to the standard one ``binascii`` reads.
 _TO_STANDARD = bytes.maketrans(b"-_", b"+/")
 _KINDS = {"seg": "segment", "snap": "snapshot", "head": "head"}
@@ -86,11 +92,23 @@ class LogRecords(NotPicklable):
         segment_chars: Characters of sealed text per store record.
     """
 
-    __slots__ = ("_aead", "_chunks", "_id_key", "_tenant", "_vector_key", "dim", "port", "segment_chars", "write_batch")
+    __slots__ = (
+        "_aead",
+        "_chunks",
+        "_cipher",
+        "_id_key",
+        "_tenant",
+        "_vector_key",
+        "dim",
+        "port",
+        "segment_chars",
+        "write_batch",
+    )
 
     def __init__(self, key: SecretKey, *, tenant: str, port: RecordPort, dim: int, segment_chars: int) -> None:
         subkey = SecretKey(key).subkey("store-index", context=tenant)
         self._aead = AESGCM(subkey)
+        self._cipher = algorithms.AES(subkey)  # the same AES-GCM as a stream (:meth:`_sealed_pieces`)
         self._id_key = hmac.new(subkey, b"log-record-ids", hashlib.sha256).digest()
         self._vector_key = hmac.new(subkey, b"log-record-vectors", hashlib.sha256).digest()
         self._tenant = tenant
@@ -216,9 +234,7 @@ class LogRecords(NotPicklable):
         between two calls leaves chunks no reader finds, never a first chunk whose others are missing (which a
         reader would take for a rollback).
         """
-        body = self.seal(plain, kind=kind, ident=ident)[len(_PREFIX) :]
-        size = self.segment_chars - len(_PREFIX)
-        pieces = [body[i : i + size] for i in range(0, len(body), size)] or [""]
+        pieces = self._sealed_pieces(plain, kind=kind, ident=ident, size=self.segment_chars - len(_PREFIX))
         for start in reversed(range(0, len(pieces), self.write_batch)):
             out = []
             for c in range(start, min(start + self.write_batch, len(pieces))):
@@ -227,6 +243,28 @@ class LogRecords(NotPicklable):
                 out.append(PortRecord(rid, _PREFIX + pieces[c], fields, self.keyed(rid).astype(np.float32).tolist()))
             self.port.put(out)
         return len(pieces)
+
+    def _sealed_pieces(self, plain: bytes, *, kind: str, ident: str, size: int) -> list[str]:
+        """:meth:`seal`'s text without its prefix, cut into pieces of ``size`` characters, made a block of
+        :data:`_SEAL_BLOCK` bytes at a time: the same text (AES-GCM as a stream gives the same ciphertext and tag)."""
+        nonce = secrets.token_bytes(_NONCE)
+        encryptor = Cipher(self._cipher, modes.GCM(nonce)).encryptor()
+        encryptor.authenticate_additional_data(self._aad(kind, ident))
+        view, raw, text, pieces = memoryview(plain), nonce, "", []
+        for at in range(0, len(view) + _SEAL_BLOCK, _SEAL_BLOCK):
+            if at < len(view):
+                raw += encryptor.update(view[at : at + _SEAL_BLOCK])
+                cut = len(raw) - len(raw) % 3  # whole base64 quanta; the rest waits for the next block
+            else:  # past the last block: the tag, and the padding once at the end
+                raw += encryptor.finalize() + encryptor.tag
+                cut = len(raw)
+            text += base64.urlsafe_b64encode(raw[:cut]).decode("ascii")
+            raw, start = raw[cut:], 0
+            while len(text) - start >= size:
+                pieces.append(text[start : start + size])
+                start += size
+            text = text[start:]
+        return [*pieces, text] if text or not pieces else pieces
 
     def read_sealed(self, kind: str, ident: str, first: PortRecord, ids: Callable[[int], str]) -> bytes:
         """Open a message :meth:`put_sealed` stored, given its first chunk (the rest are read by id).

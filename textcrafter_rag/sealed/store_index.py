@@ -19,7 +19,7 @@ that makes it due starts it in a background thread and returns, where the store 
 (a server's client, :func:`~.port.serves_concurrent_calls`): at a million records a compaction takes over a
 second and stores about 100 MB. An in-process engine (Qdrant local, FAISS, the in-memory stores) compacts in that
 write instead: a search it answered while another thread compacted failed (Qdrant local, a million records).
-Only taking the index's bytes holds the lock that writes and searches take (:meth:`StoreIndex.compact`).
+Only copying the index holds the lock that writes and searches take (:meth:`StoreIndex.compact`).
 """
 
 from __future__ import annotations
@@ -217,11 +217,11 @@ class StoreIndex(NotPicklable):
     def _compact(self) -> bool:
         """One compaction (the caller holds :attr:`_compacting`, so no other runs); whether a snapshot was written.
 
-        Writes and searches go on meanwhile, except while the index's bytes are taken: they and what they cover
-        (the segments applied) are taken together under the lock that applies segments, so the snapshot holds
-        exactly what it covers. Serializing holds that lock, since FAISS's index cannot be read while a write
-        changes it: at a million trained records that is the one part of a compaction a write may wait for.
-        Sealing and storing the snapshot, and deleting what it covers, run without it; a segment written
+        Writes and searches go on meanwhile, except while the index is copied: the copy and what it covers (the
+        segments applied) are taken together under the lock that applies segments, so the snapshot holds exactly
+        what it covers. Copying holds that lock, since FAISS's index cannot be read while a write changes it
+        (:meth:`VectorIndex.to_bytes`). Serializing the copy, sealing and storing the snapshot (a block at a time,
+        so other threads run between blocks), and deleting what it covers run without it; a segment written
         meanwhile is past what the snapshot covers, so it is neither in it nor deleted.
         """
         with self._lock:
