@@ -176,9 +176,10 @@ def memory_child(n: int, dim: int, seed: int) -> dict[str, Any]:
 
 
 def compaction_stall(index: StoreIndex, rng: np.random.Generator, dim: int) -> dict[str, Any]:
-    """How long a write waits for a compaction: the index's bytes taken alone (what a compaction does under the
-    lock that writes take), then writes of one segment each, timed one by one, while the index compacts in a
-    thread of its own (as a background compaction does), beside the same writes without one."""
+    """How long a write waits for a compaction: the index's bytes made alone (its copy, which a compaction makes
+    under the lock that writes take, and the copy's serialization), then writes of one segment each, timed one by
+    one, while the index compacts in a thread of its own (as a background compaction does), beside the same writes
+    without one."""
 
     def write() -> float:
         ids = [str(uuid.UUID(bytes=rng.bytes(16), version=4)) for _ in range(2000)]
