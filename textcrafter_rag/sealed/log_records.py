@@ -157,10 +157,8 @@ class LogRecords(NotPicklable):
         return b"\x00".join((_FORMAT, kind.encode(), ident.encode(), self._tenant.encode("utf-8")))
 
     def seal(self, plain: bytes, *, kind: str, ident: str) -> str:
-        """One sealed text (prefixed, base64)."""
-        nonce = secrets.token_bytes(_NONCE)
-        sealed = self._aead.encrypt(nonce, plain, self._aad(kind, ident))
-        return _PREFIX + base64.urlsafe_b64encode(nonce + sealed).decode("ascii")
+        """One sealed text (prefixed, base64: the nonce, the AES-GCM ciphertext and its tag)."""
+        return _PREFIX + "".join(self._sealed_pieces(plain, kind=kind, ident=ident, size=None))
 
     def open(self, text: str, *, kind: str, ident: str) -> bytes:
         """The plain bytes of a sealed text. Raises ``InvalidTag`` when it does not open."""
@@ -244,9 +242,10 @@ class LogRecords(NotPicklable):
             self.port.put(out)
         return len(pieces)
 
-    def _sealed_pieces(self, plain: bytes, *, kind: str, ident: str, size: int) -> list[str]:
-        """:meth:`seal`'s text without its prefix, cut into pieces of ``size`` characters, made a block of
-        :data:`_SEAL_BLOCK` bytes at a time: the same text (AES-GCM as a stream gives the same ciphertext and tag)."""
+    def _sealed_pieces(self, plain: bytes, *, kind: str, ident: str, size: int | None) -> list[str]:
+        """:meth:`seal`'s text without its prefix, cut into pieces of ``size`` characters (``None``: one piece),
+        made a block of :data:`_SEAL_BLOCK` bytes at a time (AES-GCM as a stream: the ciphertext and tag of one
+        call)."""
         nonce = secrets.token_bytes(_NONCE)
         encryptor = Cipher(self._cipher, modes.GCM(nonce)).encryptor()
         encryptor.authenticate_additional_data(self._aad(kind, ident))
@@ -260,7 +259,7 @@ class LogRecords(NotPicklable):
                 cut = len(raw)
             text += base64.urlsafe_b64encode(raw[:cut]).decode("ascii")
             raw, start = raw[cut:], 0
-            while len(text) - start >= size:
+            while size is not None and len(text) - start >= size:
                 pieces.append(text[start : start + size])
                 start += size
             text = text[start:]
