@@ -61,8 +61,8 @@ _CHUNK_BATCH = 64
 LOG_WRITE_BATCH = 8
 #: Bytes :meth:`LogRecords.put_sealed` seals and encodes at a time (a multiple of 3, so that the base64 of the
 #: blocks joins into the base64 of the whole): no single call holds Python's GIL for a whole snapshot, where one
-#: call sealing a million records' snapshot (76 MB) held it for tens of milliseconds at a time (a hand check), and a
-#: write or a search in another thread of the process waited that long.
+#: call sealing a million records' snapshot (76 MB) held it for long stretches (a hand check), and a write or a
+#: search in another thread of the process waited for each.
 _SEAL_BLOCK = 3 << 20
 #: The URL-safe base64 alphabet the records are written in, mapped to the standard one ``binascii`` reads.
 _TO_STANDARD = bytes.maketrans(b"-_", b"+/")
