@@ -149,5 +149,13 @@ def test_scale_row_builds_the_trained_index_and_ranks_what_it_opens(tmp_path: Pa
     assert row["n_records"] == 3_000 and row["trained"] and row["opened_mean"] == options.open_k
     assert row["clean_ndcg@10"] > 0.5 and row["ndcg_ratio"] >= 0.95  # the exact re-rank of what it opened
     assert row["accounted_faiss_bytes_per_record"] == DIM + 8 and row["queries_timed"] == 4
+    sweep = {s["open_k"]: s for s in row["open_sweep"]}
+    assert sorted(sweep) == list(store_index_scale.OPEN_SWEEP)
+    # the sweep's pick at the shipped open_k is the timed search's pick: the same re-ranked rows
+    assert sweep[options.open_k]["recall10"] == row["recall10"]
+    assert sweep[options.open_k]["ndcg_ratio"] == row["ndcg_ratio"]
+    # opening more never finds fewer of the exact top 10 (a deeper prefix of one order)
+    recalls = [sweep[m]["recall10"] for m in store_index_scale.OPEN_SWEEP]
+    assert recalls == sorted(recalls) and 0 < recalls[0] <= recalls[-1] <= 1
     md = store_index_scale.render_markdown(row, {"command": "x", "machine": {}, "records": "synthetic"})
-    assert "| NDCG@10 / clean | >= 0.99 |" in md
+    assert "| NDCG@10 / clean | >= 0.99 |" in md and "## Records opened against quality" in md

@@ -372,10 +372,11 @@ def _released(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
-def _scifact(data_dir: Path, *, cache: Path, size: str, seed: int, progress: bool) -> Retrieval:
-
+def _scifact(data_dir: Path, *, cache: Path, size: str, seed: int, progress: bool, split: str = "test") -> Retrieval:
+    """SciFact's abstracts and the queries judged in ``split`` (``"train"``: queries apart from the reported test
+    queries, for choosing a setting), embedded by the bundled MiniLM (cached)."""
     encoder = bundled_minilm()
-    full = load_scifact(data_dir=data_dir)
+    full = load_scifact(data_dir=data_dir, split=split)
     n = 64 if size == "smoke" else 0
     rs = subsample(full, n_queries=16 if size == "smoke" else 0, n_docs=n, seed=seed)
     docs = embed_cached(encoder, rs.docs, cache=cache, desc="Embedding docs", progress=progress, superset=full.docs)
@@ -390,5 +391,5 @@ def _scifact(data_dir: Path, *, cache: Path, size: str, seed: int, progress: boo
         list(rs.queries),
         np.asarray(queries, dtype=np.float32),
         rs.qrels,
-        f"SciFact: {len(rs.doc_ids):,} abstracts",
+        f"SciFact: {len(rs.doc_ids):,} abstracts" + ("" if split == "test" else f", {split} queries"),
     )
