@@ -9,8 +9,8 @@ listing. So no two processes ever write the same log record:
   base64'd and cut into chunks of at most ``segment_chars`` characters (Milvus VARCHAR holds 65,535), each
   chunk a store record under a keyed id.
 * **Heads, found by search.** Each writer keeps one sealed head record ``head(writer, seq)`` naming its
-  last sequence number; a new head is written before the previous one is deleted (no store is asked to
-  overwrite a record, which FAISS and Milvus refuse), so a crash leaves two heads, never none. Heads are
+  last sequence number; a new head is written before the previous one is deleted (no head is ever
+  overwritten: FAISS and Milvus refuse it), so a crash leaves two heads, never none. Heads are
   stored under keyed vectors close to one keyed "heads" direction, data records and segments under
   unrelated keyed random vectors, so a search for that direction returns every head first, on any store,
   without a listing API. Each head names the other writers its process knew, so a head that an approximate
@@ -19,6 +19,9 @@ listing. So no two processes ever write the same log record:
   tombstone that raced the add: its entry logged again, :meth:`StoreIndex.confirm`), then acknowledge. A crash
   after the segment leaves index entries whose records were never stored: a search reads them, finds no
   record, skips and counts them. No record is ever stored without an index entry.
+* **Beacon.** On a store whose ``put`` replaces (Chroma, Qdrant), each write then overwrites one sealed record,
+  the beacon, with a value no write stored before; a search reads it by id with its records and searches the
+  heads only if it changed since the read made before its last search of them (:meth:`IndexLog.probe_beacon`).
 * **Readers** (:meth:`IndexLog.refresh`, before each search by default) read the heads, then fetch by id
   every segment past the ones this process applied, *and one past each head* (a writer killed between its
   segment and its head), a few segments a writer at a time, and apply each writer's in its own sequence order,
@@ -32,7 +35,7 @@ listing. So no two processes ever write the same log record:
   ever added to what a process holds.
 
 What the store learns: the number, sizes and times of segments (write sizes and times), how many writers
-there are, and that a search reads the heads. Not the ids, vectors or texts.
+there are, and that a search reads the heads (or the beacon). Not the ids, vectors or texts.
 """
 
 from __future__ import annotations
@@ -49,11 +52,11 @@ import numpy as np
 from cryptography.exceptions import InvalidTag
 
 from ..errors import InvalidInputError
-from ..logs import logger
 from ..sealing import NotPicklable, SecretKey
 from .layout import CHUNKS_FIELD, LOG_FIELD
 from .log_records import (
     DEFAULT_SEGMENT_CHARS,
+    Beacon,
     IndexLogError,
     IndexRollbackError,
     IndexTamperedError,
@@ -61,7 +64,7 @@ from .log_records import (
     SegmentGapError,
     snapshot_order,
 )
-from .port import PortRecord, RecordPort
+from .port import PortRecord, RecordPort, replaces_records
 from .segment import HeadsAhead, Probe, Segment
 
 __all__ = [
@@ -106,6 +109,7 @@ class IndexLog(NotPicklable):
         "_port",
         "_seq",
         "_writer",
+        "beacon",
         "dim",
         "epoch",
         "ignored",
@@ -152,6 +156,8 @@ class IndexLog(NotPicklable):
         self.searched_heads: dict[str, int] = {}
         #: The epoch of the snapshot this process's index started from (a clear starts a new one).
         self.epoch = 0
+        #: The record every write overwrites, on a store whose ``put`` replaces (:meth:`probe_beacon`).
+        self.beacon = Beacon(self.records) if replaces_records(port) else None
 
     # -- writing -----------------------------------------------------------------------------------
 
@@ -181,8 +187,10 @@ class IndexLog(NotPicklable):
             named = [w for w in self._head_seen if w != self._writer][-_NAMED_WRITERS:]
             head = {"writer": self._writer, "seq": seq, "ts": seg.ts, "seen": named, "snap": self.snapshot}
             self.records.put_head(self._writer, seq, head)
+            if self.beacon is not None:  # after the head: a reader that reads this value finds the head
+                self.beacon.put(self._writer, seq)
             if seq > 1:
-                self._delete_quietly([self.records.head_id(self._writer, seq - 1)])
+                self.records.delete_quietly([self.records.head_id(self._writer, seq - 1)])
             self._head_seen[self._writer] = seq
             if self._applied.get(self._writer, 0) == seq - 1:
                 self._applied[self._writer] = seq
@@ -192,14 +200,6 @@ class IndexLog(NotPicklable):
         """Write on under a new writer id (the store was cleared: this writer's old segments are gone)."""
         with self._lock:
             self._writer, self._seq = None, 0
-
-    def _delete_quietly(self, ids: list[str]) -> None:
-        """Delete log records that are clean-up only (a compaction may have deleted them already: some stores
-        refuse to delete an id they do not hold); a failure leaves an extra record, which loses nothing."""
-        try:
-            self._port.delete(ids)
-        except Exception as exc:  # clean-up only, see above
-            logger.info("a log record was not deleted (left for a later compaction): %s", exc)
 
     def ensure_writer(self) -> str:
         """This process's writer id, taken now if it has none."""
@@ -344,6 +344,16 @@ class IndexLog(NotPicklable):
 
         return Probe(ids, {}, applied, epoch, HeadsAhead(search))
 
+    def probe_beacon(self) -> Probe | None:
+        """:meth:`probe_ahead` with no search of the heads (:class:`Beacon`): the beacon is read with each known
+        writer's next segment, the heads searched after it only if it changed (a write acknowledged before the
+        search began did change it: the staleness is unchanged). ``None``: no beacon, or nothing applied yet."""
+        with self._lock:
+            if self.beacon is None or not self._applied:
+                return None
+            ids = self._next_ids(dict.fromkeys([*self._applied, *self._head_seen], 0))
+            return Probe([*ids, self.beacon.id], {}, dict(self._applied), self.epoch, beacon=True)
+
     def _next_ids(self, heads: dict[str, int]) -> list[str]:
         """The first-chunk ids of each writer's segment one past the last applied (a quiet log's whole read)."""
         return [cid for w in heads for cid in self._batch_ids(w, self._applied.get(w, 0) + 1, heads[w])]
@@ -367,6 +377,9 @@ class IndexLog(NotPicklable):
                 return self.refresh(apply, restore)
             asked = set(probe.ids)
             got = {r.id: r for r in records if r.id in asked}
+            if probe.beacon and self.beacon is not None:
+                known = {w: max(self._applied.get(w, 0), s) for w, s in {**self._applied, **self._head_seen}.items()}
+                heads = self.beacon.heads(list(got.values()), known, self.heads)
             if missing := [cid for cid in self._next_ids(heads) if cid not in asked]:
                 got.update((r.id, r) for r in self._port.get(missing))
             return self._read_all(heads, apply, restore, got)

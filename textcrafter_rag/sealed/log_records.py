@@ -17,7 +17,7 @@ import json
 import secrets
 import struct
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -27,6 +27,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from ..errors import InvalidInputError, TextcrafterError
 from ..keyed import keyed_normals
+from ..logs import logger
 from ..numerics import unit_rows
 from ..sealing import NotPicklable, SecretKey
 from .layout import CHUNKS_FIELD, LOG_FIELD
@@ -35,6 +36,7 @@ from .segment import Segment
 
 __all__ = [
     "DEFAULT_SEGMENT_CHARS",
+    "Beacon",
     "IndexLogError",
     "IndexRollbackError",
     "IndexTamperedError",
@@ -66,7 +68,7 @@ LOG_WRITE_BATCH = 8
 _SEAL_BLOCK = 3 << 20
 #: The URL-safe base64 alphabet the records are written in, mapped to the standard one ``binascii`` reads.
 _TO_STANDARD = bytes.maketrans(b"-_", b"+/")
-_KINDS = {"seg": "segment", "snap": "snapshot", "head": "head"}
+_KINDS = {"seg": "segment", "snap": "snapshot", "head": "head", "beacon": "beacon"}
 
 
 class IndexLogError(TextcrafterError, RuntimeError):
@@ -178,6 +180,14 @@ class LogRecords(NotPicklable):
             raise InvalidTag from None
         view = memoryview(blob)
         return self._aead.decrypt(view[:_NONCE], view[_NONCE:], self._aad(kind, ident))
+
+    def delete_quietly(self, ids: list[str]) -> None:
+        """Delete log records that are clean-up only (a compaction may have deleted them already: some stores
+        refuse to delete an id they do not hold); a failure leaves an extra record, which loses nothing."""
+        try:
+            self.port.delete(ids)
+        except Exception as exc:  # clean-up only, see above
+            logger.info("a log record was not deleted (left for a later compaction): %s", exc)
 
     def put_head(self, writer: str, seq: int, head: dict[str, Any]) -> None:
         """Store ``writer``'s head at ``seq``: ``head`` as sealed JSON, under its keyed id, near the heads direction."""
@@ -295,6 +305,47 @@ class LogRecords(NotPicklable):
             raise IndexTamperedError(
                 f"an index {_KINDS[kind]} does not open under this key and tenant: edited"
             ) from None
+
+
+class Beacon:
+    """The log's beacon: one record that every write overwrites after its head with a value no write before
+    stored, ``(writer, seq)`` sealed, on a store whose ``put`` replaces
+    (:func:`~textcrafter_rag.sealed.port.replaces_records`). A reader that reads it, then searches the heads, holds
+    every head written before the value it read; while the value it reads later is the same, no write has been
+    made since (:meth:`IndexLog.probe_beacon`)."""
+
+    __slots__ = ("id", "records", "seen")
+
+    def __init__(self, records: LogRecords) -> None:
+        self.records = records
+        self.id = records.record_id("beacon")
+        #: The value read just before this process's last search of the heads (``None``: none yet).
+        self.seen: str | None = None
+
+    def put(self, writer: str, seq: int) -> None:
+        """Overwrite the beacon with ``(writer, seq)`` (after that writer's head ``seq`` is stored)."""
+        text = self.records.seal(json.dumps([writer, seq]).encode("utf-8"), kind="beacon", ident=self.id)
+        vector = self.records.keyed(self.id).astype(np.float32).tolist()
+        self.records.port.put([PortRecord(self.id, text, {LOG_FIELD: "beacon"}, vector)])
+
+    def heads(
+        self, records: Sequence[PortRecord], known: dict[str, int], search: Callable[[], dict[str, int]]
+    ) -> dict[str, int]:
+        """The heads, given ``records`` read with the beacon: ``known`` while its value is the one :attr:`seen`,
+        else ``search()``'s (made after that read), the value read becoming the one seen. An absent beacon, or
+        one that does not open, is a change."""
+        value = None
+        for rec in records:
+            if rec.id == self.id:
+                try:
+                    value = self.records.open(rec.text, kind="beacon", ident=self.id).decode("utf-8")
+                except (InvalidTag, ValueError):
+                    value = None
+        if value is not None and value == self.seen:
+            return known
+        heads = search()
+        self.seen = value
+        return heads
 
 
 def _chunk_body(text: object) -> bytes:

@@ -13,6 +13,12 @@ default) the core never calls the store from a thread of its own: in-process eng
 in-memory stores) change their arrays in place, and a search made while another thread writes fails or reads
 half a write. :func:`serves_concurrent_calls` tells a server's client (Qdrant's remote client, Chroma's HTTP
 client), which does take them, from an in-process engine's.
+
+A port may also say that its ``put`` replaces a record it holds, so that every ``get`` made after the ``put``
+returned reads the new record (``replaces_records = True``: Chroma's and Qdrant's upserts). The index log then
+keeps one record that every write overwrites, its *beacon*, and a search reads it by id with its records: only
+when it changed are the heads searched. Without it (FAISS refuses a held id, Milvus keeps both) the heads are
+searched before every search.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["PortRecord", "RecordPort", "concurrent_calls", "serves_concurrent_calls"]
+__all__ = ["PortRecord", "RecordPort", "concurrent_calls", "replaces_records", "serves_concurrent_calls"]
 
 
 @dataclass(frozen=True)
@@ -70,6 +76,11 @@ class RecordPort(Protocol):
 def concurrent_calls(port: RecordPort) -> bool:
     """Whether ``port`` says its store takes calls from two threads at once (``concurrent_calls = True``)."""
     return getattr(port, "concurrent_calls", False) is True
+
+
+def replaces_records(port: RecordPort) -> bool:
+    """Whether ``port`` says its ``put`` replaces a held record for every later ``get`` (``replaces_records``)."""
+    return getattr(port, "replaces_records", False) is True
 
 
 def _engine_clients(store: Any) -> Iterator[Any]:

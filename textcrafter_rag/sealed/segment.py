@@ -85,6 +85,8 @@ class Probe:
         applied: What was applied when the probe was taken (a change since: the log is read again).
         epoch: The epoch then.
         ahead: The heads' search still under way (``None``: read before the probe was taken).
+        beacon: The heads are not read: the log's beacon, read with :attr:`ids`, says whether to search them
+            (:meth:`IndexLog.probe_beacon`).
     """
 
     ids: list[str]
@@ -92,6 +94,7 @@ class Probe:
     applied: dict[str, int]
     epoch: int
     ahead: HeadsAhead | None = None
+    beacon: bool = False
 
     def read_heads(self) -> dict[str, int]:
         """The heads, once read (waits for :attr:`ahead`)."""

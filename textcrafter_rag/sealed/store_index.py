@@ -369,12 +369,13 @@ class StoreIndex(NotPicklable):
     def candidates_probing(self, query: np.ndarray, k: int) -> tuple[list[str], Probe | None]:
         """:meth:`candidates`, the log's read by id left to the caller's read of the records
         (:meth:`IndexLog.probe_later`; on a store that takes two calls at once :meth:`IndexLog.probe_ahead`, the
-        heads searched meanwhile): read ``probe.ids`` with them and hand what came back to :meth:`probed` before
-        ranking. ``None``: nothing left to read (the log was read, or was not due)."""
+        heads searched meanwhile; on a store whose ``put`` replaces :meth:`IndexLog.probe_beacon`, the heads
+        searched only if a write was made since): read ``probe.ids`` with them and hand what came back to
+        :meth:`probed` before ranking. ``None``: nothing left to read (the log was read, or was not due)."""
         if not self._log_due():
             return self.index.search(query, k), None
         with self._lock:
-            probe = self.log.probe_ahead() if self.ahead else None
+            probe = self.log.probe_beacon() or (self.log.probe_ahead() if self.ahead else None)
             if probe is None:
                 probe = self.log.probe_later(lambda seg: self._apply([seg]), self._restore)
             if not probe.ids:

@@ -22,9 +22,14 @@ class CrashAt(TextcrafterError, RuntimeError):
 
 
 class MemoryPort:
-    """Records in a dict; ``search`` ranks by exact inner product."""
+    """Records in a dict; ``search`` ranks by exact inner product.
 
-    def __init__(self) -> None:
+    ``replaces_records``: say that ``put`` replaces a held record (it does), so the index log keeps its beacon
+    (:func:`~textcrafter_rag.sealed.port.replaces_records`); off by default, where every search reads the heads.
+    """
+
+    def __init__(self, *, replaces_records: bool = False) -> None:
+        self.replaces_records = replaces_records
         self.records: dict[str, PortRecord] = {}
         self.empty_answers = 0
         self.crash_at_put: int | None = None

@@ -46,6 +46,23 @@ def _has_id(doc: Document, id_field: str) -> bool:
     return doc.id is not None or meta.get(id_field, meta.get(ID_FIELD)) is not None
 
 
+#: Stores whose ``add_documents`` upserts by id (Chroma's ``collection.upsert``, Qdrant's ``upsert``, the in-memory
+#: store's dict). FAISS refuses a held id and Milvus keeps both records: no beacon there.
+_UPSERTING = (
+    ("langchain_chroma.", "Chroma"),
+    ("langchain_qdrant.", "QdrantVectorStore"),
+    ("langchain_core.vectorstores.in_memory", "InMemoryVectorStore"),
+)
+
+
+def _upserts(store: VectorStore) -> bool:
+    return any(
+        kind.__module__.startswith(module) and kind.__name__ == name
+        for kind in type(store).__mro__
+        for module, name in _UPSERTING
+    )
+
+
 class LangChainPort:
     """:class:`~textcrafter_rag.sealed.port.RecordPort` over ``store`` (built with ``shim``)."""
 
@@ -54,6 +71,9 @@ class LangChainPort:
         #: Whether the store takes calls from two threads at once (a server's client): the core may then compact
         #: the index in a thread of its own (:mod:`textcrafter_rag.sealed.port`).
         self.concurrent_calls = serves_concurrent_calls(store)
+        #: Whether ``add_documents`` replaces a record the store holds (an upsert): the index log then keeps a
+        #: beacon that spares a search the search of its heads (:mod:`textcrafter_rag.sealed.port`).
+        self.replaces_records = _upserts(store)
 
     def _record(self, doc: Document) -> PortRecord:
         return doc_record(doc, id_field=self.id_field)

@@ -203,6 +203,7 @@ def test_a_rolled_back_head_is_detected_by_a_reader_that_saw_the_newer_one(spawn
     )
     coll = client.get_collection(spawn.collection)
     old = coll.get(where={"_tc_log": "head"}, include=["documents", "metadatas", "embeddings"])
+    old_beacon = coll.get(where={"_tc_log": "beacon"}, include=["documents", "metadatas", "embeddings"])
     old_segments = set(coll.get(where={"_tc_log": "seg"})["ids"])
     two = batch("two", 5)
     writer.ask(op="add", **two)
@@ -210,9 +211,12 @@ def test_a_rolled_back_head_is_detected_by_a_reader_that_saw_the_newer_one(spawn
     newer = coll.get(where={"_tc_log": "head"})["ids"]
     new_segments = [i for i in coll.get(where={"_tc_log": "seg"})["ids"] if i not in old_segments]
     assert len(old["ids"]) == len(newer) == 1 and new_segments
-    # The host puts the older head back and drops the newer head and the segment written after it.
+    # The host puts the older copy back: it drops the newer head and the segment written after it, and restores the
+    # older head and the older beacon (Chroma's upsert replaces: every write overwrote the beacon)
+    assert len(old_beacon["ids"]) == 1
     coll.delete(ids=newer + new_segments)
     coll.add(ids=old["ids"], documents=old["documents"], metadatas=old["metadatas"], embeddings=old["embeddings"])
+    coll.upsert(**{k: old_beacon[k] for k in ("ids", "documents", "metadatas", "embeddings")})
     answer = reader.ask(op="find", texts=one["texts"])
     assert answer.get("error") == "IndexRollbackError"
     writer.close()

@@ -207,9 +207,10 @@ def test_compact_index_writes_a_snapshot_a_new_worker_opens_from(base) -> None:
         SealedVectorStore(RecordingStore, embedding=base, key=key, search=DEFAULT_SEARCH).compact_index()
 
 
-def test_a_search_makes_two_round_trips_when_the_log_has_no_news(base) -> None:
-    """The heads' search, then one read by id: the records, and in the same request the log's next segment
-    (one past each head: a head the search missed), which used to be a read of its own."""
+def test_a_search_makes_one_round_trip_when_the_log_has_no_news(base) -> None:
+    """The in-memory store upserts, so every write overwrites the log's beacon: a search reads the records by id,
+    and in the same request the log's next segment (one past each head: a head the search missed) and the beacon.
+    The heads are searched only while the beacon's value was not read before a search of them."""
     key = generate_key()
     writer = _held(base, key, store=ReadsRecorded)
     writer.add_texts(TEXTS, ids=IDS)
@@ -219,12 +220,25 @@ def test_a_search_makes_two_round_trips_when_the_log_has_no_news(base) -> None:
     reader.similarity_search(q, k=5)  # the first search reads the whole log
     log, w = reader._search.store_index().log, writer._search.store_index().log.writer or ""
     probe = log.records.chunk_id(w, log.applied[w] + 1, 0)  # the writer's next segment (none yet)
-    for search in (lambda: reader.similarity_search(q, k=5), lambda: asyncio.run(reader.asimilarity_search(q, k=5))):
+    assert log.beacon is not None
+    searches = (
+        lambda: reader.similarity_search(q, k=5),  # the beacon read, then the heads searched: its value is seen
+        lambda: reader.similarity_search(q, k=5),
+        lambda: asyncio.run(reader.asimilarity_search(q, k=5)),
+    )
+    for n, search in enumerate(searches):
         inner.reads.clear()
         searched = len(inner.searched)
         assert [d.page_content for d in search()] == exact_top(base, TEXTS, q, 5)
-        assert len(inner.searched) == searched + 1  # the heads
-        assert len(inner.reads) == 1 and probe in inner.reads[0] and len(inner.reads[0]) == 5 + EXACT_EXTRA + 1
+        assert len(inner.searched) == searched + (n == 0)  # the heads, only until the beacon is seen
+        assert len(inner.reads) == 1 and {probe, log.beacon.id} <= set(inner.reads[0])
+        assert len(inner.reads[0]) == 5 + EXACT_EXTRA + 2
+    later = "Patient 5 was treated for condition 5 at ward 5, again."
+    writer.add_texts([later], ids=["later"])  # the beacon moves: the next search searches the heads
+    searched = len(inner.searched)
+    found = [d.page_content for d in reader.similarity_search(later, k=20)]
+    assert found == exact_top(base, [*TEXTS, later], later, 20) and later in found
+    assert len(inner.searched) == searched + 1
     assert reader._search.dead == 0
 
 
