@@ -211,11 +211,12 @@ def _wait_compacted(store: Any) -> float:
 
 
 def _index_state(store: Any) -> dict[str, Any]:
-    """How many entries the store object's in-memory index holds, and whether it holds PQ codes (diagnostics)."""
+    """How many entries the store object's in-memory index holds, whether it holds PQ codes, and whether its log
+    keeps a beacon (a search reads it instead of searching the heads; diagnostics)."""
     si = _held_index(store)
     if si is None:
-        return {"index_entries": None, "index_trained": None}
-    return {"index_entries": len(si), "index_trained": bool(si.index.trained)}
+        return {"index_entries": None, "index_trained": None, "log_beacon": None}
+    return {"index_entries": len(si), "index_trained": bool(si.index.trained), "log_beacon": si.log.beacon is not None}
 
 
 def latency_rows(

@@ -208,14 +208,18 @@ def render_markdown(rows: Sequence[dict[str, Any]], meta: dict[str, Any]) -> str
                     f"{w['latency_ms_p95']:.1f} ms), where the default ranks at {d['ndcg_ratio']:.2f}: against that "
                     f"plain row the default is {d['latency_ms_p95'] / w['latency_ms_p95']:.2f}x at p95"
                 )
+        kept = {r["engine"]: r.get("log_beacon") for r in lat if r["mode"] == DEFAULT}
+        beacons = ", ".join(f"{e} {'yes' if b else 'no' if b is not None else 'not recorded'}" for e, b in kept.items())
         lines += [
             "Interpretation: "
             + ("; ".join(parts) + ". " if parts else "")
             + "Per query the store-held index fetches sealed records by id and opens them (open_k = 100 once "
             f"its index is trained; the best 10 and {EXACT_EXTRA} more while it is exact, below train_at) where "
-            "the plain store returns 10 plaintext hits; the default also searches for the log's heads: on a "
-            "server's client (Chroma) beside that read, the two requests at once; on Qdrant local (one call at a "
-            "time) before it.",
+            "the plain store returns 10 plaintext hits. The default also reads the index log before each search: "
+            "where the engine's writes replace a record (Chroma, Qdrant) that is the log's beacon, read by id in "
+            "the same request as the records, and the heads are searched only when a write was made since (none "
+            "was while these searches were timed); elsewhere it searches for the log's heads (on a server's client "
+            f"beside the read of the records; on an in-process engine before it). Beacon kept: {beacons}.",
             "",
         ]
         waits = {r["engine"]: r["compaction_wait_seconds"] for r in lat if r.get("compaction_wait_seconds") is not None}
