@@ -178,6 +178,24 @@ def test_options_are_validated():
         StoreIndexSearch(open_k=0)
     with pytest.raises(TypeError):
         StoreIndexSearch(refresh_every="soon")
+    with pytest.raises(ValueError):
+        StoreIndexSearch(scan_codes=0)
+
+
+def test_scan_codes_sets_how_many_lists_a_trained_query_probes():
+    x = vectors(3_000, 9)
+    narrow, wide = (
+        StoreIndex(KEY, tenant="t", options=opts, port=MemoryPort(), dim=DIM)
+        for opts in (
+            StoreIndexSearch(train_at=1_000, background_training=False, compact_every=0, scan_codes=1),
+            StoreIndexSearch(train_at=1_000, background_training=False, compact_every=0, scan_codes=3_000),
+        )
+    )
+    for held in (narrow, wide):
+        held.add([f"r{i}" for i in range(3_000)], x)
+        assert held.index.trained and held.candidates(x[5], 10)[0] == "r5"
+    lists, fewest = narrow.index.lists
+    assert 1 < fewest < lists and wide.index.lists == (lists, lists)  # at least the floor; every list
 
 
 def test_data_records_get_the_index_modes_keyed_vectors():

@@ -40,7 +40,7 @@ from ..validation import check_int
 from .compaction import Snapshots
 from .log import DEFAULT_SEGMENT_CHARS, IndexLog, Probe, Segment, SegmentGapError
 from .port import PortRecord, RecordPort, concurrent_calls
-from .vector_index import VectorIndex
+from .vector_index import SCAN_CODES, VectorIndex
 
 __all__ = ["DEFAULT_OPEN_K", "EXACT_EXTRA", "StoreIndex", "StoreIndexSearch"]
 
@@ -66,6 +66,9 @@ class StoreIndexSearch:
         code_bytes: Bytes of PQ code a record in memory once the codebook is trained (residual codes after a
             learned rotation: see :mod:`.vector_index`).
         train_at: Records held exactly in memory before a codebook is trained (in the background).
+        scan_codes: PQ codes a query scans once the codebook is trained (whole inverted lists, nearest first):
+            more keeps more of a query's true neighbours among the first ``open_k`` in a store of millions of
+            records, at a scan cost that grows with it (``benchmarks.sealed_search.store_index_scale``).
         refresh_every: Seconds between reads of the store's log; ``0`` reads it before every search (an
             acknowledged add is then found by the next search of every process).
         segment_chars: Characters of sealed text per log record (Milvus VARCHAR holds 65,535).
@@ -85,6 +88,7 @@ class StoreIndexSearch:
     open_k: int = DEFAULT_OPEN_K
     code_bytes: int = 32
     train_at: int = 20_000
+    scan_codes: int = SCAN_CODES
     refresh_every: float = 0.0
     segment_chars: int = DEFAULT_SEGMENT_CHARS
     background_training: bool = True
@@ -96,6 +100,7 @@ class StoreIndexSearch:
         object.__setattr__(self, "open_k", check_int(self.open_k, name="open_k", low=1, high=100_000))
         object.__setattr__(self, "code_bytes", check_int(self.code_bytes, name="code_bytes", low=1, high=4096))
         object.__setattr__(self, "train_at", check_int(self.train_at, name="train_at", low=256, high=1 << 40))
+        object.__setattr__(self, "scan_codes", check_int(self.scan_codes, name="scan_codes", low=1, high=1 << 40))
         object.__setattr__(
             self, "compact_every", check_int(self.compact_every, name="compact_every", low=0, high=1 << 40)
         )
@@ -164,7 +169,13 @@ class StoreIndex(NotPicklable):
 
     def _new_index(self) -> VectorIndex:
         o = self.options
-        return VectorIndex(self.log.dim, code_bytes=o.code_bytes, train_at=o.train_at, background=o.background_training)
+        return VectorIndex(
+            self.log.dim,
+            code_bytes=o.code_bytes,
+            train_at=o.train_at,
+            background=o.background_training,
+            scan_codes=o.scan_codes,
+        )
 
     def _apply(self, segments: Iterable[Segment]) -> None:
         for seg in segments:
