@@ -9,6 +9,7 @@ import pytest
 from _store_index_helpers import kinds, process, vectors
 
 from textcrafter_rag.sealed import IndexRollbackError, PortRecord, StoreIndex
+from textcrafter_rag.sealed.port import is_one_of, replaces_records
 from textcrafter_rag.testing.memory_port import CrashAt, MemoryPort
 
 
@@ -143,3 +144,13 @@ def test_a_writer_killed_between_its_head_and_the_beacon_is_read_one_past_its_he
     assert _search(reader, port, x[1], 1) == ["b"] and port.searches == before and len(reader) == 2
     process(port).add(["c"], x[2:3])
     assert _search(reader, port, x[2], 1) == ["c"] and len(reader) == 3
+
+
+def test_a_port_tells_a_store_class_and_its_subclasses_by_module_and_name():
+    upserting = type("Chroma", (), {"__module__": "langchain_chroma.vectorstores"})
+    counted = type("CountedChroma", (upserting,), {"__module__": "my_app.stores"})
+    other = type("Chroma", (), {"__module__": "my_app.stores"})
+    classes = [("langchain_chroma.", "Chroma")]
+    assert is_one_of(upserting(), classes) and is_one_of(counted(), classes)  # a subclass of it too
+    assert not is_one_of(other(), classes) and not is_one_of(object(), classes)  # the name alone is not enough
+    assert replaces_records(MemoryPort(replaces_records=True)) and not replaces_records(MemoryPort())

@@ -27,7 +27,14 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["PortRecord", "RecordPort", "concurrent_calls", "replaces_records", "serves_concurrent_calls"]
+__all__ = [
+    "PortRecord",
+    "RecordPort",
+    "concurrent_calls",
+    "is_one_of",
+    "replaces_records",
+    "serves_concurrent_calls",
+]
 
 
 @dataclass(frozen=True)
@@ -81,6 +88,16 @@ def concurrent_calls(port: RecordPort) -> bool:
 def replaces_records(port: RecordPort) -> bool:
     """Whether ``port`` says its ``put`` replaces a held record for every later ``get`` (``replaces_records``)."""
     return getattr(port, "replaces_records", False) is True
+
+
+def is_one_of(obj: Any, classes: Sequence[tuple[str, str]]) -> bool:
+    """Whether ``obj``'s class, or a class it derives from, is one of ``classes`` (``(module prefix, class name)``
+    pairs): how an adapter tells a framework's store classes apart without importing their packages."""
+    return any(
+        kind.__module__.startswith(module) and kind.__name__ == name
+        for kind in type(obj).__mro__
+        for module, name in classes
+    )
 
 
 def _engine_clients(store: Any) -> Iterator[Any]:

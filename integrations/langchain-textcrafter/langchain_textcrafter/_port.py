@@ -16,7 +16,7 @@ from langchain_core.documents import Document
 from langchain_core.vectorstores import VectorStore
 
 from textcrafter_rag.errors import NotSupportedError
-from textcrafter_rag.sealed.port import PortRecord, serves_concurrent_calls
+from textcrafter_rag.sealed.port import PortRecord, is_one_of, serves_concurrent_calls
 from textcrafter_rag.sealed.records import ID_FIELD, canonical_record_id
 
 from ._milvus import is_milvus, milvus_records
@@ -55,14 +55,6 @@ _UPSERTING = (
 )
 
 
-def _upserts(store: VectorStore) -> bool:
-    return any(
-        kind.__module__.startswith(module) and kind.__name__ == name
-        for kind in type(store).__mro__
-        for module, name in _UPSERTING
-    )
-
-
 class LangChainPort:
     """:class:`~textcrafter_rag.sealed.port.RecordPort` over ``store`` (built with ``shim``)."""
 
@@ -73,7 +65,7 @@ class LangChainPort:
         self.concurrent_calls = serves_concurrent_calls(store)
         #: Whether ``add_documents`` replaces a record the store holds (an upsert): the index log then keeps a
         #: beacon that spares a search the search of its heads (:mod:`textcrafter_rag.sealed.port`).
-        self.replaces_records = _upserts(store)
+        self.replaces_records = is_one_of(store, _UPSERTING)
 
     def _record(self, doc: Document) -> PortRecord:
         return doc_record(doc, id_field=self.id_field)

@@ -22,7 +22,7 @@ from llama_index.core.vector_stores import SimpleVectorStore
 from llama_index.core.vector_stores.types import BasePydanticVectorStore, VectorStoreQuery
 
 from textcrafter_rag.errors import NotSupportedError
-from textcrafter_rag.sealed.port import PortRecord, serves_concurrent_calls
+from textcrafter_rag.sealed.port import PortRecord, is_one_of, serves_concurrent_calls
 from textcrafter_rag.sealed.records import canonical_record_id
 
 __all__ = ["LlamaIndexPort", "aread_nodes", "node_records", "read_nodes", "reads_by_id"]
@@ -91,6 +91,10 @@ def node_records(nodes: Sequence[BaseNode]) -> list[PortRecord | None]:
     return [LlamaIndexPort.record(n) for n in nodes]
 
 
+#: Stores whose ``add`` upserts by node id. Chroma's ``add`` keeps a held id's record: no beacon there.
+_UPSERTING = (("llama_index.vector_stores.qdrant.", "QdrantVectorStore"),)
+
+
 class LlamaIndexPort:
     """:class:`~textcrafter_rag.sealed.port.RecordPort` over a LlamaIndex ``BasePydanticVectorStore``.
 
@@ -103,6 +107,9 @@ class LlamaIndexPort:
         #: Whether the store takes calls from two threads at once (a server's client): the core may then compact
         #: the index in a thread of its own (:mod:`textcrafter_rag.sealed.port`).
         self.concurrent_calls = serves_concurrent_calls(store)
+        #: Whether ``add`` replaces a node the store holds (Qdrant's points are upserted): the index log then keeps
+        #: a beacon that spares a search the search of its heads (:mod:`textcrafter_rag.sealed.port`).
+        self.replaces_records = is_one_of(store, _UPSERTING)
 
     def _absent(self) -> bool:
         """Whether the store's collection does not exist yet (Qdrant creates it at the first ``add``).
