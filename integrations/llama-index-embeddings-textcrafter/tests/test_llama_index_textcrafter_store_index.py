@@ -442,21 +442,3 @@ def test_a_qdrant_store_reads_by_id_with_retrieve_not_a_filtered_scroll(base) ->
         result = asyncio.run(store.aquery(VectorStoreQuery(query_embedding=base.query(q), similarity_top_k=5)))
     assert [n.get_content() for n in result.nodes] == exact_top(base, q, 5)
     assert "scroll" not in calls and "aretrieve" in calls and store.dead == 0
-
-
-def test_on_qdrant_a_quiet_query_searches_no_heads_and_a_later_write_is_found_by_the_next(base) -> None:
-    """Qdrant's points are upserted, so every write overwrites the log's beacon: a worker's query reads it by id
-    with its shells and searches the log's heads only when a write was made since; Chroma's ``add`` keeps a held
-    id's record (no beacon), as the in-memory ``SimpleVectorStore`` keeps no payload (no store-held index)."""
-    client, key = QdrantClient(":memory:"), generate_key()
-    first = _worker(client, key)
-    first.add(_nodes(base, range(12)))
-    second = _worker(client, key)
-    q = "who was treated at ward 3?"
-    for _ in range(2):  # the whole log, then the beacon read before a search of the heads: its value is seen
-        _texts(second, base, q, 3)
-    assert second._search.store_index().log.beacon is not None
-    with mock.patch.object(QdrantClient, "query_points", side_effect=AssertionError("searched")):
-        assert _texts(second, base, q, 5) == [t for t in exact_top(base, q, 24) if t in TEXTS[:12]][:5]
-    first.add(_nodes(base, range(12, 24)))
-    assert _texts(second, base, q, 5) == exact_top(base, q, 5)  # the beacon moved: the heads were searched
