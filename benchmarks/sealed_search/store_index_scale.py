@@ -21,7 +21,11 @@ log into the same index).
   vectors and ranking them (:class:`~.timing.SealedPool`, the core's ``open_hits`` and ``rank``);
 * memory: the process's RSS before the first add and after training, over the records (``malloc_trim`` first
   for the baseline; after, both as is and trimmed), beside what FAISS and the id table account for;
-* the longest single add (a write must never wait for training).
+* the longest single add (a write must never wait for training);
+* a sweep on the same index: NDCG@10 against clean and recall@10 of the exact top 10 for the first ``open_k``
+  records of one scan (25 to 200), at 1x, 2x and 4x the options' ``scan_codes``, with each scan's time and lists
+  probed. ``--split train`` measures SciFact's train queries, kept apart from the test queries the reports
+  use, for choosing settings.
 
 Usage::
 
