@@ -44,10 +44,11 @@ def _u(x: np.ndarray) -> np.ndarray:
 
 
 class RecordingPort(MemoryPort):
-    """A dict store that keeps each record's vector as float32 and records searches and reads by id."""
+    """A dict store that keeps each record's vector as float32 and records searches and reads by id. Its ``put``
+    replaces a held record, as Chroma's and Qdrant's do, so the index log keeps its beacon there too."""
 
     def __init__(self) -> None:
-        super().__init__()
+        super().__init__(replaces_records=True)
         self.searches: list[np.ndarray] = []
         self.reads: list[list[str]] = []
 
