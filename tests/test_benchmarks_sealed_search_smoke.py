@@ -216,4 +216,5 @@ def test_the_compacted_mode_leaves_snapshots_in_the_store_the_attackers_read() -
         world.write(rng.standard_normal((20, 16)).astype(np.float32), [f"r{i}" for i in range(start, start + 20)])
     kinds = Counter(r.fields.get(LOG_FIELD, "data") for r in world.port.records.values())
     assert kinds["snap"] >= 1 and kinds["seg"] < 10  # compacted: snapshots, and most segments deleted
-    assert len(world.library()) == kinds["snap"] + kinds["seg"] + kinds["head"] + 1  # all of it, and the marker
+    assert kinds["beacon"] == 1  # the recording store replaces, as Chroma's and Qdrant's do: one beacon
+    assert len(world.library()) == kinds["snap"] + kinds["seg"] + kinds["head"] + 2  # all of it, beacon and marker
