@@ -314,19 +314,19 @@ class Beacon:
     every head written before the value it read; while the value it reads later is the same, no write has been
     made since (:meth:`IndexLog.probe_beacon`)."""
 
-    __slots__ = ("id", "records", "seen")
+    __slots__ = ("_vector", "id", "records", "seen")
 
     def __init__(self, records: LogRecords) -> None:
         self.records = records
         self.id = records.record_id("beacon")
+        self._vector = records.keyed(self.id).astype(np.float32).tolist()  # the same for every write
         #: The value read just before this process's last search of the heads (``None``: none yet).
         self.seen: str | None = None
 
     def put(self, writer: str, seq: int) -> None:
         """Overwrite the beacon with ``(writer, seq)`` (after that writer's head ``seq`` is stored)."""
         text = self.records.seal(json.dumps([writer, seq]).encode("utf-8"), kind="beacon", ident=self.id)
-        vector = self.records.keyed(self.id).astype(np.float32).tolist()
-        self.records.port.put([PortRecord(self.id, text, {LOG_FIELD: "beacon"}, vector)])
+        self.records.port.put([PortRecord(self.id, text, {LOG_FIELD: "beacon"}, self._vector)])
 
     def heads(
         self, records: Sequence[PortRecord], known: dict[str, int], search: Callable[[], dict[str, int]]
