@@ -144,6 +144,27 @@ def test_three_writers_at_once_lose_nothing_for_a_reader_opened_before_and_one_o
         w.close()
 
 
+def test_a_settled_reader_finds_each_write_of_another_process_at_its_next_search(spawn: Spawner) -> None:
+    """Once a reader has read the log's beacon before a search of the heads, its quiet searches search no heads
+    (Chroma upserts: the beacon is kept); each write another process acknowledged since moved the beacon, so the
+    reader's next search finds it: the first of its searches after each write, one text only."""
+    key = generate_key()
+    writer, reader = spawn(key), spawn(key)
+    one = batch("one", 5)
+    writer.ask(op="add", **one)
+    assert reader.ask(op="find", texts=one["texts"])["found"] == one["ids"]  # settled: many searches since
+    for name in ("two", "three", "four"):
+        more = batch(name, 5)
+        writer.ask(op="add", **more)
+        assert reader.ask(op="find", texts=more["texts"][-1:])["found"] == more["ids"][-1:]
+    other = spawn(key)  # a writer the reader never saw: only its head names it
+    five = batch("five", 5)
+    other.ask(op="add", **five)
+    assert reader.ask(op="find", texts=five["texts"][:1])["found"] == five["ids"][:1]
+    for w in (writer, reader, other):
+        w.close()
+
+
 @pytest.mark.parametrize("point", ["before-store", "after-store"])
 def test_a_writer_killed_mid_batch_loses_no_acknowledged_record_and_leaves_none_unindexed(
     spawn: Spawner, point: str
