@@ -73,7 +73,7 @@ OPENED_TARGET, APP_MS_TARGET = 200, 30.0
 _ADD = 2_000  # entries a log segment carries: the reader's add size
 #: Records opened a query, swept on the same index and queries: the first ``m`` of the scan's order, re-ranked;
 #: at each multiple of the options' ``scan_codes`` (codes a query scans).
-OPEN_SWEEP, SCAN_SWEEP = (25, 40, 60, 100, 150, 200), (1, 2, 4)
+OPEN_SWEEP, SCAN_SWEEP = (10, 15, 20, 25, 40, 60, 100, 150, 200), (1, 2, 4)
 _VARIANT = 0b10 << 62
 
 
