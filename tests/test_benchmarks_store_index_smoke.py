@@ -33,6 +33,7 @@ from benchmarks.sealed_search.store_index_parts import (
     latency_rows,
 )
 from benchmarks.sealed_search.store_index_report import render_markdown
+from textcrafter_rag.sealed.sizing import sized
 from textcrafter_rag.sealed.store_index import StoreIndexSearch
 
 DIM = 32
@@ -111,7 +112,7 @@ def test_a_fresh_store_object_opens_the_log(rows: list[dict]) -> None:
 
 def test_memory_child_builds_the_index_from_its_log(rows: list[dict]) -> None:
     (mem,) = [r for r in rows if r["part"] == "memory"]
-    assert mem["n_records"] == 3_000 and mem["index_entries"] == 3_000 and mem["open_k_found"] == 100
+    assert mem["n_records"] == 3_000 and mem["index_entries"] == 3_000 and mem["open_k_found"] == sized(3_000)[0]
     assert mem["log_records"] >= 4  # two segments and their chunks, one head
     assert np.isfinite(mem["rss_bytes_per_record"]) and mem["accounted_faiss_bytes_per_record"] == 4 * DIM + 8
     # then writes timed while the index compacts in a thread: at least one, each logged and indexed
@@ -143,23 +144,24 @@ def test_report_files(rows: list[dict], tmp_path: Path) -> None:
 def test_scale_row_builds_the_trained_index_and_ranks_what_it_opens(tmp_path: Path) -> None:
     base = synthetic(n_docs=120, n_queries=12)
     options = StoreIndexSearch(train_at=1_000, scan_codes=512)  # a few of the lists: larger scans probe more
+    # open_k unset: the size rule's, as a search of 3,000 records takes it
     row = store_index_scale.scale_row(
         base, 3_000, options=options, work_dir=tmp_path, seed=0, n_timed=4, log=lambda msg: None
     )
-    assert row["n_records"] == 3_000 and row["trained"] and row["opened_mean"] == options.open_k
+    assert row["n_records"] == 3_000 and row["trained"] and row["opened_mean"] == row["open_k"] == sized(3_000)[0]
     assert row["clean_ndcg@10"] > 0.5 and row["ndcg_ratio"] >= 0.95  # the exact re-rank of what it opened
     assert row["accounted_faiss_bytes_per_record"] == DIM + 8 and row["queries_timed"] == 4
     sweep = {(s["scan_codes"], s["open_k"]): s for s in row["open_sweep"]}
     scans = [options.scan_codes * t for t in store_index_scale.SCAN_SWEEP]
     assert sorted(sweep) == [(c, m) for c in scans for m in store_index_scale.OPEN_SWEEP]
     # the sweep's pick at the shipped settings is the timed search's pick: the same re-ranked rows
-    shipped = sweep[options.scan_codes, options.open_k]
+    shipped = sweep[options.scan_codes, row["open_k"]]
     assert shipped["recall10"] == row["recall10"] and shipped["ndcg_ratio"] == row["ndcg_ratio"]
     assert shipped["lists_probed"] == row["lists_probed"]
     for c in scans:  # opening more never finds fewer of the exact top 10 (a deeper prefix of one order)
         recalls = [sweep[c, m]["recall10"] for m in store_index_scale.OPEN_SWEEP]
         assert recalls == sorted(recalls) and 0 < recalls[0] <= recalls[-1] <= 1
-    probes = [sweep[c, options.open_k]["lists_probed"] for c in scans]
+    probes = [sweep[c, row["open_k"]]["lists_probed"] for c in scans]
     assert probes == sorted(probes) and probes[0] < probes[-1]  # a larger scan probes more lists
     md = store_index_scale.render_markdown(row, {"command": "x", "machine": {}, "records": "synthetic"})
     assert "| NDCG@10 / clean | >= 0.99 |" in md and "## Records opened and codes scanned against quality" in md

@@ -28,6 +28,7 @@ from textcrafter_rag.sealed.modes.candidates import CandidateSearch
 from textcrafter_rag.sealed.modes.store_index import StoreIndexMode
 from textcrafter_rag.sealed.records import ID_FIELD
 from textcrafter_rag.sealed.replica import port_hit_fields
+from textcrafter_rag.sealed.sizing import OPEN_K_MOST, sized
 from textcrafter_rag.sealed.store_index import EXACT_EXTRA
 from textcrafter_rag.sealing import SecretKey
 from textcrafter_rag.testing.memory_port import MemoryPort
@@ -277,3 +278,14 @@ def test_entries_whose_records_are_gone_make_an_exact_pick_read_the_rest_and_sti
     reads, found = _reads(StoreIndexSearch(open_k=60), 300, k=5, gone=gone)
     assert [len(r) for r in reads] == [5 + EXACT_EXTRA, 60 - 5 - EXACT_EXTRA]
     assert len(found) == 5 and not set(found) & set(gone) and found[0] == "r0"
+
+
+def test_a_trained_index_with_open_k_unset_reads_what_its_size_needs_and_at_least_k() -> None:
+    options = StoreIndexSearch(train_at=256, code_bytes=4)  # open_k and scan_codes unset: by the index's size
+    opened = sized(300)[0]
+    reads, found = _reads(options, 300, k=5)
+    assert [len(r) for r in reads] == [opened] and len(found) == 5
+    more, _ = _reads(options, 300, k=opened + 3)  # a k past what the size needs: k are read
+    assert [len(r) for r in more] == [opened + 3]
+    kept, _ = _reads(options, 300, k=5, keep=lambda hits: hits[:2])  # a filter after the read: the most there is
+    assert [len(r) for r in kept] == [min(300, OPEN_K_MOST)]

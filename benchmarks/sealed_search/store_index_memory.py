@@ -95,7 +95,7 @@ def memory_child(n: int, dim: int, seed: int) -> dict[str, Any]:
     trained_s = time.perf_counter() - t0
     q = unit_rows(rng.standard_normal((1, dim)))[0]
     t1 = time.perf_counter()
-    got = index.candidates(q, options.open_k)
+    got = index.candidates(q, options.opened(len(index)))
     scan_ms = (time.perf_counter() - t1) * 1000
     after = _rss()
     trimmed = _trimmed_rss()
@@ -118,7 +118,7 @@ def memory_child(n: int, dim: int, seed: int) -> dict[str, Any]:
     reopened = StoreIndex(key, options=options, port=port, dim=dim)
     reopened.refresh()
     snapshot_open_s = time.perf_counter() - t1
-    same = reopened.candidates(q, options.open_k) == got and len(reopened) == n_first
+    same = reopened.candidates(q, options.opened(len(reopened))) == got and len(reopened) == n_first
     after_snapshot, trimmed_snapshot = _rss(), _trimmed_rss()
     # then live: another writer adds LIVE_SEGMENTS segments, and the reopened index reads each one (a reader
     # serving while the store grows: FAISS grows each list it adds to by doubling, from the snapshot's exact sizes)

@@ -54,6 +54,7 @@ from benchmarks.common.reporting import Script, fmt, make_meta, md_table, write_
 from textcrafter_rag.metrics import retrieval_metrics
 from textcrafter_rag.numerics import unit_rows
 from textcrafter_rag.sealed.core import SealedSearch
+from textcrafter_rag.sealed.sizing import sized
 from textcrafter_rag.sealed.store_index import StoreIndexSearch
 from textcrafter_rag.sealed.vector_index import VectorIndex
 from textcrafter_rag.sealing import SecretKey
@@ -154,16 +155,18 @@ def scale_row(
     after = _rss()
     trimmed = _trimmed_rss()
     log(f"built: {start:,} records in {build_s:.0f} s (trained after {trained_s:.0f} s)")
+    # unset options: what the size rule gives at this size (textcrafter_rag.sealed.sizing), as a search takes them
+    open_k, scan = options.opened(start), options.scan_codes or sized(start)[1]
     opened, scan_ms = [], []
     for i in range(len(q)):
         t1 = time.perf_counter()
-        got = index.search(q[i], options.open_k)
+        got = index.search(q[i], open_k)
         scan_ms.append((time.perf_counter() - t1) * 1000)
         opened.append([_row_of(r) for r in got])
     lists, probed = index.lists  # as the timed searches probed (the sweep below probes more)
     deep, by_scan, scan_p = max(OPEN_SWEEP), {}, {}
     for times in SCAN_SWEEP:  # the sweep's picks: one scan deep enough for every open_k, at each scan size
-        index.scan_codes = options.scan_codes * times
+        index.scan_codes = scan * times
         took = []
         for i in range(len(q)):
             t1 = time.perf_counter()
@@ -185,11 +188,11 @@ def scale_row(
     top = reranked(opened)
     key = SecretKey(rng.bytes(32))
     core = SealedSearch(key, tenant="scale", options=options)
-    pool = SealedPool(core, q, options.open_k, seed=seed)
+    pool = SealedPool(core, q, open_k, seed=seed)
     app_ms = []
     for i in range(min(n_timed, len(q))):
         t1 = time.perf_counter()
-        got = pool.opened(options.open_k, core)
+        got = pool.opened(open_k, core)
         SealedSearch.rank(q[i], got.vectors, 10)
         app_ms.append(scan_ms[i] + (time.perf_counter() - t1) * 1000)
     ndcg, ref = _ndcg(top, base), _ndcg(k_top, base)
@@ -210,7 +213,8 @@ def scale_row(
             )
     return {
         "n_records": start,
-        "open_k": options.open_k,
+        "open_k": open_k,
+        "sized": options.open_k is None,
         "code_bytes": options.code_bytes,
         "ndcg@10": ndcg,
         "clean_ndcg@10": ref,
@@ -233,7 +237,7 @@ def scale_row(
         "lists_probed": probed,
         "queries_timed": len(app_ms),
         "recall10": _recall(top, k_top),
-        "scan_codes": options.scan_codes,
+        "scan_codes": scan,
         "open_sweep": sweep,
     }
 

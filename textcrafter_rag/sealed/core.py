@@ -123,7 +123,7 @@ class SealedSearch(KeyHolder):
     @property
     def open_k(self) -> int:
         """The most records one query reads: candidates the store returns, or records fetched by id (index)."""
-        return self.options.open_k
+        return self.options.most_opened if isinstance(self.options, StoreIndexSearch) else self.options.open_k
 
     def check_k(self, k: int) -> int:
         """``k`` itself, refused if more than :attr:`open_k` records would be needed."""

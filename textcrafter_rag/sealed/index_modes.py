@@ -320,9 +320,10 @@ class IndexModes:
 
         ``need``: how many records the caller keeps of those read, when it filters none out after the read. While
         the store-held index is exact (below ``train_at``: no codes yet) the opened vectors' exact ranking only
-        confirms the index's, so ``need`` plus :data:`EXACT_EXTRA` are read, not ``k``; the rest of the ``k``
-        (:attr:`Picked.more`) is read only when some but fewer than ``need`` came back (entries whose records are
-        gone; nothing back is an empty answer, returned as such).
+        confirms the index's, so ``need`` plus :data:`EXACT_EXTRA` are read, not ``k``; once trained, the options'
+        ``open_k`` are read, or where it is unset as many as the index's size needs (:mod:`.sizing`), and at least
+        ``need``. The rest of the ``k`` (:attr:`Picked.more`) is read only when some but fewer than ``need`` came
+        back (entries whose records are gone; nothing back is an empty answer, returned as such).
 
         Raises:
             SealError: The store holds records but neither this key and tenant's log nor its marker.
@@ -343,7 +344,12 @@ class IndexModes:
         held = self.store_index(len(q))
         assert held is not None
         held.log.ignored.add(marker_id)
-        pool = k if need is None or held.index.trained else min(k, need + EXACT_EXTRA)
+        if need is None:
+            pool = k
+        elif held.index.trained:  # the options' open_k, or as many as the index's size needs (.sizing)
+            pool = min(k, max(need, held.options.opened(len(held.index))))
+        else:
+            pool = min(k, need + EXACT_EXTRA)
         more = None if pool == k else lambda: held.index.search(q, k)
         if probing and self.replica is None:
             found, probe = held.candidates_probing(q, pool)

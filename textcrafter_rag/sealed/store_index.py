@@ -40,12 +40,11 @@ from ..validation import check_int
 from .compaction import Snapshots
 from .log import DEFAULT_SEGMENT_CHARS, IndexLog, Probe, Segment, SegmentGapError
 from .port import PortRecord, RecordPort, concurrent_calls
-from .vector_index import SCAN_CODES, VectorIndex
+from .sizing import OPEN_K_MOST, sized
+from .vector_index import VectorIndex
 
-__all__ = ["DEFAULT_OPEN_K", "EXACT_EXTRA", "StoreIndex", "StoreIndexSearch"]
+__all__ = ["EXACT_EXTRA", "StoreIndex", "StoreIndexSearch"]
 
-#: Records opened and ranked exactly per query.
-DEFAULT_OPEN_K = 100
 #: Records read past the ``k`` a search keeps while the index is exact (below ``train_at``: the opened vectors'
 #: ranking then only confirms the index's): room for entries whose records are gone and for ties in the last
 #: places between the index's float32 scores and the opened vectors' cosines, without a second read.
@@ -62,13 +61,16 @@ class StoreIndexSearch:
     """The options of the store-held index, validated once here.
 
     Args:
-        open_k: Records fetched by id, opened and ranked exactly per query (at least every search's ``k``).
+        open_k: Records fetched by id, opened and ranked exactly per query once the codebook is trained (at least
+            every search's ``k``); ``None`` (the default): by the records the index holds (:mod:`.sizing`: from 25
+            in a small store to 200 past three million records), and a search's ``k`` may then be up to 200.
         code_bytes: Bytes of PQ code a record in memory once the codebook is trained (residual codes after a
             learned rotation: see :mod:`.vector_index`).
         train_at: Records held exactly in memory before a codebook is trained (in the background).
         scan_codes: PQ codes a query scans once the codebook is trained (whole inverted lists, nearest first):
             more keeps more of a query's true neighbours among the first ``open_k`` in a store of millions of
-            records, at a scan cost that grows with it (``benchmarks.sealed_search.store_index_scale``).
+            records, at a scan cost that grows with it (``benchmarks.sealed_search.store_index_scale``); ``None``
+            (the default): by the records the index holds (:mod:`.sizing`).
         refresh_every: Seconds between reads of the store's log; ``0`` reads it before every search (an
             acknowledged add is then found by the next search of every process).
         segment_chars: Characters of sealed text per log record (Milvus VARCHAR holds 65,535).
@@ -85,10 +87,10 @@ class StoreIndexSearch:
             records a query reads. Opening then reads every record once, and memory holds every record.
     """
 
-    open_k: int = DEFAULT_OPEN_K
+    open_k: int | None = None
     code_bytes: int = 32
     train_at: int = 20_000
-    scan_codes: int = SCAN_CODES
+    scan_codes: int | None = None
     refresh_every: float = 0.0
     segment_chars: int = DEFAULT_SEGMENT_CHARS
     background_training: bool = True
@@ -97,10 +99,12 @@ class StoreIndexSearch:
     replica: bool = False
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "open_k", check_int(self.open_k, name="open_k", low=1, high=100_000))
+        if self.open_k is not None:
+            object.__setattr__(self, "open_k", check_int(self.open_k, name="open_k", low=1, high=100_000))
         object.__setattr__(self, "code_bytes", check_int(self.code_bytes, name="code_bytes", low=1, high=4096))
         object.__setattr__(self, "train_at", check_int(self.train_at, name="train_at", low=256, high=1 << 40))
-        object.__setattr__(self, "scan_codes", check_int(self.scan_codes, name="scan_codes", low=1, high=1 << 40))
+        if self.scan_codes is not None:
+            object.__setattr__(self, "scan_codes", check_int(self.scan_codes, name="scan_codes", low=1, high=1 << 40))
         object.__setattr__(
             self, "compact_every", check_int(self.compact_every, name="compact_every", low=0, high=1 << 40)
         )
@@ -119,6 +123,15 @@ class StoreIndexSearch:
             raise InvalidTypeError("background_compaction must be a bool")
         if not isinstance(self.replica, bool):
             raise InvalidTypeError("replica must be a bool")
+
+    @property
+    def most_opened(self) -> int:
+        """The most records a query opens: ``open_k``, or the most :mod:`.sizing` opens where it is unset."""
+        return OPEN_K_MOST if self.open_k is None else self.open_k
+
+    def opened(self, n_records: int) -> int:
+        """The records a query opens once the codebook is trained, in an index of ``n_records``."""
+        return sized(n_records)[0] if self.open_k is None else self.open_k
 
 
 class StoreIndex(NotPicklable):

@@ -14,7 +14,7 @@ go on into the exact index, and swapped in when ready, so no write waits for tra
   16 bytes less. Snapshots written with the direction's own codes and no rotation still open, and take new
   codes as they were.
 * A query scans about ``scan_codes`` codes (the ``nprobe`` nearest lists, at least :data:`_MIN_PROBE`), so its
-  cost stops growing with the store past a few hundred thousand records.
+  cost stops growing with the store past a few hundred thousand records (unset: by its size, :mod:`.sizing`).
 * Ids are held in an :class:`~.id_table.IdTable` (16 bytes a keyed id), so a record costs its code, FAISS's
   8-byte label and 16 bytes of id (56 bytes with the default 32-byte codes), and its list keeps up to a
   thirty-second more room for new codes, a sixty-fourth on average: a full list grows by a thirty-second of its
@@ -40,12 +40,11 @@ from ..heap import release_free_heap
 from ..numerics import unit_rows
 from .exact_shards import ExactShards
 from .id_table import IdTable
+from .sizing import SCAN_CODES, sized
 
 __all__ = ["SCAN_CODES", "VectorIndex"]
 
 _TRAIN_SAMPLE = 32_768
-#: Codes a query scans once trained by default (whole lists, nearest first): the cost of a search past this size.
-SCAN_CODES = 262_144
 #: Lists a query scans at the least.
 _MIN_PROBE = 16
 #: Room an inverted list is given for new codes, as a share of its size, when the codebook is swapped in and each
@@ -85,15 +84,15 @@ class VectorIndex:
         train_at: Records held exactly before the codebook is trained.
         background: Train in a background thread (the default); ``False`` trains in the write that crosses
             ``train_at`` (tests, benchmarks that want one fixed state).
-        scan_codes: Codes a query scans once trained (whole lists, nearest first); may be changed later.
+        scan_codes: Codes a query scans once trained (whole lists, nearest first; ``None``: :mod:`.sizing`).
     """
 
     def __init__(
-        self, dim: int, *, code_bytes: int, train_at: int, background: bool = True, scan_codes: int = SCAN_CODES
+        self, dim: int, *, code_bytes: int, train_at: int, background: bool = True, scan_codes: int | None = None
     ) -> None:
         self.faiss = _faiss()
         self.dim, self.code_bytes, self.train_at = int(dim), int(code_bytes), int(train_at)
-        self.background, self.scan_codes = bool(background), int(scan_codes)
+        self.background, self.scan_codes = bool(background), None if scan_codes is None else int(scan_codes)
         self._index: Any = ExactShards(self.faiss, self.dim)
         self._ids = IdTable()
         self._trained = False
@@ -215,7 +214,8 @@ class VectorIndex:
     def _probe(self, ivf: Any) -> None:
         """Set how many lists a query scans: about :attr:`scan_codes` codes, at least :data:`_MIN_PROBE` lists."""
         per_list = max(ivf.ntotal / ivf.nlist, 1.0)
-        ivf.nprobe = int(min(ivf.nlist, max(_MIN_PROBE, math.ceil(self.scan_codes / per_list))))
+        codes = sized(int(ivf.ntotal))[1] if self.scan_codes is None else self.scan_codes
+        ivf.nprobe = int(min(ivf.nlist, max(_MIN_PROBE, math.ceil(codes / per_list))))
 
     def search(self, query: Any, k: int) -> list[str]:
         """The ids of the ``k`` records of highest (approximate, once trained) inner product, best first."""
