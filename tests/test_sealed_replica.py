@@ -18,6 +18,7 @@ from textcrafter_rag.sealed.core import SealedSearch
 from textcrafter_rag.sealed.log import LOG_FIELD
 from textcrafter_rag.sealed.records import ID_FIELD
 from textcrafter_rag.sealed.replica import Replica
+from textcrafter_rag.sealed.sizing import OPEN_K_MOST
 from textcrafter_rag.sealing import SecretKey
 from textcrafter_rag.testing.memory_port import MemoryPort
 
@@ -122,15 +123,15 @@ def test_with_the_replica_a_query_reads_no_record_and_every_query_reads_the_same
 
 
 def test_without_the_replica_a_query_reads_its_records_and_the_reads_differ():
-    port, x = RecordingPort(), vectors(200, 1)
-    Process(port, replica=False).add([f"r{i}" for i in range(200)], x)
+    port, x = RecordingPort(), vectors(300, 1)
+    Process(port, replica=False).add([f"r{i}" for i in range(300)], x)
     reader = Process(port, replica=False)
     reads = []
     for i in (3, 150):
         port.requests.clear()
         assert reader.search(x[i])[0][0] == f"r{i}"
         reads.append(set(port.data_reads()))
-    assert len(reads[0]) == len(reads[1]) == 100
+    assert len(reads[0]) == len(reads[1]) == OPEN_K_MOST  # the whole pick (open_k unset: the most it opens)
     assert reads[0] != reads[1]  # the control: this is what the option hides
 
 

@@ -63,7 +63,8 @@ class StoreIndexSearch:
     Args:
         open_k: Records fetched by id, opened and ranked exactly per query once the codebook is trained (at least
             every search's ``k``); ``None`` (the default): by the records the index holds (:mod:`.sizing`: from 25
-            in a small store to 200 past three million records), and a search's ``k`` may then be up to 200.
+            in a small store to 200 past three million records); a search's ``k`` may then be up to 200, and a search
+            that filters what it read (LlamaIndex's ``doc_ids``) reads 200.
         code_bytes: Bytes of PQ code a record in memory once the codebook is trained (residual codes after a
             learned rotation: see :mod:`.vector_index`).
         train_at: Records held exactly in memory before a codebook is trained (in the background).

@@ -118,7 +118,7 @@ def _retrieval(store: SealedVectorStore, encoder: Encoder, clean: np.ndarray, he
         print(f"  {name:28s} Recall@1 {r1:.3f}   Recall@10 {r10:.3f}")
     print(
         f"  (sealed search: {per_query * 1000:.1f} ms a query to read the index log, scan the index, fetch the best "
-        "100 records by id, open them and rank them)"
+        "records by id (k and 8 more while the index is exact), open them and rank them)"
     )
 
 
@@ -211,7 +211,7 @@ def run_demo(
     _guessing_attacker(store, clean, protected, len(bodies))
     print(
         "\nWhat happened: the store received ciphertext, keyed random vectors and the sealed index log only; every "
-        "search read the log, scanned the index in this process, fetched the best 100 records by keyed id and "
+        "search read the log, scanned the index in this process, fetched its best records by keyed id and "
         "ranked them by their sealed clean vectors. "
         "The key stays with the app (TEXTCRAFTER_KEY, or `textcrafter keygen`). "
         f"Done in {time.perf_counter() - t0:.1f}s."
