@@ -212,11 +212,17 @@ def _wait_compacted(store: Any) -> float:
 
 def _index_state(store: Any) -> dict[str, Any]:
     """How many entries the store object's in-memory index holds, whether it holds PQ codes, and whether its log
-    keeps a beacon (a search reads it instead of searching the heads; diagnostics)."""
+    keeps a beacon (a search reads it instead of searching the heads), and the records a search of the trained index
+    opens (its options' ``open_k``, or the size rule's at this size; diagnostics)."""
     si = _held_index(store)
     if si is None:
-        return {"index_entries": None, "index_trained": None, "log_beacon": None}
-    return {"index_entries": len(si), "index_trained": bool(si.index.trained), "log_beacon": si.log.beacon is not None}
+        return {"index_entries": None, "index_trained": None, "log_beacon": None, "open_k": None}
+    return {
+        "index_entries": len(si),
+        "index_trained": bool(si.index.trained),
+        "log_beacon": si.log.beacon is not None,
+        "open_k": si.options.opened(len(si)),
+    }
 
 
 def latency_rows(

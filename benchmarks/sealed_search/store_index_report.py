@@ -210,11 +210,14 @@ def render_markdown(rows: Sequence[dict[str, Any]], meta: dict[str, Any]) -> str
                 )
         kept = {r["engine"]: r.get("log_beacon") for r in lat if r["mode"] == DEFAULT}
         beacons = ", ".join(f"{e} {'yes' if b else 'no' if b is not None else 'not recorded'}" for e, b in kept.items())
+        picked = sorted({r["open_k"] for r in lat if r["mode"] == DEFAULT and r.get("open_k") is not None})
+        open_k = "/".join(map(str, picked)) if picked else "100"  # runs before the size rule opened 100
         lines += [
             "Interpretation: "
             + ("; ".join(parts) + ". " if parts else "")
-            + "Per query the store-held index fetches sealed records by id and opens them (open_k = 100 once "
-            f"its index is trained; the best 10 and {EXACT_EXTRA} more while it is exact, below train_at) where "
+            + "Per query the store-held index fetches sealed records by id and opens them (open_k = "
+            f"{open_k} once its index is trained, by the size rule at these records; the best 10 and "
+            f"{EXACT_EXTRA} more while it is exact, below train_at) where "
             "the plain store returns 10 plaintext hits. The default also reads the index log before each search: "
             "where the engine's writes replace a record (Chroma, Qdrant) that is the log's beacon, read by id in "
             "the same request as the records, and the heads are searched only when a write was made since (none "
