@@ -1,8 +1,8 @@
 """How many records a query of the store-held index opens, and how many PQ codes it scans, by the store's size.
 
-Past a few million records PQ's order puts fewer of a query's true neighbours among the first hundred records it ranks, so a
-query must scan more lists and open more records to keep its quality; below a million, fewer opened records keep
-it, and each record opened is one more read from the store. :class:`~.store_index.StoreIndexSearch` leaves
+Past a few million records PQ's order puts fewer of a query's true neighbours among the first hundred records it
+ranks, so a query must scan more lists and open more records to keep its quality; below a million, fewer opened
+records keep it, and each record opened is one more read from the store. :class:`~.store_index.StoreIndexSearch` leaves
 ``open_k`` and ``scan_codes`` unset by default, and each search takes them from :data:`BY_SIZE` for the records
 the index then holds; a value set in the options is used as given, at every size.
 """
