@@ -47,7 +47,7 @@ def synthetic(n_docs: int = 120, n_queries: int = 12) -> Retrieval:
 def rows() -> list[dict]:
     data = grow(synthetic(), 300, n_clusters=4, seed=0)
     got = latency_rows(data, engines=("qdrant",), key=bytes(32), opens=1, batch=100)
-    return got + memory_rows((3_000,), dim=DIM, seed=0)
+    return got + memory_rows((3_000,), dim=DIM, seed=0, warm_records=1_000)
 
 
 def test_latency_rows_cover_every_mode_and_find_the_relevant_records(rows: list[dict]) -> None:
@@ -115,6 +115,9 @@ def test_memory_child_builds_the_index_from_its_log(rows: list[dict]) -> None:
     assert mem["n_records"] == 3_000 and mem["index_entries"] == 3_000 and mem["open_k_found"] == sized(3_000)[0]
     assert mem["log_records"] >= 4  # two segments and their chunks, one head
     assert np.isfinite(mem["rss_bytes_per_record"]) and mem["accounted_faiss_bytes_per_record"] == 4 * DIM + 8
+    # both baselines read: the cold one before the warm-up index, which was built and dropped first
+    assert mem["warm_up_records"] == 1_000 and mem["warm_up_seconds"] > 0
+    assert np.isfinite(mem["rss_cold_bytes_per_record"])
     # then writes timed while the index compacts in a thread: at least one, each logged and indexed
     assert mem["writes_during_compaction"] >= 1 and mem["index_bytes_taken_ms"] >= 0
     assert mem["write_ms_longest_during_compaction"] > 0 and mem["write_ms_median_alone"] > 0
