@@ -26,6 +26,8 @@ Scripts (each ``main(argv) -> int``; writes ``benchmarks/results/<name>.*`` by d
   default sealed store on Qdrant local, beside a plain LlamaIndex store),
   ``python -m benchmarks.sealed_search.store_index_scale`` (the store-held index's in-memory index at 10,000,000
   records: NDCG@10 against clean, records opened, app work, bytes a record),
+  ``python -m benchmarks.sealed_search.store_index_reads`` (the default's search on a Chroma server, part by part:
+  the in-memory scan, the read by id against a plain store's query and read, and the same records packed),
   ``python -m benchmarks.sealed_search.access_patterns`` (what the store learns from reads and writes, with and
   without the local replica, and the replica's costs, in process and on a Chroma server with a writer in another
   process);
