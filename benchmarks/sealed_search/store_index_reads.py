@@ -243,21 +243,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows = measure(data, key=np.random.default_rng(args.seed).bytes(32), work_dir=work, progress=log)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    meta = make_meta(
-        SCRIPT,
-        argv,
-        size=size,
-        seed=args.seed,
-        records=data.about,
-        load_avg_1m_start=load0,
-        load_avg_1m_end=_load(),
-        git=_git(),
-        runtime_seconds=round(time.perf_counter() - t_start, 1),
-    )
-    jp, mp = write_results(
-        NAME, size=size, meta=meta, rows=rows, markdown=render_markdown(rows, meta), out_dir=args.out_dir, tag=args.tag
-    )
-    log(f"wrote {jp}, {mp}")
+    extra = {"records": data.about, "load_avg_1m_start": load0, "load_avg_1m_end": _load(), "git": _git()}
+    extra["runtime_seconds"] = round(time.perf_counter() - t_start, 1)
+    meta = make_meta(SCRIPT, argv, size=size, seed=args.seed, **extra)
+    markdown = render_markdown(rows, meta)
+    paths = write_results(NAME, size=size, meta=meta, rows=rows, markdown=markdown, out_dir=args.out_dir, tag=args.tag)
+    log("wrote " + ", ".join(map(str, paths)))
     return 0
 
 
