@@ -82,9 +82,9 @@ def _write_log(writer: IndexLog, n: int, rng: np.random.Generator, dim: int) -> 
 
 
 def _warm_up(n: int, dim: int, seed: int) -> float:
-    """A first index of ``n`` records built from its own log, trained, scanned once and dropped, in
-    this process (seconds): what the libraries keep after their first use is then in the warm baseline, not in
-    the measured index's growth."""
+    """A first index of ``n`` records built from its own log, trained, scanned once and dropped, in this process
+    (seconds): what the libraries keep after their first use is then in the warm baseline, not in the measured
+    index's growth."""
     t0 = time.perf_counter()
     rng = np.random.default_rng(seed + 1)
     key, port = rng.bytes(32), MemoryPort()

@@ -47,6 +47,7 @@ from benchmarks.common.options import base_parser, resolve_data_or_none, resolve
 from benchmarks.common.reporting import Script, make_meta, md_table, write_results
 from benchmarks.two_stage.engines import _chroma_server
 from langchain_textcrafter import SealedVectorStore
+from textcrafter_rag.sealed.store_index import EXACT_EXTRA
 
 from .store_index import _git, _load
 from .store_index_parts import Retrieval, _held_index, _RowEmbeddings, _scifact, _wait_compacted, first_queries, grow
@@ -133,7 +134,7 @@ def measure(
         held.index.wait_trained()
         packed = client.create_collection("packed")
         copied = _packed_copy(client.get_collection("sealed"), packed)
-        progress(f"{len(ids):,} records written to each collection ({copied:,} sealed records packed)")
+        progress(f"{len(ids):,} records written to each collection ({copied:,} records of the sealed one packed)")
         sealed_coll, plain_coll = client.get_collection("sealed"), client.get_collection("plain")
         rng = np.random.default_rng(0)
         times: dict[str, list[float]] = {p: [] for p in PARTS}
@@ -146,7 +147,7 @@ def measure(
             times[part].append((time.perf_counter() - t0) * 1000)
             return out
 
-        opened = held.options.opened(len(held)) if held.index.trained else k + 8
+        opened = held.options.opened(len(held)) if held.index.trained else k + EXACT_EXTRA
         for q in data.query_texts[:3]:  # warm-up: connections, caches
             plain.similarity_search(q, k=k)
             reader.similarity_search(q, k=k)
