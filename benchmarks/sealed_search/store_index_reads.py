@@ -17,8 +17,8 @@ distractors, the bundled MiniLM's vectors precomputed) and one ``chroma run`` se
 
 A query's six timings are taken one after another, query by query, so the server's state weighs on all alike.
 They start after the packed copy is made, so the server has read the sealed collection whole once: a hand check
-found Chroma's search of the default much faster then than right after the bulk write, which is when the latency
-part of :mod:`.store_index` times it.
+found Chroma's search of the default much faster then (whether for the read or for the time since the writes was
+not separated) than right after the bulk write, which is when the latency part of :mod:`.store_index` times it.
 The rest of the default's search (the beacon's check, opening the records' vectors, ranking, opening the texts of
 the ``k`` best) is the default's median less the scan's and the sealed read's: a difference of medians, not a
 measurement of its own.
