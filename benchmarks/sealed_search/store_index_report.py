@@ -135,6 +135,19 @@ def _memory_sentence(r: dict[str, Any]) -> str:
     )
 
 
+def _baselines(r: dict[str, Any]) -> str:
+    """What the memory rows' baselines were: a warm and a cold one, or (runs before the warm one) the cold only."""
+    if "warm_up_records" not in r:
+        return "`RSS B / record`: from a baseline read before the process first used FAISS."
+    return (
+        f"`RSS B / record`: from a warm baseline, read after a first index of {r['warm_up_records']:,} records was "
+        "built from its own log, trained, scanned and dropped in the same process (a serving process past its first "
+        "index). `cold`: from a baseline read before the process first used FAISS; the difference is what the "
+        "libraries keep after their first use (`warm-up kept MB`: their code pages read in, BLAS's per-thread "
+        "buffers), once per process, not per record."
+    )
+
+
 def render_markdown(rows: Sequence[dict[str, Any]], meta: dict[str, Any]) -> str:
     lat = [r for r in rows if r.get("part") == "latency"]
     opens = [r for r in rows if r.get("part") == "open"]
@@ -319,13 +332,9 @@ def render_markdown(rows: Sequence[dict[str, Any]], meta: dict[str, Any]) -> str
         lines += [
             f"{mem[0]['vectors']} (not SciFact), logged to a `MemoryPort`; RSS of a fresh process before and after "
             "building a `StoreIndex` from the log (read, applied, PQ codebook trained; the log's records stay in the "
-            "port throughout; each baseline is read after glibc's `malloc_trim(0)`). `RSS B / record`: from a warm "
-            "baseline, read after a first index of "
-            + (f"{mem[0]['warm_up_records']:,}" if "warm_up_records" in mem[0] else "no")
-            + " records was built from its own log, trained, scanned and dropped in the same process (a serving "
-            "process past its first index). `cold`: from a baseline read before the process first used FAISS; the "
-            "difference is what the libraries keep after their first use (`warm-up kept MB`: their code pages read "
-            "in, BLAS's per-thread buffers), once per process, not per record. `after malloc_trim`: the warm growth "
+            "port throughout; each baseline is read after glibc's `malloc_trim(0)`). "
+            + _baselines(mem[0])
+            + " `after malloc_trim`: the growth "
             "after handing the heap's free pages back (what the index holds without allocator slack). The accounted "
             "columns are what Python and FAISS say the index holds per record.",
             "",

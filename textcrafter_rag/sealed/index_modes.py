@@ -32,7 +32,15 @@ from .records import RecordSealer
 from .replica import Fetch, HitFieldsOf, OpenVector, Replica, port_hit_fields
 from .store_index import EXACT_EXTRA, StoreIndex, StoreIndexSearch
 
-__all__ = ["IndexMissingError", "IndexModes", "Picked", "UnindexedRecordsWarning", "compact_store_index", "logger"]
+__all__ = [
+    "IndexMissingError",
+    "IndexModes",
+    "Picked",
+    "UnindexedRecordsWarning",
+    "compact_store_index",
+    "logger",
+    "records_read",
+]
 
 
 def compact_store_index(indexes: IndexModes | None) -> bool:
@@ -49,6 +57,18 @@ def compact_store_index(indexes: IndexModes | None) -> bool:
         raise InvalidInputError("compact_index() is for the store-held index (search=StoreIndexSearch())")
     held = indexes.store_index()
     return held.compact() if held is not None else False
+
+
+def records_read(held: StoreIndex, k: int, need: int | None) -> int:
+    """How many records a search of the store-held index ``held`` reads by id, of at most ``k``, when it keeps
+    ``need`` of them (``None``: it filters what it read, so it reads ``k``): ``need`` plus :data:`EXACT_EXTRA` while
+    the index is exact, once trained the options' ``open_k`` (unset: as many as the index's size needs,
+    :mod:`.sizing`) and at least ``need``."""
+    if need is None:
+        return k
+    if held.index.trained:
+        return min(k, max(need, held.options.opened(len(held.index))))
+    return min(k, need + EXACT_EXTRA)
 
 
 class IndexMissingError(TextcrafterError, ValueError):
@@ -344,12 +364,7 @@ class IndexModes:
         held = self.store_index(len(q))
         assert held is not None
         held.log.ignored.add(marker_id)
-        if need is None:
-            pool = k
-        elif held.index.trained:  # the options' open_k, or as many as the index's size needs (.sizing)
-            pool = min(k, max(need, held.options.opened(len(held.index))))
-        else:
-            pool = min(k, need + EXACT_EXTRA)
+        pool = records_read(held, k, need)
         more = None if pool == k else lambda: held.index.search(q, k)
         if probing and self.replica is None:
             found, probe = held.candidates_probing(q, pool)
