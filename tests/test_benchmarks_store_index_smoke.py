@@ -27,6 +27,7 @@ from benchmarks.sealed_search.store_index_parts import (
     EVERY,
     MODES,
     PLAIN,
+    PLAIN_BESIDE,
     PLAIN_EF,
     Retrieval,
     grow,
@@ -59,6 +60,10 @@ def test_latency_rows_cover_every_mode_and_find_the_relevant_records(rows: list[
         assert r["ndcg_ratio"] == pytest.approx(1.0, abs=1e-9), r["mode"]
     by = {r["mode"]: r for r in lat}
     assert by[PLAIN]["p95_ratio_to_plain"] == 1.0
+    # the plain store timed beside the store-held rows: interleaved with them, the default's ratio taken against it
+    assert by[PLAIN_BESIDE]["interleaved"] is True and by[PLAIN_BESIDE]["p95_ratio_to_plain_beside"] == 1.0
+    beside = by[DEFAULT]["latency_ms_p95"] / by[PLAIN_BESIDE]["latency_ms_p95"]
+    assert by[DEFAULT]["p95_ratio_to_plain_beside"] == pytest.approx(beside)
     assert by[DEFAULT]["index_entries"] == 300 and by[EVERY]["index_entries"] == 300
     assert "refresh_every=1.0" in by[EVERY]["search_options"]
 
@@ -136,6 +141,7 @@ def test_report_files(rows: list[dict], tmp_path: Path) -> None:
     md = render_markdown(rows, meta)
     assert md.startswith("# ") and "## Against the targets" in md and "p95 <= 2x" in md
     assert "### A write during a compaction" in md and "from a snapshot, then live" in md
+    assert "p95 <= 2x the plain store's, timed beside it (qdrant)" in md and "| p95 / plain, beside |" in md
     for mode in MODES:
         assert (f"| {mode} |" in md) is (mode != PLAIN_EF)  # Qdrant local has no plain row at a wider search
     from benchmarks.common.reporting import write_results

@@ -9,6 +9,9 @@ stopped here) as:
 * ``plain, ef_search=400`` (Chroma only): the same, in a collection made with a wider HNSW search than Chroma's
   default 100, which ranks below clean at a million records: the plain row nearer equal retrieval quality;
 * ``single-stage``: :class:`SealedVectorStore` with ``search=None`` (clean vectors, sealed texts);
+* ``plain, beside``: the plain store again, in a second collection of the store-held rows' engine instance, timed
+  with them query by query (the ``plain`` row is timed right after its own write, minutes before them, on an
+  instance of its own: a server that idled meanwhile answers everyone slower at first);
 * ``store-index (default)``: ``SealedVectorStore(..., search=StoreIndexSearch())``: every search first reads
   the log's heads (and any new segments), scans the in-memory index for ``open_k`` = 100 records (once trained;
   below ``train_at`` its best ``k`` + ``EXACT_EXTRA``), fetches them by id, opens and ranks them exactly;
@@ -17,8 +20,9 @@ stopped here) as:
 
 Each query is timed from the call to the opened hits (embeddings precomputed: the encoder is not timed), after
 three warm-up searches; NDCG@10 comes from the same searches, against the exact search of the clean vectors of
-the same grown store. The two store-held rows wait for the writer's background compaction in flight, then are
-timed together, their searches interleaved query by query, so a server still settling weighs on both alike.
+the same grown store. The store-held rows (and ``plain, beside``) wait for the writer's background compaction in
+flight, then are timed together, their searches interleaved query by query, so a server still settling weighs on
+each alike.
 The candidate default (``search=DEFAULT_SEARCH``) is not measured again: the committed ``two_stage_engines.json``
 (5,183 records) is cited.
 
@@ -132,8 +136,8 @@ def _parser() -> argparse.ArgumentParser:
         choices=tuple(MODE_NAMES),
         default=None,
         help="searches of the latency part (default: all; store-index is the default search, refresh-every its "
-        "refresh_every=1.0 variant; plain-ef the plain store on Chroma with a wider HNSW search; the open part runs "
-        "with either store-index search)",
+        "refresh_every=1.0 variant; plain-ef the plain store on Chroma with a wider HNSW search; plain-beside the "
+        "plain store timed with the store-held rows; the open part runs with either store-index search)",
     )
     ap.add_argument("--opens", type=int, default=None, help="opens timed per engine (default: the size's)")
     ap.add_argument(

@@ -138,8 +138,9 @@ def engine_latency_rows(
 @contextmanager
 def _engine(
     engine: str, path: Path, name: str, dim: int, *, ef_search: int | None = None, net_delay_ms: float = 0.0
-) -> Iterator[Callable[[Embeddings], Any]]:
-    """A factory building the engine's LangChain store from the embeddings the sealed store gives it.
+) -> Iterator[Callable[..., Any]]:
+    """A factory building the engine's LangChain store from the embeddings the sealed store gives it (of collection
+    ``name``; ``collection=`` names another on the same engine instance, made on first use).
 
     ``"qdrant-memory"``: Qdrant local without its file (``QdrantClient(":memory:")``): the same search code as
     ``"qdrant"``, without the SQLite write of every point that ``"qdrant"`` makes. ``ef_search``: the breadth of
@@ -157,11 +158,17 @@ def _engine(
         from qdrant_client import QdrantClient, models
 
         client = QdrantClient(path=str(path)) if engine == "qdrant" else QdrantClient(location=":memory:")
-        client.create_collection(name, vectors_config=models.VectorParams(size=dim, distance=models.Distance.DOT))
-        try:
-            yield lambda e: QdrantVectorStore(
-                client=client, collection_name=name, embedding=e, distance=models.Distance.DOT
+
+        def qdrant(e: Embeddings, collection: str = name) -> Any:
+            if not client.collection_exists(collection):
+                config = models.VectorParams(size=dim, distance=models.Distance.DOT)
+                client.create_collection(collection, vectors_config=config)
+            return QdrantVectorStore(
+                client=client, collection_name=collection, embedding=e, distance=models.Distance.DOT
             )
+
+        try:
+            yield qdrant
         finally:
             client.close()
     elif engine == "chroma":
@@ -173,8 +180,8 @@ def _engine(
                 port = stack.enter_context(delayed(port, net_delay_ms))
             client = chromadb.HttpClient(host=host, port=port)
             config = {"hnsw": {"ef_search": int(ef_search)}} if ef_search is not None else None
-            yield lambda e: Chroma(
-                collection_name=name, embedding_function=e, client=client, collection_configuration=config
+            yield lambda e, collection=name: Chroma(
+                collection_name=collection, embedding_function=e, client=client, collection_configuration=config
             )
     else:
         raise ValueError(f"unknown engine {engine!r}; choose qdrant, qdrant-memory or chroma")
