@@ -121,8 +121,8 @@ def test_memory_child_builds_the_index_from_its_log(rows: list[dict]) -> None:
     assert mem["log_records"] >= 4  # two segments and their chunks, one head
     assert np.isfinite(mem["rss_bytes_per_record"]) and mem["accounted_faiss_bytes_per_record"] == 4 * DIM + 8
     # both baselines read: the cold one before the warm-up index, which was built and dropped first
-    assert mem["warm_up_records"] == 1_000 and mem["warm_up_seconds"] > 0
-    assert np.isfinite(mem["rss_cold_bytes_per_record"])
+    assert mem["warm_up_records"] == 1_000 and mem["warm_up_seconds"] >= 0  # rounded to 0.1 s: 0.0 when quick
+    assert np.isfinite(mem["rss_cold_bytes_per_record"]) and np.isfinite(mem["warm_up_kept_mb"])
     # then writes timed while the index compacts in a thread: at least one, each logged and indexed
     assert mem["writes_during_compaction"] >= 1 and mem["index_bytes_taken_ms"] >= 0
     assert mem["write_ms_longest_during_compaction"] > 0 and mem["write_ms_median_alone"] > 0

@@ -265,8 +265,10 @@ def render_markdown(rows: Sequence[dict[str, Any]], meta: dict[str, Any]) -> str
                 + ", ".join(f"{engine} {s:.1f} s" for engine, s in waits.items())
                 + "."
                 + (
-                    " The two store-held rows were timed together, their searches interleaved query by query (the "
-                    "order turned every other query), so the engine's state weighs on both alike."
+                    " The two store-held rows"
+                    + (f" and `{PLAIN_BESIDE}`" if beside else "")
+                    + " were timed together, their searches interleaved query by query (the order turned every other "
+                    "query), so the engine's state weighs on each alike."
                     if together
                     else ""
                 )
