@@ -134,7 +134,7 @@ def _memory_sentence(r: dict[str, Any]) -> str:
         )
         + f"against the {BYTES_TARGET:g} B target; FAISS accounts for {r['accounted_faiss_bytes_per_record']:.0f} B "
         f"(code and int64 label), the id table {r['accounted_id_table_bytes_per_record']:.0f} B (two 8-byte halves of "
-        "each keyed id, plus a fixed 1 MiB buffer)"
+        "each keyed id, plus a fixed buffer)"
     )
 
 

@@ -11,8 +11,7 @@ go on into the exact index, and swapped in when ready, so no write waits for tra
   of SciFact and fitted distractors, 32 such bytes rank as well as 48 bytes of the direction itself did, with
   100 records opened, where 32 bytes of the direction itself lost a twentieth of NDCG@10 with 200 opened
   (``benchmarks/results/store_index_scale_1m.md``, ``store_index_scale_1m_pq32_open200.md``); a record costs
-  16 bytes less. Snapshots written with the direction's own codes and no rotation still open, and take new
-  codes as they were.
+  16 bytes less. Snapshots with the direction's own codes and no rotation still open, and code as they did.
 * A query scans about ``scan_codes`` codes (the ``nprobe`` nearest lists, at least :data:`_MIN_PROBE`), so its
   cost stops growing with the store past a few hundred thousand records (unset: by its size, :mod:`.sizing`).
 * Ids are held in an :class:`~.id_table.IdTable` (16 bytes a keyed id), so a record costs its code, FAISS's
@@ -202,14 +201,15 @@ class VectorIndex:
         return self.faiss.downcast_index(index.index) if isinstance(index, self.faiss.IndexPreTransform) else index
 
     def _rotation_of(self, index: Any) -> np.ndarray | None:
-        """The matrix of a trained index's rotation (``None``: none, as in snapshots written before it)."""
+        """The matrix of a trained index's rotation (``None``: none, as in snapshots written before it): a view of the
+        index's own, not a copy; the two are replaced together, and the view read, under the lock."""
         if not isinstance(index, self.faiss.IndexPreTransform):
             return None
         rotation = self.faiss.downcast_VectorTransform(index.chain.at(0))
         square = isinstance(rotation, self.faiss.LinearTransform) and rotation.d_in == rotation.d_out == self.dim
         if index.chain.size() != 1 or not square or rotation.have_bias:
             raise InvalidInputError("the index's transform is not one rotation")
-        return self.faiss.vector_to_array(rotation.A).reshape(rotation.d_out, rotation.d_in).astype(np.float32)
+        return self.faiss.rev_swig_ptr(rotation.A.data(), rotation.A.size()).reshape(rotation.d_out, rotation.d_in)
 
     def _probe(self, ivf: Any) -> None:
         """Set how many lists a query scans: about :attr:`scan_codes` codes, at least :data:`_MIN_PROBE` lists."""
