@@ -356,20 +356,20 @@ def latency_rows(
                         rows.append(
                             row(engine, mode, lat, ndcg, write_seconds=round(beside_seconds, 1), interleaved=True)
                         )
-                        continue
-                    rows.append(
-                        row(
-                            engine,
-                            mode,
-                            lat,
-                            ndcg,
-                            write_seconds=round(seconds, 1),
-                            compaction_wait_seconds=compaction_wait,
-                            interleaved=len(stores) > 1,
-                            search_options=repr(options[mode]),
-                            **_index_state(stores[mode]),
+                    else:
+                        rows.append(
+                            row(
+                                engine,
+                                mode,
+                                lat,
+                                ndcg,
+                                write_seconds=round(seconds, 1),
+                                compaction_wait_seconds=compaction_wait,
+                                interleaved=len(stores) > 1,
+                                search_options=repr(options[mode]),
+                                **_index_state(stores[mode]),
+                            )
                         )
-                    )
                     progress(f"{engine} {mode}: p95 {rows[-1]['latency_ms_p95']} ms, NDCG@10 {ndcg:.2f}")
                 del stores, beside
                 del writer
