@@ -13,7 +13,7 @@ import pytest
 from _store_index_helpers import DIM, process, vectors, write_in_batches
 
 from textcrafter_rag.errors import InvalidInputError
-from textcrafter_rag.sealed import store_index, vector_index
+from textcrafter_rag.sealed import inverted_lists, store_index, vector_index
 from textcrafter_rag.sealed.vector_index import VectorIndex
 from textcrafter_rag.testing.memory_port import MemoryPort
 
@@ -69,7 +69,7 @@ def test_a_tightened_list_takes_new_codes_in_its_room_without_moving() -> None:
     size, where = inv.list_size(at), _address(index, at)
     rotated = faiss.downcast_VectorTransform(index._index.chain.at(0)).apply_py(x)  # the learned rotation
     near = index._ivf().quantizer.search(rotated, 1)[1][:, 0]  # each vector's list, in the rotated space
-    new = x[near == at][: math.ceil(size * vector_index._ROOM)]  # as many as the room holds
+    new = x[near == at][: math.ceil(size * inverted_lists.ROOM)]  # as many as the room holds
     assert len(new)
     index.add([f"n{i}" for i in range(len(new))], new)
     assert inv.list_size(at) == size + len(new)
@@ -87,6 +87,34 @@ def test_the_swap_tightens_once_and_hands_the_heap_back(monkeypatch) -> None:
     assert calls == ["tighten", "release"]
     index.add([f"r{i}" for i in range(600, 1_000)], x[600:])  # lists grow one by one, never all at once
     assert calls == ["tighten", "release"]
+
+
+@pytest.mark.parametrize("first", ["search", "add"])
+def test_a_background_training_leaves_the_tightening_to_the_next_callers_thread(monkeypatch, first: str) -> None:
+    calls: list[tuple[str, threading.Thread]] = []
+    tighten = VectorIndex.tighten
+    monkeypatch.setattr(
+        vector_index, "release_free_heap", lambda: calls.append(("release", threading.current_thread()))
+    )
+    monkeypatch.setattr(
+        VectorIndex, "tighten", lambda self: calls.append(("tighten", threading.current_thread())) or tighten(self)
+    )
+    x = vectors(1_000, 1)
+    index = VectorIndex(DIM, code_bytes=8, train_at=600)  # trains in a thread of its own
+    index.add([f"r{i}" for i in range(600)], x[:600])
+    assert index.wait_trained()
+    trainer = calls[0][1]
+    assert calls == [("release", trainer)] and trainer is not threading.current_thread()  # the training's heap
+    assert index._capacity is None  # loose: FAISS's lists as the training built them
+    if first == "search":
+        assert index.search(x[3], 1) == ["r3"]
+    else:
+        index.add(["late"], x[600:601])
+    here = threading.current_thread()
+    assert calls[1:] == [("tighten", here), ("release", here)]  # on the caller's thread, once
+    assert int(index._capacity.sum()) >= len(index) and index.search(x[5], 1) == ["r5"]
+    index.add([f"r{i}" for i in range(601, 1_000)], x[601:])
+    assert calls[3:] == [] and len(index) == 1_000 - (first == "search")
 
 
 def _bound_for(index: VectorIndex, x: np.ndarray, at: int) -> np.ndarray:
@@ -107,13 +135,13 @@ def test_a_full_list_alone_grows_and_by_its_share() -> None:
         _address(index, at),
         _address(index, other),
     )
-    assert capacity == size + math.ceil(size * vector_index._ROOM)
+    assert capacity == size + math.ceil(size * inverted_lists.ROOM)
     bound = _bound_for(index, vectors(20_000, 5), at)
     new = bound[: capacity - size + 1]  # one more than its room
     before = _lists(index)[at][0]
     index.add([f"n{i}" for i in range(len(new))], new)
     need = size + len(new)
-    grown = need + math.ceil(need * vector_index._ROOM)
+    grown = need + math.ceil(need * inverted_lists.ROOM)
     assert int(index._capacity[at]) == grown
     assert _address(index, at) != where and _address(index, other) == elsewhere  # that list moved, no other
     assert _lists(index)[at][0][:size] == before and inv.list_size(at) == need  # every entry kept, in order
@@ -150,7 +178,7 @@ def test_a_restored_list_grows_at_its_first_new_code_and_keeps_its_entries() -> 
     at = max(range(inv.nlist), key=inv.list_size)
     size, before = inv.list_size(at), _lists(reader)[at][0]
     reader.add(["late"], _bound_for(reader, x, at)[:1])
-    assert reader._capacity[at] == size + 1 + math.ceil((size + 1) * vector_index._ROOM)
+    assert reader._capacity[at] == size + 1 + math.ceil((size + 1) * inverted_lists.ROOM)
     assert _lists(reader)[at][0][:size] == before and "late" in reader.search(x[0], 1_201)
 
 

@@ -39,6 +39,7 @@ from ..heap import release_free_heap
 from ..numerics import unit_rows
 from .exact_shards import ExactShards
 from .id_table import IdTable
+from .inverted_lists import copy_list, list_sizes, with_room
 from .sizing import SCAN_CODES, sized
 
 __all__ = ["SCAN_CODES", "VectorIndex"]
@@ -46,11 +47,6 @@ __all__ = ["SCAN_CODES", "VectorIndex"]
 _TRAIN_SAMPLE = 32_768
 #: Lists a query scans at the least.
 _MIN_PROBE = 16
-#: Room an inverted list is given for new codes, as a share of its size, when the codebook is swapped in and each
-#: time the list is full (:meth:`VectorIndex.tighten`, :meth:`VectorIndex._make_room`): a list then holds a
-#: sixty-fourth more than its codes on average, where FAISS alone grows a full list to twice its size. A list's
-#: copy is its own (a few KB to a few hundred KB), never the whole index's, so less room costs little.
-_ROOM = 1 / 32
 #: Lists of the inverted file at most, and training points a list at least: finer lists, more of them probed
 #: for the same codes scanned, keep more of a query's true neighbours at ten million records.
 _MAX_LISTS, _POINTS_PER_LIST = 2048, 10
@@ -104,6 +100,8 @@ class VectorIndex:
         #: (:meth:`_make_room`); ``None`` while exact.
         self._capacity: np.ndarray | None = None
         self._used: np.ndarray | None = None
+        #: Whether the lists swapped in by a background training wait for their tightening (:meth:`_tighten_loose`).
+        self._loose = False
         self._lock = threading.RLock()
 
     def __len__(self) -> int:
@@ -147,6 +145,7 @@ class VectorIndex:
                     self._moving.update(labels[held].tolist())
             x = np.ascontiguousarray(x[list(last.values())])
             if self._trained:
+                self._tighten_loose()
                 self._add_coded(x, labels)
             else:
                 self._index.add_with_ids(x, labels)
@@ -168,8 +167,8 @@ class VectorIndex:
         self._index.ntotal = ivf.ntotal  # a rotation's wrapper counts what it holds only through its own add
 
     def _make_room(self, ivf: Any, assign: np.ndarray) -> None:
-        """Give each list that ``assign`` would overflow room for them and :data:`_ROOM` of its new size more:
-        one copy of its own codes and labels into an allocation of that size (FAISS would double its capacity);
+        """Give each list that ``assign`` would overflow room for them and :data:`~.inverted_lists.ROOM` of its new
+        size more: one copy of its own codes and labels into an allocation of that size (FAISS would double it);
         the other lists are not touched. ``_used`` bounds each list's size from above (a removal is not
         subtracted), so a list with room to spare after removals may be copied early, never late."""
         assert self._capacity is not None and self._used is not None
@@ -179,8 +178,8 @@ class VectorIndex:
             size = invlists.list_size(at)
             need = size + int(counts[at])
             if need > self._capacity[at]:
-                room = need + math.ceil(need * _ROOM)
-                self._copy_list(invlists, invlists, at, size, room)
+                room = with_room(need)
+                copy_list(self.faiss, invlists, invlists, at, size, room)
                 self._capacity[at] = room
             self._used[at] = size
         self._used += counts
@@ -226,6 +225,7 @@ class VectorIndex:
                 return []
             index = self._index
             if self._trained:
+                self._tighten_loose()
                 index = self._ivf()  # the inverted file itself (a snapshot's index without a rotation: the index)
                 self._probe(index)
                 if self._rotation is not None:
@@ -298,7 +298,9 @@ class VectorIndex:
                         trained.add_with_ids(*exact.contents(shard))
                     self._index, self._trained, self._moving = trained, True, None
                     self._rotation = self._rotation_of(trained)
-                    self.tighten()
+                    self._loose = True
+                    if not self.background:  # this thread is the caller's: tightened here, its heap handed back next
+                        self.tighten()
                     return
                 shard = exact.shards[0]
                 vectors, labels = exact.contents(shard)
@@ -312,11 +314,11 @@ class VectorIndex:
                 self._moving = None
 
     def tighten(self) -> None:
-        """Copy each inverted list into one allocation of its size plus :data:`_ROOM`.
+        """Copy each inverted list into one allocation of its size plus :data:`~.inverted_lists.ROOM`, under the lock.
 
-        FAISS adds a code to a list by growing the list's arrays, which doubles their capacity whenever one is
-        full: a list built by adds holds up to twice its codes. Tightened when a codebook is swapped in, under the
-        lock: one copy of the codes and labels. From then on a full list grows by :data:`_ROOM` (:meth:`_make_room`).
+        A list built by adds holds up to twice its codes (:mod:`.inverted_lists`): one copy of the codes and labels
+        tightens them, when a codebook is swapped in (:meth:`_tighten_loose`). From then on a full list grows by
+        its room alone (:meth:`_make_room`).
         """
         with self._lock:
             if not self._trained:
@@ -324,33 +326,25 @@ class VectorIndex:
             ivf = self._ivf()
             old = ivf.invlists
             lists = self.faiss.ArrayInvertedLists(old.nlist, old.code_size)
-            sizes = self._sizes(ivf)
-            capacity = sizes + np.ceil(sizes * _ROOM).astype(np.int64)
+            sizes = list_sizes(old)
+            capacity = np.array([with_room(size) for size in sizes.tolist()], dtype=np.int64)
             for at in np.flatnonzero(sizes).tolist():
-                self._copy_list(old, lists, at, int(sizes[at]), int(capacity[at]))
+                copy_list(self.faiss, old, lists, at, int(sizes[at]), int(capacity[at]))
             ivf.replace_invlists(lists, True)  # the index owns the new lists and frees the old ones
             lists.this.disown()
-            self._capacity, self._used = capacity, sizes
+            self._capacity, self._used, self._loose = capacity, sizes, False
 
-    @staticmethod
-    def _sizes(ivf: Any) -> np.ndarray:
-        """Each inverted list's size."""
-        invlists = ivf.invlists
-        return np.fromiter((invlists.list_size(at) for at in range(invlists.nlist)), np.int64, invlists.nlist)
+    def _tighten_loose(self) -> None:
+        """Tighten the lists a background training swapped in, on this thread: the caller's (the lock held).
 
-    def _copy_list(self, source: Any, target: Any, at: int, size: int, room: int) -> None:
-        """Write list ``at``'s ``size`` entries of ``source`` as ``target``'s list ``at``, in one allocation of
-        ``room`` entries (``target`` may be ``source``: a list emptied then grown to ``room`` at once is allocated
-        at exactly that size, where it held less)."""
-        faiss, code_size = self.faiss, source.code_size
-        ids = np.zeros(room, dtype=np.int64)
-        codes = np.zeros(room * code_size, dtype=np.uint8)
-        if size:
-            ids[:size] = faiss.rev_swig_ptr(source.get_ids(at), size)
-            codes[: size * code_size] = faiss.rev_swig_ptr(source.get_codes(at), size * code_size)
-        target.resize(at, 0)
-        target.add_entries(at, room, faiss.swig_ptr(ids), faiss.swig_ptr(codes))
-        target.resize(at, size)  # the arrays keep their capacity
+        glibc gives each thread a heap arena of its own, and what a thread allocates stays in its arena. Lists
+        tightened by the training thread stayed among the freed blocks of its training (the moved exact shards,
+        FAISS's doubled lists), on pages partly used that no trim can hand back: an index built from a log by a
+        reader grew the process by more a record than one opened from a snapshot. Copied on a caller's thread,
+        they join the arena the process already uses, and the training's pages are handed back."""
+        if self._loose:
+            self.tighten()
+            release_free_heap()
 
     # -- snapshots ---------------------------------------------------------------------------------
 
@@ -420,10 +414,9 @@ class VectorIndex:
         self.wait_trained()  # a training running now would swap its own index in after this one
         with self._lock:
             self._index, self._ids, self._trained, self._moving = index, table, bool(header["trained"]), None
-            self._rotation = rotation
-            self._training = None
+            self._rotation, self._training, self._loose = rotation, None, False
             # FAISS reads each list at its exact size: a list grows by its room at its first new code
-            self._capacity = self._sizes(self._ivf()) if self._trained else None
+            self._capacity = list_sizes(self._ivf().invlists) if self._trained else None
             self._used = None if self._capacity is None else self._capacity.copy()
             start = not self._trained and len(self._ids) >= self.train_at
         if start:
