@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 import pickle
 
 import pytest
@@ -78,3 +79,13 @@ def test_subkeys_are_separate_per_purpose_and_context(key: str) -> None:
     keys = {k.subkey("seal"), k.subkey("rotate"), k.subkey("seal", context="t1"), k.subkey("rotate", context="t1")}
     assert len(keys) == 4 and all(len(x) == 32 for x in keys)
     assert k.subkey("seal") == SecretKey(key).subkey("seal")  # deterministic
+
+
+@pytest.mark.parametrize("record_id", ["r1", 'q"uote\\back', "naïve ☃ 𝄞", "tab\there\nline\x00\x1f", ""])
+def test_a_values_binding_is_the_json_of_version_id_and_field_as_written_before(record_id: str) -> None:
+    # the bytes every stored value is bound to: a change would make every earlier store unreadable
+    for field in ("text", "meta:ключ", 'f"'):
+        assert Sealer._aad(record_id, field) == json.dumps([SEALED_PREFIX, record_id, field]).encode("utf-8")
+        assert Sealer._aad(record_id, field, version="tcsealed:v1:") == json.dumps([record_id, field]).encode()
+        sealer = Sealer(b"k" * 32)
+        assert sealer.open(sealer.seal("x", record_id=record_id, field=field), record_id=record_id, field=field) == "x"
