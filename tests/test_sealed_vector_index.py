@@ -89,34 +89,6 @@ def test_the_swap_tightens_once_and_hands_the_heap_back(monkeypatch) -> None:
     assert calls == ["tighten", "release"]
 
 
-@pytest.mark.parametrize("first", ["search", "add"])
-def test_a_background_training_leaves_the_tightening_to_the_next_callers_thread(monkeypatch, first: str) -> None:
-    calls: list[tuple[str, threading.Thread]] = []
-    tighten = VectorIndex.tighten
-    monkeypatch.setattr(
-        vector_index, "release_free_heap", lambda: calls.append(("release", threading.current_thread()))
-    )
-    monkeypatch.setattr(
-        VectorIndex, "tighten", lambda self: calls.append(("tighten", threading.current_thread())) or tighten(self)
-    )
-    x = vectors(1_000, 1)
-    index = VectorIndex(DIM, code_bytes=8, train_at=600)  # trains in a thread of its own
-    index.add([f"r{i}" for i in range(600)], x[:600])
-    assert index.wait_trained()
-    trainer = calls[0][1]
-    assert calls == [("release", trainer)] and trainer is not threading.current_thread()  # the training's heap
-    assert index._capacity is None  # loose: FAISS's lists as the training built them
-    if first == "search":
-        assert index.search(x[3], 1) == ["r3"]
-    else:
-        index.add(["late"], x[600:601])
-    here = threading.current_thread()
-    assert calls[1:] == [("tighten", here), ("release", here)]  # on the caller's thread, once
-    assert int(index._capacity.sum()) >= len(index) and index.search(x[5], 1) == ["r5"]
-    index.add([f"r{i}" for i in range(601, 1_000)], x[601:])
-    assert calls[3:] == [] and len(index) == 1_000 - (first == "search")
-
-
 def _bound_for(index: VectorIndex, x: np.ndarray, at: int) -> np.ndarray:
     """The rows of ``x`` that the index puts in list ``at``."""
     rotated = faiss.downcast_VectorTransform(index._index.chain.at(0)).apply_py(x)  # the learned rotation
