@@ -142,38 +142,6 @@ def test_moving_into_the_trained_index_loses_no_write_made_meanwhile(monkeypatch
     assert "late" in index.search(x[0], 5)
 
 
-def test_entries_written_between_the_count_and_the_move_are_filed_by_their_own_vectors(monkeypatch) -> None:
-    """The move counts each shard's entries list by list first and files an older shard by those lists while it
-    holds the same labels; an entry replaced in the newest shard comes back under its label there, so that shard's
-    lists are found again when it moves."""
-    monkeypatch.setattr(exact_shards, "SHARD", 200)
-    rng = np.random.default_rng(7)
-    ids = _uuids(900, 7)
-    x = rng.standard_normal((900, 32)).astype(np.float32)
-    x /= np.linalg.norm(x, axis=1, keepdims=True)
-    index = VectorIndex(32, code_bytes=32, train_at=1 << 30, background=False)
-    index.add(ids, x)
-    assert [s.ntotal for s in index._index.shards] == [200, 200, 200, 200, 100]
-    ivf = faiss.IndexIVFPQ(faiss.IndexFlatIP(32), 32, 8, 32, 8, faiss.METRIC_INNER_PRODUCT)
-    ivf.by_residual = False
-    ivf.train(x)
-    fresh = -x[899:900]  # the newest shard's last entry, replaced: removed, then added back at its end
-    list_of = {int(ivf.quantizer.search(v[None, :], 1)[1][0, 0]) for v in (x[899], fresh[0])}
-    assert len(list_of) == 2  # the old and the new vector are filed in different lists
-
-    def during() -> None:
-        index.remove([ids[300]])  # an older shard counted, not moved yet
-        index.add([ids[899]], fresh)
-
-    index._move_into(_WritesDuringEncoding(ivf, during))
-    index._index = ivf
-    label = int(index._ids.labels([ids[899]])[0])
-    inv, want = ivf.invlists, int(ivf.quantizer.search(fresh, 1)[1][0, 0])
-    where = [li for li in range(ivf.nlist) if label in faiss.rev_swig_ptr(inv.get_ids(li), inv.list_size(li))]
-    assert where == [want] and index.search(fresh[0], 1) == [ids[899]]
-    assert len(index) == ivf.ntotal == 899 and ids[300] not in index.search(x[300], 50)
-
-
 def test_the_index_says_which_ids_it_holds_whatever_the_sign_of_their_labels() -> None:
     """Labels are any int64 but -1 (half of all UUID4 first halves are negative): held means not -1."""
     rng = np.random.default_rng(3)

@@ -40,11 +40,11 @@ def _trained(n: int, seed: int) -> tuple[VectorIndex, np.ndarray]:
     return index, x
 
 
-def test_the_move_files_every_entry_as_faiss_own_add_and_gives_each_list_room_for_what_it_holds(monkeypatch) -> None:
+def test_the_move_files_every_entry_as_faiss_own_add_and_gives_each_list_room_for_its_shards(monkeypatch) -> None:
     monkeypatch.setattr(exact_shards, "SHARD", 200)
     ids, x = [f"r{i}" for i in range(1_000)], vectors(1_000, 0)
     index = VectorIndex(DIM, code_bytes=8, train_at=1_000, background=False)
-    index.add(ids, x)  # five shards, counted list by list before the move; the newest moves with the swap
+    index.add(ids, x)  # five shards: the first four counted before the move, the newest moved with the swap
     assert index.trained and len(index) == 1_000
     twin = faiss.clone_index(index._index)  # the same rotation and codebook, its lists filled by FAISS's own add
     faiss.extract_index_ivf(twin).invlists.reset()
@@ -55,9 +55,16 @@ def test_the_move_files_every_entry_as_faiss_own_add_and_gives_each_list_room_fo
         n = theirs.list_size(at)
         assert held == (faiss.rev_swig_ptr(theirs.get_ids(at), n).tolist() if n else [])
         assert codes == (faiss.rev_swig_ptr(theirs.get_codes(at), n * theirs.code_size).tobytes() if n else b"")
-    sizes = np.bincount(_lists_of(index, x), minlength=inv.nlist)
-    assert [inv.list_size(at) for at in range(inv.nlist)] == sizes.tolist() == index._used.tolist()
-    assert index._capacity.tolist() == [inverted_lists.with_room(int(size)) for size in sizes]  # room for all
+    counted = np.bincount(_lists_of(index, x[:800]), minlength=inv.nlist)
+    last = np.bincount(_lists_of(index, x[800:]), minlength=inv.nlist)
+    sizes = np.array([inv.list_size(at) for at in range(inv.nlist)])
+    assert (sizes == counted + last).all() and index._used.tolist() == sizes.tolist()
+    reserved = np.array([inverted_lists.with_room(int(c)) for c in counted])
+    fits = sizes <= reserved  # the newest shard's entries fit in the room given for the counted ones: no copy
+    assert fits.any() and (~fits).any()
+    assert index._capacity[fits].tolist() == reserved[fits].tolist()
+    grown = [inverted_lists.with_room(int(size)) for size in sizes[~fits]]  # full: grown by its room alone
+    assert index._capacity[~fits].tolist() == grown
     assert [index.search(x[i], 10)[0] for i in range(0, 1_000, 97)] == [ids[i] for i in range(0, 1_000, 97)]
 
 

@@ -293,7 +293,7 @@ class VectorIndex:
         nothing); an entry removed or replaced meanwhile (:attr:`_moving`) is dropped from the trained index
         instead. Writes go on into the newest shard throughout; the last one moves with the swap.
 
-        Each list is allocated once for the entries held when the move starts (:meth:`_reserve`), then grows by its
+        Each list is allocated once for the shards held when the move starts (:meth:`_reserve`), then grows by its
         room alone. FAISS's own adds double a list a dozen times on the way, and a copy then tightened them: built
         from a log of 1,000,000 records, the process kept 67 B a record where one from a snapshot keeps 61 B
         (``benchmarks/results/store_index_memory_lean.md``).
@@ -301,17 +301,11 @@ class VectorIndex:
         exact: ExactShards = self._index
         counted, capacity = self._reserve(trained, exact)
         used = np.zeros_like(capacity)
-
-        def file(shard: Any, vectors: np.ndarray, labels: np.ndarray) -> None:
-            known = counted.pop(id(shard), None)  # the lists found while counting, unless the shard changed since
-            assign = known[1] if known is not None and np.array_equal(known[0], labels) else None
-            self._file(trained, vectors, labels, assign, capacity, used)
-
         while True:
             with self._lock:
                 if len(exact.shards) <= 1:
                     for shard in exact.shards:
-                        file(shard, *exact.contents(shard))
+                        self._file(trained, *exact.contents(shard), None, capacity, used)
                     self._index, self._trained, self._moving = trained, True, None
                     self._rotation = self._rotation_of(trained)
                     self._capacity, self._used = capacity, used
@@ -319,7 +313,9 @@ class VectorIndex:
                 shard = exact.shards[0]
                 vectors, labels = exact.contents(shard)
                 self._moving = set()
-            file(shard, vectors, labels)
+            known = counted.pop(id(shard), None)  # the lists found while counting, unless an entry left since
+            assign = known[1] if known is not None and np.array_equal(known[0], labels) else None
+            self._file(trained, vectors, labels, assign, capacity, used)
             with self._lock:
                 gone = np.fromiter(self._moving & set(labels.tolist()), dtype=np.int64)
                 if len(gone):
@@ -328,22 +324,20 @@ class VectorIndex:
                 self._moving = None
 
     def _reserve(self, trained: Any, exact: ExactShards) -> tuple[dict[int, tuple[np.ndarray, np.ndarray]], np.ndarray]:
-        """Each shard's entries counted list by list, and each list of the trained index given room for its count
-        (:func:`~.inverted_lists.reserve`): the older shards' labels and lists (by the shard's ``id``, for the move
-        to file them by while a shard holds the same labels: only removals change an older shard), and the lists'
-        capacities. Entries written later grow the lists by their room."""
+        """Each shard's entries but the newest's (which takes writes) counted list by list, and each list of the
+        trained index given room for its count (:func:`~.inverted_lists.reserve`): the shards' labels and lists
+        (by the shard's ``id``, for the move to file them by), and the lists' capacities."""
         ivf = self._ivf_of(trained)
         with self._lock:
-            shards = list(exact.shards)
+            shards = list(exact.shards[:-1])
         counted: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         counts = np.zeros(ivf.nlist, dtype=np.int64)
-        for n, shard in enumerate(shards):
+        for shard in shards:
             with self._lock:
                 vectors, labels = exact.contents(shard)
             assign = self._assigned(ivf, self._rotated(trained, vectors))
+            counted[id(shard)] = (labels, assign)
             counts += np.bincount(assign, minlength=ivf.nlist)
-            if n < len(shards) - 1:  # the newest takes writes: a replaced entry comes back under its label there
-                counted[id(shard)] = (labels, assign)
         return counted, reserve(self.faiss, ivf.invlists, counts)
 
     # -- snapshots ---------------------------------------------------------------------------------
