@@ -97,11 +97,11 @@ class _WritesDuringEncoding:
     def __init__(self, ivf, during) -> None:
         self.ivf, self.during, self.calls = ivf, during, 0
 
-    def add_core(self, n, x, labels, assign) -> None:
+    def add_with_ids(self, vectors, labels) -> None:
         self.calls += 1
         if self.calls == 1:
             self.during()  # a write at this exact point: after the chunk was copied, before it is dropped
-        self.ivf.add_core(n, x, labels, assign)
+        self.ivf.add_with_ids(vectors, labels)
 
     def remove_ids(self, selector) -> int:
         return self.ivf.remove_ids(selector)

@@ -1,9 +1,9 @@
-"""The store-held index's FAISS cache: its inverted lists are allocated once for what moves into them and then grow
-by their room, with every entry kept, and the bulk steps that leave freed heap behind (a codebook swapped in, a
-snapshot loaded, a long read, a compaction) hand it back."""
+"""The store-held index's FAISS cache: tightening its inverted lists keeps every entry, and the bulk steps that
+leave freed heap behind (a codebook swapped in, a snapshot loaded, a long read, a compaction) hand it back."""
 
 from __future__ import annotations
 
+import gc
 import math
 import threading
 
@@ -13,7 +13,7 @@ import pytest
 from _store_index_helpers import DIM, process, vectors, write_in_batches
 
 from textcrafter_rag.errors import InvalidInputError
-from textcrafter_rag.sealed import exact_shards, inverted_lists, store_index, vector_index
+from textcrafter_rag.sealed import inverted_lists, store_index, vector_index
 from textcrafter_rag.sealed.vector_index import VectorIndex
 from textcrafter_rag.testing.memory_port import MemoryPort
 
@@ -40,38 +40,19 @@ def _trained(n: int, seed: int) -> tuple[VectorIndex, np.ndarray]:
     return index, x
 
 
-def test_the_move_files_every_entry_as_faiss_own_add_and_gives_each_list_room_for_its_shards(monkeypatch) -> None:
-    monkeypatch.setattr(exact_shards, "SHARD", 200)
-    ids, x = [f"r{i}" for i in range(1_000)], vectors(1_000, 0)
-    index = VectorIndex(DIM, code_bytes=8, train_at=1_000, background=False)
-    index.add(ids, x)  # five shards: the first four counted before the move, the newest moved with the swap
-    assert index.trained and len(index) == 1_000
-    twin = faiss.clone_index(index._index)  # the same rotation and codebook, its lists filled by FAISS's own add
-    faiss.extract_index_ivf(twin).invlists.reset()
-    twin.ntotal = faiss.extract_index_ivf(twin).ntotal = 0
-    twin.add_with_ids(x, index._ids.labels(ids))
-    theirs, inv = faiss.extract_index_ivf(twin).invlists, index._ivf().invlists
-    for at, (held, codes) in enumerate(_lists(index)):
-        n = theirs.list_size(at)
-        assert held == (faiss.rev_swig_ptr(theirs.get_ids(at), n).tolist() if n else [])
-        assert codes == (faiss.rev_swig_ptr(theirs.get_codes(at), n * theirs.code_size).tobytes() if n else b"")
-    counted = np.bincount(_lists_of(index, x[:800]), minlength=inv.nlist)
-    last = np.bincount(_lists_of(index, x[800:]), minlength=inv.nlist)
-    sizes = np.array([inv.list_size(at) for at in range(inv.nlist)])
-    assert (sizes == counted + last).all() and index._used.tolist() == sizes.tolist()
-    reserved = np.array([inverted_lists.with_room(int(c)) for c in counted])
-    fits = sizes <= reserved  # the newest shard's entries fit in the room given for the counted ones: no copy
-    assert fits.any() and (~fits).any()
-    assert index._capacity[fits].tolist() == reserved[fits].tolist()
-    grown = [inverted_lists.with_room(int(size)) for size in sizes[~fits]]  # full: grown by its room alone
-    assert index._capacity[~fits].tolist() == grown
-    assert [index.search(x[i], 10)[0] for i in range(0, 1_000, 97)] == [ids[i] for i in range(0, 1_000, 97)]
-
-
-def _lists_of(index: VectorIndex, x: np.ndarray) -> np.ndarray:
-    """The inverted list the index files each row of ``x`` in."""
-    rotated = faiss.downcast_VectorTransform(index._index.chain.at(0)).apply_py(x)  # the learned rotation
-    return index._ivf().quantizer.search(rotated, 1)[1][:, 0]
+def test_tightening_keeps_every_list_entry_for_entry_and_the_index_goes_on_working() -> None:
+    index, x = _trained(1_200, 0)
+    before, found = _lists(index), [index.search(x[i], 10) for i in range(0, 1_200, 97)]
+    old = index._ivf().invlists
+    index.tighten()
+    assert index._ivf().invlists is not old  # new lists: the old ones were freed by the index that owned them
+    gc.collect()  # a second owner of the new lists (Python's) would free them here, under the index
+    assert _lists(index) == before
+    assert [index.search(x[i], 10) for i in range(0, 1_200, 97)] == found
+    index.add(["late"], x[:1])  # lists tightened to their size grow again on the next add
+    index.remove(["r5"])
+    assert "late" in index.search(x[0], 5) and "r5" not in index.search(x[5], 50)
+    assert len(index) == 1_200
 
 
 def _address(index: VectorIndex, at: int) -> int:
@@ -80,36 +61,43 @@ def _address(index: VectorIndex, at: int) -> int:
     return faiss.rev_swig_ptr(inv.get_codes(at), 1).__array_interface__["data"][0]
 
 
-def test_a_list_takes_new_codes_in_its_room_without_moving() -> None:
+def test_a_tightened_list_takes_new_codes_in_its_room_without_moving() -> None:
     index, x = _trained(1_200, 3)
+    index.tighten()
     inv = index._ivf().invlists
-    at = max(range(inv.nlist), key=lambda i: int(index._capacity[i]) - inv.list_size(i))
+    at = max(range(inv.nlist), key=inv.list_size)
     size, where = inv.list_size(at), _address(index, at)
-    new = x[_lists_of(index, x) == at][: int(index._capacity[at]) - size]  # as many as its room holds
+    rotated = faiss.downcast_VectorTransform(index._index.chain.at(0)).apply_py(x)  # the learned rotation
+    near = index._ivf().quantizer.search(rotated, 1)[1][:, 0]  # each vector's list, in the rotated space
+    new = x[near == at][: math.ceil(size * inverted_lists.ROOM)]  # as many as the room holds
     assert len(new)
     index.add([f"n{i}" for i in range(len(new))], new)
     assert inv.list_size(at) == size + len(new)
     assert _address(index, at) == where  # no copy: FAISS alone would have doubled the list here
 
 
-def test_the_swap_hands_the_heap_back_once(monkeypatch) -> None:
+def test_the_swap_tightens_once_and_hands_the_heap_back(monkeypatch) -> None:
     calls: list[str] = []
+    tighten = VectorIndex.tighten
     monkeypatch.setattr(vector_index, "release_free_heap", lambda: calls.append("release") or True)
+    monkeypatch.setattr(VectorIndex, "tighten", lambda self: calls.append("tighten") or tighten(self))
     x = vectors(1_000, 1)
     index = VectorIndex(DIM, code_bytes=8, train_at=600, background=False)
-    index.add([f"r{i}" for i in range(600)], x[:600])  # trains, swaps, then hands the heap back
-    assert calls == ["release"]
+    index.add([f"r{i}" for i in range(600)], x[:600])  # trains, swaps, tightens, then hands the heap back
+    assert calls == ["tighten", "release"]
     index.add([f"r{i}" for i in range(600, 1_000)], x[600:])  # lists grow one by one, never all at once
-    assert calls == ["release"]
+    assert calls == ["tighten", "release"]
 
 
 def _bound_for(index: VectorIndex, x: np.ndarray, at: int) -> np.ndarray:
     """The rows of ``x`` that the index puts in list ``at``."""
-    return x[_lists_of(index, x) == at]
+    rotated = faiss.downcast_VectorTransform(index._index.chain.at(0)).apply_py(x)  # the learned rotation
+    return x[index._ivf().quantizer.search(rotated, 1)[1][:, 0] == at]
 
 
 def test_a_full_list_alone_grows_and_by_its_share() -> None:
     index, _ = _trained(1_200, 4)
+    index.tighten()
     inv = index._ivf().invlists
     at = max(range(inv.nlist), key=inv.list_size)
     other = next(i for i in range(inv.nlist) if i != at and inv.list_size(i))
@@ -119,6 +107,7 @@ def test_a_full_list_alone_grows_and_by_its_share() -> None:
         _address(index, at),
         _address(index, other),
     )
+    assert capacity == size + math.ceil(size * inverted_lists.ROOM)
     bound = _bound_for(index, vectors(20_000, 5), at)
     new = bound[: capacity - size + 1]  # one more than its room
     before = _lists(index)[at][0]
@@ -180,7 +169,7 @@ def test_a_snapshot_loaded_and_a_long_read_hand_the_heap_back(monkeypatch) -> No
     assert len(reader.candidates(x[0], 3)) == 3  # reads 200 entries from the log: once past 150
     assert len(released) == 1
     released.clear()
-    assert writer.compact()  # stores, then hands the heap back
+    assert writer.compact()  # tightens (an exact index: nothing to do), stores, then hands the heap back
     assert len(released) == 1
     released.clear()
     fresh = process(port)

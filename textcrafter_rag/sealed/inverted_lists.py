@@ -1,11 +1,10 @@
 """The room each inverted list of the store-held index keeps for new codes, and the one copy that gives it.
 
 FAISS adds a code to a list by growing the list's arrays, doubling their capacity whenever one is full, so a list
-built by adds holds up to twice its codes. :class:`~.vector_index.VectorIndex` instead allocates each list once
-when a codebook is swapped in, for the entries it is about to hold (:func:`reserve`), and then copies a full list
-into one allocation of its new size plus :data:`ROOM` (:func:`make_room`, :func:`with_room`): a list then holds a
-sixty-fourth more than its codes on average. A list's copy is its own (a few KB to a few hundred KB), never the
-whole index's, so less room costs little.
+built by adds holds up to twice its codes. :class:`~.vector_index.VectorIndex` instead copies each list, once
+when a codebook is swapped in and then each time the list is full, into one allocation of its size plus
+:data:`ROOM` (:func:`with_room`): a list then holds a sixty-fourth more than its codes on average. A list's copy
+is its own (a few KB to a few hundred KB), never the whole index's, so less room costs little.
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["ROOM", "copy_list", "list_sizes", "make_room", "reserve", "with_room"]
+__all__ = ["ROOM", "copy_list", "list_sizes", "with_room"]
 
 #: Room a list is given for new codes, as a share of its size.
 ROOM = 1 / 32
@@ -44,30 +43,3 @@ def copy_list(faiss: Any, source: Any, target: Any, at: int, size: int, room: in
     target.resize(at, 0)
     target.add_entries(at, room, faiss.swig_ptr(ids), faiss.swig_ptr(codes))
     target.resize(at, size)  # the arrays keep their capacity
-
-
-def reserve(faiss: Any, invlists: Any, counts: np.ndarray) -> np.ndarray:
-    """Give each empty list room for its ``counts`` entries and :data:`ROOM` of them more (:func:`with_room`), in
-    one allocation; the capacities given."""
-    capacity = np.array([with_room(int(c)) for c in counts.tolist()], dtype=np.int64)
-    for at in np.flatnonzero(capacity).tolist():
-        copy_list(faiss, invlists, invlists, at, 0, int(capacity[at]))
-    return capacity
-
-
-def make_room(faiss: Any, invlists: Any, assign: np.ndarray, capacity: np.ndarray, used: np.ndarray) -> None:
-    """Before entries are filed by ``assign`` (each one's list), give each list that they would overflow room
-    for them and :data:`ROOM` of its new size more: one copy of its own entries into an allocation of that size
-    (FAISS would double it); the other lists are not touched. ``capacity`` and ``used`` (each list's, updated
-    here) bound its allocation from below and its size from above (a removal is not subtracted), so a list with
-    room to spare after removals may be copied early, never late."""
-    counts = np.bincount(assign, minlength=len(capacity))
-    for at in np.flatnonzero(used + counts > capacity).tolist():
-        size = invlists.list_size(at)
-        need = size + int(counts[at])
-        if need > capacity[at]:
-            room = with_room(need)
-            copy_list(faiss, invlists, invlists, at, size, room)
-            capacity[at] = room
-        used[at] = size
-    used += counts

@@ -17,7 +17,7 @@ go on into the exact index, and swapped in when ready, so no write waits for tra
 * Ids are held in an :class:`~.id_table.IdTable` (16 bytes a keyed id), so a record costs its code, FAISS's
   8-byte label and 16 bytes of id (56 bytes with the default 32-byte codes), and its list keeps up to a
   thirty-second more room for new codes, a sixty-fourth on average: a full list grows by a thirty-second of its
-  size, where FAISS alone doubles it (:mod:`.inverted_lists`).
+  size, where FAISS alone doubles it (:meth:`VectorIndex.tighten`).
 
 The re-rank of the opened records is exact (their sealed clean vectors), so the codes only have to put the
 true top ``k`` among the first ``open_k``.
@@ -39,7 +39,7 @@ from ..heap import release_free_heap
 from ..numerics import unit_rows
 from .exact_shards import ExactShards
 from .id_table import IdTable
-from .inverted_lists import list_sizes, make_room, reserve
+from .inverted_lists import copy_list, list_sizes, with_room
 from .sizing import SCAN_CODES, sized
 
 __all__ = ["SCAN_CODES", "VectorIndex"]
@@ -97,7 +97,7 @@ class VectorIndex:
         #: Labels removed or replaced while exact entries are being moved into the trained index.
         self._moving: set[int] | None = None
         #: Each inverted list's capacity, and an upper bound on its size (removals are not subtracted), in entries
-        #: (:func:`~.inverted_lists.make_room`); ``None`` while exact.
+        #: (:meth:`_make_room`); ``None`` while exact.
         self._capacity: np.ndarray | None = None
         self._used: np.ndarray | None = None
         self._lock = threading.RLock()
@@ -151,39 +151,35 @@ class VectorIndex:
             self._start_training()
 
     def _add_coded(self, x: np.ndarray, labels: np.ndarray) -> None:
-        """Add to the trained index (the caller holds the lock)."""
-        assert self._capacity is not None and self._used is not None
-        self._file(self._index, x, labels, None, self._capacity, self._used)
-
-    def _file(
-        self,
-        index: Any,
-        x: np.ndarray,
-        labels: np.ndarray,
-        assign: np.ndarray | None,
-        capacity: np.ndarray,
-        used: np.ndarray,
-    ) -> None:
-        """Add to a trained index as FAISS's own ``add_with_ids`` does (rotate, assign each vector its list unless
-        ``assign`` gives them, encode), with room made first in the lists that would overflow
-        (:func:`~.inverted_lists.make_room`: ``capacity`` and ``used`` are the index's)."""
-        ivf, rotated = self._ivf_of(index), self._rotated(index, x)
-        if assign is None:
-            assign = self._assigned(ivf, rotated)
-        make_room(self.faiss, ivf.invlists, assign, capacity, used)
+        """Add to the trained index as FAISS's own ``add_with_ids`` does (rotate, assign each vector its list,
+        encode), with room made first in the lists that would overflow (the caller holds the lock)."""
+        ivf = self._ivf()
+        if self._rotation is not None:  # FAISS's own rotation of a batch
+            x = self.faiss.downcast_VectorTransform(self._index.chain.at(0)).apply(x)
+        rotated = np.ascontiguousarray(x, dtype=np.float32)
+        assign = np.ascontiguousarray(ivf.quantizer.search(rotated, 1)[1][:, 0])
+        self._make_room(ivf, assign)
         ptr = self.faiss.swig_ptr
         ivf.add_core(len(x), ptr(rotated), ptr(np.ascontiguousarray(labels, dtype=np.int64)), ptr(assign))
-        index.ntotal = ivf.ntotal  # a rotation's wrapper counts what it holds only through its own add
+        self._index.ntotal = ivf.ntotal  # a rotation's wrapper counts what it holds only through its own add
 
-    def _rotated(self, index: Any, x: np.ndarray) -> np.ndarray:
-        """A batch in a trained index's space: FAISS's own rotation of it, if the index has one."""
-        if isinstance(index, self.faiss.IndexPreTransform):
-            x = self.faiss.downcast_VectorTransform(index.chain.at(0)).apply(x)
-        return np.ascontiguousarray(x, dtype=np.float32)
-
-    def _assigned(self, ivf: Any, rotated: np.ndarray) -> np.ndarray:
-        """Each (rotated) vector's inverted list."""
-        return np.ascontiguousarray(ivf.quantizer.search(rotated, 1)[1][:, 0])
+    def _make_room(self, ivf: Any, assign: np.ndarray) -> None:
+        """Give each list that ``assign`` would overflow room for them and :data:`~.inverted_lists.ROOM` of its new
+        size more: one copy of its own codes and labels into an allocation of that size (FAISS would double it);
+        the other lists are not touched. ``_used`` bounds each list's size from above (a removal is not
+        subtracted), so a list with room to spare after removals may be copied early, never late."""
+        assert self._capacity is not None and self._used is not None
+        counts = np.bincount(assign, minlength=len(self._capacity))
+        invlists = ivf.invlists
+        for at in np.flatnonzero(self._used + counts > self._capacity).tolist():
+            size = invlists.list_size(at)
+            need = size + int(counts[at])
+            if need > self._capacity[at]:
+                room = with_room(need)
+                copy_list(self.faiss, invlists, invlists, at, size, room)
+                self._capacity[at] = room
+            self._used[at] = size
+        self._used += counts
 
     def remove(self, ids: Sequence[str]) -> int:
         """Forget these ids (unknown ones ignored); how many were removed."""
@@ -196,11 +192,8 @@ class VectorIndex:
             return len(labels)
 
     def _ivf(self) -> Any:
-        """The trained index's inverted file (:meth:`_ivf_of`)."""
-        return self._ivf_of(self._index)
-
-    def _ivf_of(self, index: Any) -> Any:
-        """A trained index's inverted file: inside its rotation, or the index itself (a snapshot without one)."""
+        """The trained index's inverted file: inside its rotation, or the index itself (a snapshot without one)."""
+        index = self._index
         return self.faiss.downcast_index(index.index) if isinstance(index, self.faiss.IndexPreTransform) else index
 
     def _rotation_of(self, index: Any) -> np.ndarray | None:
@@ -292,30 +285,21 @@ class VectorIndex:
         shard is copied under the lock, encoded outside it, and dropped under the lock (dropping a shard shifts
         nothing); an entry removed or replaced meanwhile (:attr:`_moving`) is dropped from the trained index
         instead. Writes go on into the newest shard throughout; the last one moves with the swap.
-
-        Each list is allocated once for the shards held when the move starts (:meth:`_reserve`), then grows by its
-        room alone. FAISS's own adds double a list a dozen times on the way, and a copy then tightened them: built
-        from a log of 1,000,000 records, the process kept 67 B a record where one from a snapshot keeps 61 B
-        (``benchmarks/results/store_index_memory_lean.md``).
         """
         exact: ExactShards = self._index
-        counted, capacity = self._reserve(trained, exact)
-        used = np.zeros_like(capacity)
         while True:
             with self._lock:
                 if len(exact.shards) <= 1:
                     for shard in exact.shards:
-                        self._file(trained, *exact.contents(shard), None, capacity, used)
+                        trained.add_with_ids(*exact.contents(shard))
                     self._index, self._trained, self._moving = trained, True, None
                     self._rotation = self._rotation_of(trained)
-                    self._capacity, self._used = capacity, used
+                    self.tighten()
                     return
                 shard = exact.shards[0]
                 vectors, labels = exact.contents(shard)
                 self._moving = set()
-            known = counted.pop(id(shard), None)  # the lists found while counting, unless an entry left since
-            assign = known[1] if known is not None and np.array_equal(known[0], labels) else None
-            self._file(trained, vectors, labels, assign, capacity, used)
+            trained.add_with_ids(vectors, labels)
             with self._lock:
                 gone = np.fromiter(self._moving & set(labels.tolist()), dtype=np.int64)
                 if len(gone):
@@ -323,22 +307,29 @@ class VectorIndex:
                 exact.shards.remove(shard)  # what is left of it (a replaced entry is in a newer shard) moved
                 self._moving = None
 
-    def _reserve(self, trained: Any, exact: ExactShards) -> tuple[dict[int, tuple[np.ndarray, np.ndarray]], np.ndarray]:
-        """Each shard's entries but the newest's (which takes writes) counted list by list, and each list of the
-        trained index given room for its count (:func:`~.inverted_lists.reserve`): the shards' labels and lists
-        (by the shard's ``id``, for the move to file them by), and the lists' capacities."""
-        ivf = self._ivf_of(trained)
+    def tighten(self) -> None:
+        """Copy each inverted list into one allocation of its size plus :data:`~.inverted_lists.ROOM`, under the lock.
+
+        A list built by adds holds up to twice its codes (:mod:`.inverted_lists`): one copy of the codes and labels
+        tightens them, when a codebook is swapped in, in the thread that trained it. From then on a full list grows
+        by its room alone (:meth:`_make_room`). Tightened instead by the caller's next add or search, on the caller's
+        thread, an index built from a log of 1,000,000 records grew the process by 108 B a record where this gives
+        67 B (``benchmarks/results/store_index_memory_caller.md``, ``store_index_memory_lean.md``). Likely, not
+        traced: the lists it frees are in the training thread's heap arena, whose free top glibc's trim keeps.
+        """
         with self._lock:
-            shards = list(exact.shards[:-1])
-        counted: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        counts = np.zeros(ivf.nlist, dtype=np.int64)
-        for shard in shards:
-            with self._lock:
-                vectors, labels = exact.contents(shard)
-            assign = self._assigned(ivf, self._rotated(trained, vectors))
-            counted[id(shard)] = (labels, assign)
-            counts += np.bincount(assign, minlength=ivf.nlist)
-        return counted, reserve(self.faiss, ivf.invlists, counts)
+            if not self._trained:
+                return
+            ivf = self._ivf()
+            old = ivf.invlists
+            lists = self.faiss.ArrayInvertedLists(old.nlist, old.code_size)
+            sizes = list_sizes(old)
+            capacity = np.array([with_room(size) for size in sizes.tolist()], dtype=np.int64)
+            for at in np.flatnonzero(sizes).tolist():
+                copy_list(self.faiss, old, lists, at, int(sizes[at]), int(capacity[at]))
+            ivf.replace_invlists(lists, True)  # the index owns the new lists and frees the old ones
+            lists.this.disown()
+            self._capacity, self._used = capacity, sizes
 
     # -- snapshots ---------------------------------------------------------------------------------
 
