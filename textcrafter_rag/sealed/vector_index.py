@@ -314,8 +314,11 @@ class VectorIndex:
         tightens them, when a codebook is swapped in, in the thread that trained it. From then on a full list grows
         by its room alone (:meth:`_make_room`). Tightened instead by the caller's next add or search, on the caller's
         thread, an index built from a log of 1,000,000 records grew the process by 108 B a record where this gives
-        67 B (``benchmarks/results/store_index_memory_caller.md``, ``store_index_memory_lean.md``). Likely, not
-        traced: the lists it frees are in the training thread's heap arena, whose free top glibc's trim keeps.
+        67 B (``benchmarks/results/store_index_memory_caller.md``, ``store_index_memory_lean.md``). Allocated once
+        instead, for the entries counted list by list before the move, with no copy after, it grew by 107 B (85 B
+        at 200,000 records, where this gives 95 B; ``store_index_memory_reserve.md``). Likely, not traced: glibc's
+        trim does not reach the free top of a thread's heap arena, and the copy made last leaves the lists at that
+        top, with what the move freed below them, where the trim reaches it.
         """
         with self._lock:
             if not self._trained:
