@@ -250,7 +250,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "ns": [n for n in cfg.memory_ns if n in mem],
                 "dim": cfg.memory_dim,
                 "load_avg_1m": {n: mem[n].get("meta", {}) for n in cfg.memory_ns if n in mem},
-                "faiss_threads": "OMP_NUM_THREADS=1 in the child unless set",
+                "faiss_threads": "the caller's OMP_NUM_THREADS in the child (unset: FAISS's default)",
             },
         }
     for part in ("latency",):

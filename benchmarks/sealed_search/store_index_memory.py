@@ -166,6 +166,7 @@ def memory_child(n: int, dim: int, seed: int, warm_records: int = WARM_RECORDS) 
         "n_records": n,
         "dim": dim,
         "vectors": f"{dim}-d random unit vectors (Gaussian, normalised), random UUID4 ids",
+        "omp_num_threads": os.environ.get("OMP_NUM_THREADS", "unset"),
         "log_records": len(port.records),
         "log_chars": log_chars,
         "write_seconds": round(write_s, 1),
@@ -265,7 +266,7 @@ def memory_rows(
             timeout=timeout,
             check=False,
             cwd=root,
-            env={**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")},
+            env={**os.environ, "PYTHONPATH": path},  # FAISS's threads as the caller's (unset: one a core)
         )
         if out.returncode != 0:
             raise RuntimeError(f"memory child for n={n} failed ({out.returncode}):\n{out.stderr[-4000:]}")

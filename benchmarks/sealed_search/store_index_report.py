@@ -225,7 +225,8 @@ def render_markdown(rows: Sequence[dict[str, Any]], meta: dict[str, Any]) -> str
                     f"default is {d['p95_ratio_to_plain_beside']:.2f}x its p95 ({d['latency_ms_p95']:.1f} "
                     f"against {b['latency_ms_p95']:.1f} ms), {d['p50_ratio_to_plain_beside']:.2f}x its p50"
                     + (
-                        f" (the `{PLAIN}` row, timed after its own write: {alone['latency_ms_p95']:.1f} ms)"
+                        f" (the `{PLAIN}` row, timed alone after its own write, has a p95 of "
+                        f"{alone['latency_ms_p95']:.1f} ms)"
                         if alone
                         else ""
                     )
@@ -344,7 +345,8 @@ def render_markdown(rows: Sequence[dict[str, Any]], meta: dict[str, Any]) -> str
         lines += [
             f"{mem[0]['vectors']} (not SciFact), logged to a `MemoryPort`; RSS of a fresh process before and after "
             "building a `StoreIndex` from the log (read, applied, PQ codebook trained; the log's records stay in the "
-            "port throughout; each baseline is read after glibc's `malloc_trim(0)`). "
+            "port throughout; each baseline is read after glibc's `malloc_trim(0)`; OpenMP threads as the run's "
+            f"environment set them: OMP_NUM_THREADS {mem[0].get('omp_num_threads', '1 (set by the benchmark)')}). "
             + _baselines(mem[0])
             + " `after malloc_trim`: the growth "
             "after handing the heap's free pages back (what the index holds without allocator slack). The accounted "
