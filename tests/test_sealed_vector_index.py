@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import gc
 import math
+import os
+import subprocess
+import sys
+import textwrap
 import threading
 
 import faiss
@@ -253,3 +257,33 @@ def test_a_snapshot_holds_writes_back_for_the_copy_only_not_the_serialization(mo
     assert [reader.search(x[i], 10) for i in range(0, 1_200, 97)] == [
         index.search(x[i], 10) for i in range(0, 1_200, 97)
     ]
+
+
+_THREADS_PROBE = textwrap.dedent(
+    """
+    import faiss, numpy as np
+    from textcrafter_rag.sealed import vector_index
+    from textcrafter_rag.sealed.vector_index import VectorIndex
+
+    seen, parts = [], vector_index._sub_quantizers
+    def probe(dim, code_bytes):  # called in the training thread, after its setting
+        seen.append(faiss.omp_get_max_threads())
+        return parts(dim, code_bytes)
+    vector_index._sub_quantizers = probe
+    x = np.random.default_rng(0).standard_normal((600, 16)).astype(np.float32)
+    index = VectorIndex(16, code_bytes=8, train_at=600)
+    index.add([f"r{i}" for i in range(600)], x)
+    assert index.wait_trained(600)
+    print(seen[0], faiss.omp_get_max_threads())
+    """
+)
+
+
+def test_a_background_training_runs_faiss_on_one_thread_and_leaves_every_other_threads_setting() -> None:
+    """A team of OpenMP threads for the training thread's FAISS calls put its workers' allocations in heap arenas of
+    their own, whose free tops glibc's trim does not reach: the process built from a log grew by tens of bytes a
+    record more. The setting is the training thread's own: the caller's threads keep theirs."""
+    env = {**os.environ, "OMP_NUM_THREADS": "3", "OMP_WAIT_POLICY": "passive"}
+    out = subprocess.run([sys.executable, "-c", _THREADS_PROBE], env=env, capture_output=True, text=True, check=True)
+    in_training, caller = (int(v) for v in out.stdout.split())
+    assert (in_training, caller) == (1, 3)
