@@ -430,7 +430,7 @@ def not_covered(
         "Open time is a new store object in the same process (the engine's client and caches warm); a new OS "
         "process would also import the libraries and connect.",
         "Memory: random vectors and UUID ids on the in-memory port; RSS differences include allocator slack; FAISS "
-        "ran with one OpenMP thread in the memory child (build and scan times are single-threaded).",
+        "ran with the OpenMP threads the memory section names (the index's background training runs on one).",
         f"Latency at more than {n_records:,} records on the engines was not measured"
         + (
             " (the memory part's scan time at 1,000,000 is the in-memory index's share only)."
