@@ -251,9 +251,11 @@ class VectorIndex:
     def _train(self) -> None:
         if self.background:
             # FAISS and its BLAS run this thread's work on one OpenMP thread. An OpenMP thread count is the calling
-            # thread's own setting, so no other thread's changes. With a team (two threads on two cores), building
-            # from a log of 1,000,000 records grew the process by tens of bytes a record more. The team's workers
-            # allocate in heap arenas of their own, and glibc's trim does not reach an arena's free top.
+            # thread's own setting, so no other thread's changes. With FAISS's default team (two threads on two
+            # cores), building from a log of 1,000,000 records grew the process by 112 B a record, where this gives
+            # 68 B (benchmarks/results/store_index_memory_threads_before.md, store_index_memory_threads.md); likely,
+            # not traced: the workers free the build's memory in heap arenas of their own, whose free tops glibc's
+            # trim does not reach. Training takes longer on one thread (380 s against 250 s there).
             self.faiss.omp_set_num_threads(1)
         with self._lock:
             sample = self._index.sample(4 * _TRAIN_SAMPLE)
