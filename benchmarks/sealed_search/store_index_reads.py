@@ -23,6 +23,13 @@ The rest of the default's search (the beacon's check, opening the records' vecto
 the ``k`` best) is the default's median less the scan's and the sealed read's: a difference of medians, not a
 measurement of its own.
 
+**Page cache.** A search reads its records from the server's SQLite file. This machine pages out file pages no
+process read for about a minute (a DAMON ``pageout`` scheme; the report gives the setting read from ``/sys``), so
+the records a search reads come from disk or from memory by how recently they were read. A second table times
+``plain query`` and ``default search`` again, query by query, in two regimes: ``evicted`` (every file of the
+server's data folder dropped from the page cache, ``posix_fadvise(DONTNEED)``, before each search: a store read
+from disk) and ``resident`` (every file read whole before each block of 50 queries: a store held in memory).
+
 Usage::
 
     python -m benchmarks.sealed_search.store_index_reads            # full: 20,000 records, 300 queries
@@ -32,6 +39,7 @@ Usage::
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import tempfile
 import time
@@ -71,6 +79,14 @@ PARTS = (PLAIN_QUERY, DEFAULT, SCAN, SEALED_READ, PLAIN_READ, PACKED_READ)
 #: Metadata field of the packed copy holding every other field of a sealed record, as JSON.
 PACK_FIELD = "_tc_pack"
 _INCLUDE = ["documents", "metadatas"]
+#: Page-cache regimes of the second table (see the module).
+EVICTED, RESIDENT = "evicted", "resident"
+#: The percentiles the second table gives.
+PCTS = ("p50", "p95")
+#: Queries between two reads of the server's files in the ``resident`` regime.
+_RESIDENT_BLOCK = 50
+#: The machine's DAMON scheme (if any): its action, and the age in aggregation intervals it acts at.
+_DAMON = Path("/sys/kernel/mm/damon/admin/kdamonds/0/contexts/0")
 
 
 @dataclass(frozen=True)
@@ -111,10 +127,66 @@ def _packed_copy(source: Any, target: Any, *, batch: int = 1000) -> int:
             copied += len(keep)
 
 
+def _data_files(folder: Path) -> list[Path]:
+    return [p for p in sorted(folder.rglob("*")) if p.is_file()]
+
+
+def _evict(folder: Path) -> None:
+    """Drop every file of ``folder`` from the page cache (clean pages: the server writes nothing while searched)."""
+    for path in _data_files(folder):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+def _read_whole(folder: Path) -> None:
+    for path in _data_files(folder):
+        with path.open("rb") as f:
+            while f.read(1 << 24):
+                pass
+
+
+def page_out_policy() -> str:
+    """This machine's DAMON page-out scheme in words, or that none was found."""
+    try:
+        action = (_DAMON / "schemes/0/action").read_text().strip()
+        age = int((_DAMON / "schemes/0/access_pattern/age/min").read_text())
+        aggr_us = int((_DAMON / "monitoring_attrs/intervals/aggr_us").read_text())
+    except (OSError, ValueError):
+        return "no DAMON scheme found"
+    return f"DAMON `{action}` of memory not accessed for {age * aggr_us / 1e6:.0f} s"
+
+
+def cache_rows(searches: dict[str, Callable[[str], Any]], queries: Sequence[str], folder: Path) -> list[dict]:
+    """The second table's rows: each search of ``searches`` timed per query in both page-cache regimes."""
+    if not hasattr(os, "posix_fadvise"):
+        return []  # not Linux: no way to drop a file from the page cache
+    rows = []
+    for regime in (EVICTED, RESIDENT):
+        times: dict[str, list[float]] = {name: [] for name in searches}
+        for n, q in enumerate(queries):
+            if regime == RESIDENT and n % _RESIDENT_BLOCK == 0:
+                _read_whole(folder)
+            for name, search in searches.items():
+                if regime == EVICTED:
+                    _evict(folder)
+                t0 = time.perf_counter()
+                search(q)
+                times[name].append((time.perf_counter() - t0) * 1000)
+        for name, ms in times.items():
+            rows.append({"part": name, "page_cache": regime, "n_queries": len(queries),
+                         "ms_p50": round(float(np.percentile(ms, 50)), 2),
+                         "ms_p95": round(float(np.percentile(ms, 95)), 2)})  # fmt: skip
+    return rows
+
+
 def measure(
     data: Retrieval, *, key: bytes, work_dir: Path, k: int = 10, progress: Callable[[str], Any] = lambda s: None
 ) -> list[dict[str, Any]]:
-    """One row per part of :data:`PARTS`: its p50 / p95 / mean milliseconds over the queries (see the module)."""
+    """One row per part of :data:`PARTS`: its p50 / p95 / mean milliseconds over the queries (see the module); then
+    :func:`cache_rows`' rows (each with its ``page_cache`` regime)."""
     embeddings = _RowEmbeddings((data.texts, data.vectors), (data.query_texts, data.query_vectors))
     ids = [str(uuid.UUID(int=i + 1, version=4)) for i in range(len(data.doc_ids))]
     work_dir.mkdir(parents=True, exist_ok=True)
@@ -130,6 +202,7 @@ def measure(
             texts = list(data.texts[start : start + 1000])
             plain.add_texts(texts, ids=ids[start : start + 1000])
             writer.add_texts(texts, ids=ids[start : start + 1000])
+        _held_index(writer).index.wait_trained()  # no training thread of the writer's runs while searches are timed
         _wait_compacted(writer)
         reader = SealedVectorStore(factory("sealed"), embedding=embeddings, key=key)
         reader.similarity_search(data.query_texts[0], k=k)  # reads the whole log
@@ -167,6 +240,10 @@ def measure(
             missed[PACKED_READ] += len(picked) - len(got["ids"])
             if n % 100 == 99:
                 progress(f"{n + 1} queries")
+        searches = {PLAIN_QUERY: lambda q: plain.similarity_search(q, k=k),
+                    DEFAULT: lambda q: reader.similarity_search(q, k=k)}  # fmt: skip
+        by_cache = cache_rows(searches, data.query_texts, work_dir / "data")
+        progress("page-cache regimes timed")
         common = {
             "n_records": len(ids),
             "n_queries": len(data.query_texts),
@@ -177,7 +254,7 @@ def measure(
             "sealed_read_missed": missed[SEALED_READ],
             "packed_read_missed": missed[PACKED_READ],
         }
-    return [
+    parts = [
         {
             "part": part,
             **common,
@@ -187,9 +264,51 @@ def measure(
         }
         for part in PARTS
     ]
+    return parts + by_cache
+
+
+def _cache_section(rows: Sequence[dict[str, Any]], meta: dict[str, Any]) -> list[str]:
+    """The second table: the plain query and the default per page-cache regime, and the default's ratios."""
+    if not rows:
+        return ["The page-cache regimes were not measured (no `posix_fadvise` on this system).", ""]
+    by = {(r["page_cache"], r["part"]): r for r in rows}
+    table, lines = [], []
+    for regime in (EVICTED, RESIDENT):
+        plain, default = by[(regime, PLAIN_QUERY)], by[(regime, DEFAULT)]
+        r50, r95 = default["ms_p50"] / plain["ms_p50"], default["ms_p95"] / plain["ms_p95"]
+        row = {"page_cache": regime, "r50": r50, "r95": r95}
+        row.update({f"{name}_{q}": r[f"ms_{q}"] for name, r in (("plain", plain), ("default", default)) for q in PCTS})
+        table.append(row)
+        lines.append(f"{regime}: the default's p95 is {r95:.2f}x the plain query's ({default['ms_p95']:.2f} against "
+                     f"{plain['ms_p95']:.2f} ms), its p50 {r50:.2f}x.")  # fmt: skip
+    return [
+        "## The same searches, read from disk and from memory",
+        "",
+        f"This machine's page-out policy: {meta.get('page_out', '?')}. {rows[0]['n_queries']} queries per regime, "
+        "the plain query and the default interleaved query by query.",
+        "",
+        md_table(
+            table,
+            ["page_cache", "plain_p50", "plain_p95", "default_p50", "default_p95", "r50", "r95"],
+            headers=[
+                "page cache",
+                "plain p50 ms",
+                "plain p95 ms",
+                "default p50 ms",
+                "default p95 ms",
+                "p50 / plain",
+                "p95 / plain",
+            ],
+        ),
+        "",
+        *lines,
+        "",
+    ]
 
 
 def render_markdown(rows: Sequence[dict[str, Any]], meta: dict[str, Any]) -> str:
+    cache = [r for r in rows if "page_cache" in r]
+    rows = [r for r in rows if "page_cache" not in r]
     by = {r["part"]: r for r in rows}
     ref = by[PLAIN_QUERY]
     table = [{**r, "p50_ratio": r["ms_p50"] / ref["ms_p50"], "p95_ratio": r["ms_p95"] / ref["ms_p95"]} for r in rows]
@@ -221,6 +340,7 @@ def render_markdown(rows: Sequence[dict[str, Any]], meta: dict[str, Any]) -> str
             f"many records at p50; packed into fewer fields, "
             f"{by[PACKED_READ]['ms_p50'] / by[PLAIN_READ]['ms_p50']:.2f}x.",
             "",
+            *_cache_section(cache, meta),
         ]
     )
 
@@ -248,6 +368,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     extra = {"records": data.about, "load_avg_1m_start": load0, "load_avg_1m_end": _load(), "git": _git()}
+    extra["page_out"] = page_out_policy()
     extra["runtime_seconds"] = round(time.perf_counter() - t_start, 1)
     meta = make_meta(SCRIPT, argv, size=size, seed=args.seed, **extra)
     markdown = render_markdown(rows, meta)
