@@ -34,6 +34,7 @@ Usage::
 
     python -m benchmarks.sealed_search.store_index_reads            # full: 20,000 records, 300 queries
     python -m benchmarks.sealed_search.store_index_reads --quick    # 5,000 records, 100 queries
+    python -m benchmarks.sealed_search.store_index_reads --n-records 50000 --tag 50k
 """
 
 from __future__ import annotations
@@ -346,7 +347,9 @@ def render_markdown(rows: Sequence[dict[str, Any]], meta: dict[str, Any]) -> str
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = base_parser(SCRIPT, __doc__).parse_args(None if argv is None else list(argv))
+    parser = base_parser(SCRIPT, __doc__)
+    parser.add_argument("--n-records", type=int, default=None, help="records in each collection (default: the size's)")
+    args = parser.parse_args(None if argv is None else list(argv))
     size = resolve_size(args)
     set_threads()
     t_start = time.perf_counter()
@@ -360,7 +363,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     cfg = SIZES[size]
     data = _scifact(data_dir, cache=cache_dir(args.cache_dir), size=size, seed=args.seed, progress=not args.no_progress)
-    data = grow(first_queries(data, cfg.n_queries), cfg.n_records, n_clusters=64, seed=args.seed)
+    n_records = cfg.n_records if args.n_records is None else args.n_records
+    data = grow(first_queries(data, cfg.n_queries), n_records, n_clusters=64, seed=args.seed)
     log(data.about)
     work = Path(tempfile.mkdtemp(prefix="store-index-reads-"))
     try:
