@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["ROOM", "copy_list", "list_sizes", "repack", "with_room"]
+__all__ = ["ROOM", "copy_list", "list_sizes", "with_room"]
 
 #: Room a list is given for new codes, as a share of its size.
 ROOM = 1 / 32
@@ -43,36 +43,3 @@ def copy_list(faiss: Any, source: Any, target: Any, at: int, size: int, room: in
     target.resize(at, 0)
     target.add_entries(at, room, faiss.swig_ptr(ids), faiss.swig_ptr(codes))
     target.resize(at, size)  # the arrays keep their capacity
-
-
-def repack(faiss: Any, ivf: Any, capacity: np.ndarray) -> None:
-    """Replace ``ivf``'s inverted lists by new ones, list ``at`` allocated once for ``capacity[at]`` entries, laid
-    out one after another in the heap.
-
-    Each list's entries are first copied into two NumPy arrays (every list's labels, then every list's codes), the
-    old lists freed, and the new ones allocated in list order, each straight from those arrays with no buffer of
-    its own: so the new lists are not placed among the old ones (copied list by list, a new list took a free chunk
-    between two old ones, and the old ones, freed after, left holes around it whose partial pages stay resident),
-    and nothing freed lies between them.
-    """
-    old = ivf.invlists
-    sizes = list_sizes(old)
-    code_size, nlist = int(old.code_size), int(old.nlist)
-    starts = np.concatenate([[0], np.cumsum(sizes)])
-    slack = int(np.max(capacity - sizes, initial=0))  # the last list reads its room past the end
-    ids = np.zeros(int(starts[-1]) + slack, dtype=np.int64)
-    codes = np.zeros((int(starts[-1]) + slack) * code_size, dtype=np.uint8)
-    for at in np.flatnonzero(sizes).tolist():
-        a, size = int(starts[at]), int(sizes[at])
-        ids[a : a + size] = faiss.rev_swig_ptr(old.get_ids(at), size)
-        codes[a * code_size : (a + size) * code_size] = faiss.rev_swig_ptr(old.get_codes(at), size * code_size)
-    lists = faiss.ArrayInvertedLists(nlist, code_size)
-    ivf.replace_invlists(lists, True)  # the index owns the new lists and frees the old ones
-    lists.this.disown()
-    ptr = faiss.swig_ptr
-    for at in np.flatnonzero(capacity).tolist():
-        a, size, room = int(starts[at]), int(sizes[at]), int(capacity[at])
-        # ``room`` entries read from the list's own start: past its size they are the next lists' (or zeros),
-        # dropped at once by the resize, which keeps the allocation
-        lists.add_entries(at, room, ptr(ids[a:]), ptr(codes[a * code_size :]))
-        lists.resize(at, size)

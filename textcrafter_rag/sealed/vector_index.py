@@ -39,7 +39,7 @@ from ..heap import release_free_heap
 from ..numerics import unit_rows
 from .exact_shards import ExactShards
 from .id_table import IdTable
-from .inverted_lists import copy_list, list_sizes, repack, with_room
+from .inverted_lists import copy_list, list_sizes, with_room
 from .sizing import SCAN_CODES, sized
 
 __all__ = ["SCAN_CODES", "VectorIndex"]
@@ -332,9 +332,14 @@ class VectorIndex:
             if not self._trained:
                 return
             ivf = self._ivf()
-            sizes = list_sizes(ivf.invlists)
+            old = ivf.invlists
+            lists = self.faiss.ArrayInvertedLists(old.nlist, old.code_size)
+            sizes = list_sizes(old)
             capacity = np.array([with_room(size) for size in sizes.tolist()], dtype=np.int64)
-            repack(self.faiss, ivf, capacity)
+            for at in np.flatnonzero(sizes).tolist():
+                copy_list(self.faiss, old, lists, at, int(sizes[at]), int(capacity[at]))
+            ivf.replace_invlists(lists, True)  # the index owns the new lists and frees the old ones
+            lists.this.disown()
             self._capacity, self._used = capacity, sizes
 
     # -- snapshots ---------------------------------------------------------------------------------
