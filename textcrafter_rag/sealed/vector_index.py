@@ -253,9 +253,8 @@ class VectorIndex:
             # FAISS and its BLAS run this thread's work on one OpenMP thread. An OpenMP thread count is the calling
             # thread's own setting, so no other thread's changes. With FAISS's default team (two threads on two
             # cores), building from a log of 1,000,000 records grew the process by 112 B a record, where this gives
-            # 68 B (benchmarks/results/store_index_memory_threads_before.md, store_index_memory_threads.md); likely,
-            # not traced: the workers free the build's memory in heap arenas of their own, whose free tops glibc's
-            # trim does not reach. Training takes longer on one thread (380 s against 250 s there).
+            # 68 B (benchmarks/results/store_index_memory_threads_before.md, store_index_memory_threads.md); why was
+            # not traced. Training takes longer on one thread (380 s against 250 s there).
             self.faiss.omp_set_num_threads(1)
         with self._lock:
             sample = self._index.sample(4 * _TRAIN_SAMPLE)
@@ -324,9 +323,11 @@ class VectorIndex:
         thread, an index built from a log of 1,000,000 records grew the process by 108 B a record where this gives
         67 B (``benchmarks/results/store_index_memory_caller.md``, ``store_index_memory_lean.md``). Allocated once
         instead, for the entries counted list by list before the move, with no copy after, it grew by 107 B (85 B
-        at 200,000 records, where this gives 95 B; ``store_index_memory_reserve.md``). Likely, not traced: glibc's
-        trim does not reach the free top of a thread's heap arena, and the copy made last leaves the lists at that
-        top, with what the move freed below them, where the trim reaches it.
+        at 200,000 records, where this gives 95 B; ``store_index_memory_reserve.md``). Copied instead through two
+        arrays, the old lists freed first and the new ones allocated in list order, the training thread's heap arena
+        kept far fewer small free chunks (a hand check with glibc's ``malloc_info``), but the process grew by 71 B
+        (``store_index_memory_repack.md``) where this gave 68 B on the same machine
+        (``store_index_memory_copy_rerun.md``). What the remaining bytes are was not traced.
         """
         with self._lock:
             if not self._trained:
