@@ -327,7 +327,7 @@ class VectorIndex:
         arrays, the old lists freed first and the new ones allocated in list order, the training thread's heap arena
         kept far fewer small free chunks (a hand check with glibc's ``malloc_info``), but the process grew by 71 B
         (``store_index_memory_repack.md``) where this gave 68 B on the same machine
-        (``store_index_memory_copy_rerun.md``). What the remaining bytes are was not traced.
+        (``store_index_memory_copy_rerun.md``), and 61 B opened from a snapshot: what the difference is was not traced.
         """
         with self._lock:
             if not self._trained:
