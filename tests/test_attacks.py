@@ -17,6 +17,7 @@ from textcrafter_rag.attacks import (
     PIIProbe,
     adapt_inverter,
     best_constant,
+    constant_token_f1,
     evaluate_attacks,
     pii_dataset,
     protected_pairs,
@@ -25,7 +26,9 @@ from textcrafter_rag.attacks import (
 from textcrafter_rag.attacks.cli import add_attack_command
 from textcrafter_rag.attacks.correction import Corrector
 from textcrafter_rag.encoders import bundled_minilm
+from textcrafter_rag.errors import InvalidInputError
 from textcrafter_rag.mechanisms import GaussianNoise, Mechanism
+from textcrafter_rag.metrics import token_f1
 
 SENTENCES = TINY_INVERTER_SENTENCES
 
@@ -82,6 +85,25 @@ class RecordingDefense(Mechanism):
     def _protect(self, x):
         self.calls.append(x.copy())
         return x + 0.01
+
+
+def test_a_few_pairs_from_a_large_corpus_encode_only_the_texts_drawn(encoder, tmp_path):
+    class CountingEncoder:
+        model_id = "counting"
+
+        def __init__(self) -> None:
+            self.seen: list[str] = []
+
+        def encode(self, texts, **kwargs):
+            self.seen += list(texts)
+            return encoder.encode(list(texts))
+
+    corpus = [f"sentence number {i} of the attacker." for i in range(200)]
+    counting, defense = CountingEncoder(), RecordingDefense()
+    texts, prot = protected_pairs(defense, encoder=counting, texts=corpus, n_pairs=4, cache_dir=tmp_path)
+    assert len(texts) == 4 and prot.shape == (4, 384) and len(set(texts)) == 4
+    assert sorted(counting.seen) == sorted(texts)
+    np.testing.assert_allclose(np.concatenate(defense.calls), encoder.encode(texts), atol=1e-5)
 
 
 def test_adaptive_queries_defense_on_attacker_texts(tiny, encoder, tmp_path):
@@ -145,6 +167,16 @@ def test_pii_probe_easy_task():
 def test_best_constant_is_frequent_text():
     const = best_constant(["the cat sat", "the dog ran", "the sun rose"] * 5)
     assert "the" in const.split()
+
+
+def test_constant_token_f1_is_token_f1_of_each_constant():
+    refs = ["The cat sat on the mat, the end.", "", "a a a b", "Dogs!", "the the the", "no overlap here", "mat cat"]
+    consts = ["the the", "", "a b b", "the cat sat on the mat", "dogs ! !", "zebra", "the , the . a"]
+    got = constant_token_f1(refs, consts)
+    want = [token_f1(refs, [c] * len(refs)) for c in consts]
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
+    with pytest.raises(InvalidInputError):
+        constant_token_f1(refs, [])
 
 
 def test_evaluate_attacks_end_to_end(tiny, encoder, tmp_path):

@@ -20,6 +20,7 @@ from textcrafter_rag.attacks.keys import (
     recovery_report,
     unkey,
 )
+from textcrafter_rag.errors import InvalidInputError
 from textcrafter_rag.keyed import Whitening, haar_from_subkey
 
 
@@ -190,6 +191,22 @@ def test_whitening_defeats_the_eigen_start_but_not_independent_components() -> N
     ica = recovery_report(q, align_rotation(clean @ q.T, public, init="ica", n_iter=0), clean)
     assert eigen.mean_cosine < 0.6  # measured 0.23: a random rotation (tr(R)/8 has std ~1/8)
     assert ica.mean_cosine > 0.95 and ica.relative_frobenius < 0.3  # measured 0.996 / 0.08
+
+
+def test_the_ica_start_runs_fastica_to_the_cap_it_is_given() -> None:
+    from sklearn.exceptions import ConvergenceWarning
+
+    d = 8
+    q = _haar(d, 7)
+    whitening = Whitening.fit(_sources(20000, d, 2), shrinkage=0.0)
+    clean, public = whitening.apply(_sources(2000, d, 0)), whitening.apply(_sources(5000, d, 1))
+    with pytest.warns(ConvergenceWarning):  # one iteration is short of FastICA's tolerance
+        capped = align_rotation(clean @ q.T, public, init="ica", ica_max_iter=1, n_iter=0)
+    full = align_rotation(clean @ q.T, public, init="ica", n_iter=0)
+    assert not np.allclose(capped, full)
+    for bad in (0, -3, 2.5, True):
+        with pytest.raises(InvalidInputError, match="ica_max_iter"):
+            align_rotation(clean @ q.T, public, init="ica", ica_max_iter=bad)
 
 
 def test_align_rotation_is_deterministic() -> None:

@@ -71,6 +71,7 @@ class Setting:
     cache: Path
     ident: str
     inverter: Inverter
+    ica_max_iter: int = 400  # FastICA's cap in the store-only un-keying of whitened rows (the smoke size lowers it)
 
 
 def columns(ks: tuple[int, ...]) -> list[Column]:
@@ -89,7 +90,8 @@ def estimate_key(rel: Release, col: Column, stored: np.ndarray, st: Setting) -> 
         if rel.family == "permutation":
             return align_permutation(stored, public), "align_permutation"
         init = "ica" if rel.whitening is not None else "eigen"
-        return align_rotation(stored, public, init=init, seed=st.run.seed), f"align_rotation(init={init})"
+        q = align_rotation(stored, public, init=init, ica_max_iter=st.ica_max_iter, seed=st.run.seed)
+        return q, f"align_rotation(init={init})"
     n_v = len(st.victims)
     if n_v + col.k > len(st.store_clean):
         raise ValueError(f"a store of {len(st.store_clean)} has no {col.k} known pairs besides {n_v} victims")

@@ -13,7 +13,7 @@ from .cache import attacker_embeddings, cache_root, load_or_train_inverter
 from .config import MODES, AttackConfig
 from .correction import Corrector, rerank, train_corrector
 from .evaluate import clean_inverter, evaluate_attacks
-from .floor import best_constant, floor_metrics
+from .floor import best_constant, constant_token_f1, floor_metrics
 from .inverter import Inverter, InverterTrainingConfig
 from .inverter_model import InverterConfig
 from .keyword import KeywordAttack
@@ -30,6 +30,7 @@ __all__ = [
     "InverterTrainingConfig",
     "adapt_inverter",
     "best_constant",
+    "constant_token_f1",
     "cache_root",
     "attacker_embeddings",
     "clean_inverter",

@@ -55,10 +55,13 @@ def protected_pairs(
     texts = list(texts)
     if not texts:
         raise InvalidInputError("the adaptive attacker needs some texts of its own")
-    clean = attacker_embeddings(encoder, texts, cache_dir=cache_dir, progress=progress)
     rng = np.random.default_rng(seed)
     idx = np.concatenate([rng.permutation(len(texts)) for _ in range(-(-n_pairs // len(texts)))])[:n_pairs]
-    prot = query_defense(defense, clean[idx], batch=batch)
+    # Only the texts drawn are embedded (all of them once the budget covers the corpus): a few pairs from a
+    # large corpus must not cost the whole corpus's encoding.
+    drawn, where = np.unique(idx, return_inverse=True)
+    clean = attacker_embeddings(encoder, [texts[i] for i in drawn], cache_dir=cache_dir, progress=progress)
+    prot = query_defense(defense, clean[where], batch=batch)
     return [texts[i] for i in idx], prot.astype(np.float32)
 
 

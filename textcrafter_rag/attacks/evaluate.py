@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -27,7 +28,18 @@ QUICK_TEST, QUICK_TRAIN_TEXTS = 64, 2000
 
 def _fits(texts: Sequence[str], tok: Any, max_len: int) -> list[str]:
     """The texts of at most ``max_len`` WordPieces."""
-    return [t for t, n in zip(texts, Inverter.token_lengths(list(texts), tok)) if n <= max_len]
+    texts = tuple(texts)
+    return [t for t, n in zip(texts, _token_lengths(texts, tok)) if n <= max_len]
+
+
+@functools.lru_cache(maxsize=4)
+def _token_lengths(texts: tuple[str, ...], tok: Any) -> np.ndarray:
+    """``Inverter.token_lengths``, remembered: a benchmark attacks many cells with one training corpus, and
+    tokenizing its ~40,000 sentences again for each cell cost seconds every time (the tokenizer is part of
+    the key by identity, the texts by value)."""
+    lengths = Inverter.token_lengths(list(texts), tok)
+    lengths.setflags(write=False)
+    return lengths
 
 
 def _train_setup(

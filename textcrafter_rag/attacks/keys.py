@@ -276,7 +276,7 @@ def _zca(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return (x - x.mean(axis=0)) @ ((vecs / root) @ vecs.T), (vecs * root) @ vecs.T
 
 
-def _ica_init(s: np.ndarray, p: np.ndarray, seed: int) -> np.ndarray:
+def _ica_init(s: np.ndarray, p: np.ndarray, seed: int, max_iter: int) -> np.ndarray:
     """Match independent components: unlike eigenvectors they need no eigenvalue gaps, and survive whitening.
 
     Each side is whitened with its own covariance and unmixed by FastICA; the rotation carries the
@@ -291,7 +291,7 @@ def _ica_init(s: np.ndarray, p: np.ndarray, seed: int) -> np.ndarray:
     units = []
     for x in (s, p):
         z, root = _zca(x)
-        k = FastICA(whiten=False, max_iter=400, tol=1e-5, random_state=seed).fit(z).components_
+        k = FastICA(whiten=False, max_iter=max_iter, tol=1e-5, random_state=seed).fit(z).components_
         k /= np.linalg.norm(k, axis=1, keepdims=True)
         k *= np.where(np.mean((z @ k.T) ** 3, axis=0) < 0, -1.0, 1.0)[:, None]
         shape = np.quantile(z @ k.T, levels, axis=0).T / np.sqrt(levels.size)
@@ -336,6 +336,7 @@ def align_rotation(
     n_iter: int = 20,
     csls_k: int = 10,
     max_points: int = 20_000,
+    ica_max_iter: int = 400,
     seed: int = 0,
 ) -> np.ndarray:
     """Recover a secret rotation with zero known pairs, from the attacker's own public embeddings.
@@ -355,6 +356,8 @@ def align_rotation(
         n_iter: Procrustes refinement rounds (0: the initial estimate only).
         csls_k: Neighbourhood size of the CSLS hubness correction.
         max_points: Each side is subsampled (with ``seed``) to at most this many rows.
+        ica_max_iter: FastICA's iteration cap for ``init="ica"`` (each iteration is an eigendecomposition of
+            a ``D x D`` matrix: a plumbing check may cap it low; the attack's strength needs the default).
         seed: Seed of the subsampling and of FastICA; the result is a deterministic function of it.
 
     Returns:
@@ -362,11 +365,16 @@ def align_rotation(
     """
     if init not in ("eigen", "ica", "identity"):
         raise InvalidInputError(f"init must be 'eigen', 'ica' or 'identity', got {init!r}")
+    if isinstance(ica_max_iter, bool) or not isinstance(ica_max_iter, int) or ica_max_iter < 1:
+        raise InvalidInputError(f"ica_max_iter must be a positive integer, got {ica_max_iter!r}")
     s = check_vectors(stored, name="stored", allow_zero_rows=True).astype(np.float64)
     p = check_vectors(public, name="public", dim=s.shape[1], allow_zero_rows=True).astype(np.float64)
     rng = np.random.default_rng(seed)
     s, p = _subsample(s, max_points, rng), _subsample(p, max_points, rng)
-    q = _eigen_init(s, p) if init == "eigen" else _ica_init(s, p, seed) if init == "ica" else np.eye(s.shape[1])
+    if init == "eigen":
+        q = _eigen_init(s, p)
+    else:
+        q = _ica_init(s, p, seed, ica_max_iter) if init == "ica" else np.eye(s.shape[1])
     s_unit, p_unit = unit_rows(s), unit_rows(p)
     previous: tuple[np.ndarray, np.ndarray] | None = None
     for _ in range(max(0, int(n_iter))):
