@@ -9,15 +9,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from textcrafter_rag.attacks.key_recovery import KeyRecovery, recovery_report
 from textcrafter_rag.attacks.keys import (
-    KeyRecovery,
     align_permutation,
     align_rotation,
     least_squares_from_pairs,
     permutation_from_pairs,
     permutation_to_matrix,
     procrustes_from_pairs,
-    recovery_report,
     unkey,
 )
 from textcrafter_rag.errors import InvalidInputError

@@ -22,12 +22,12 @@ from benchmarks.common.caches import cache_key, embed_cached
 from benchmarks.common.options import quiet_seed_warnings
 from benchmarks.common.reporting import clean_json
 from textcrafter_rag.attacks import Inverter, evaluate_attacks
+from textcrafter_rag.attacks.key_recovery import recovery_report
 from textcrafter_rag.attacks.keys import (
     align_permutation,
     align_rotation,
     permutation_from_pairs,
     procrustes_from_pairs,
-    recovery_report,
     unkey,
 )
 from textcrafter_rag.mechanisms import NoDefense
