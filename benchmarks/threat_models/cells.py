@@ -71,7 +71,7 @@ class Setting:
     cache: Path
     ident: str
     inverter: Inverter
-    ica_max_iter: int = 400  # FastICA's cap in the store-only un-keying of whitened rows (the smoke size lowers it)
+    ica_max_iter: int  # FastICA's cap in the store-only un-keying of whitened rows (the smoke size lowers it)
 
 
 def columns(ks: tuple[int, ...]) -> list[Column]:

@@ -28,9 +28,11 @@ from ..numerics import unit_rows
 from ..validation import check_int, check_vectors
 
 __all__ = ["align_permutation", "align_rotation", "least_squares_from_pairs", "permutation_from_pairs"]
-__all__ += ["permutation_to_matrix", "procrustes_from_pairs", "unkey"]
+__all__ += ["ICA_MAX_ITER", "permutation_to_matrix", "procrustes_from_pairs", "unkey"]
 
 _QUANTILES = (0.01, 0.05, 0.25, 0.5, 0.75, 0.95, 0.99)
+#: FastICA's iteration cap in :func:`align_rotation`'s ``init="ica"`` start (the attack's strength needs it).
+ICA_MAX_ITER = 400
 
 
 def _pairs(clean: Any, stored: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -335,7 +337,7 @@ def align_rotation(
     n_iter: int = 20,
     csls_k: int = 10,
     max_points: int = 20_000,
-    ica_max_iter: int = 400,
+    ica_max_iter: int = ICA_MAX_ITER,
     seed: int = 0,
 ) -> np.ndarray:
     """Recover a secret rotation with zero known pairs, from the attacker's own public embeddings.
@@ -371,8 +373,10 @@ def align_rotation(
     s, p = _subsample(s, max_points, rng), _subsample(p, max_points, rng)
     if init == "eigen":
         q = _eigen_init(s, p)
+    elif init == "ica":
+        q = _ica_init(s, p, seed, ica_max_iter)
     else:
-        q = _ica_init(s, p, seed, ica_max_iter) if init == "ica" else np.eye(s.shape[1])
+        q = np.eye(s.shape[1])
     s_unit, p_unit = unit_rows(s), unit_rows(p)
     previous: tuple[np.ndarray, np.ndarray] | None = None
     for _ in range(max(0, int(n_iter))):
