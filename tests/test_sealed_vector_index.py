@@ -65,18 +65,28 @@ def _address(index: VectorIndex, at: int) -> int:
     return faiss.rev_swig_ptr(inv.get_codes(at), 1).__array_interface__["data"][0]
 
 
-def test_a_tightened_list_takes_new_codes_in_its_room_without_moving() -> None:
-    index, x = _trained(1_200, 3)
+def _bound_for(index: VectorIndex, x: np.ndarray, at: int) -> np.ndarray:
+    """The rows of ``x`` that the index puts in list ``at``."""
+    rotated = faiss.downcast_VectorTransform(index._index.chain.at(0)).apply_py(x)  # the learned rotation
+    return x[index._ivf().quantizer.search(rotated, 1)[1][:, 0] == at]
+
+
+def test_a_tightened_list_is_held_at_its_size_and_takes_its_room_at_its_first_new_code() -> None:
+    index, _ = _trained(1_200, 3)
     index.tighten()
     inv = index._ivf().invlists
     at = max(range(inv.nlist), key=inv.list_size)
     size, where = inv.list_size(at), _address(index, at)
-    rotated = faiss.downcast_VectorTransform(index._index.chain.at(0)).apply_py(x)  # the learned rotation
-    near = index._ivf().quantizer.search(rotated, 1)[1][:, 0]  # each vector's list, in the rotated space
-    new = x[near == at][: math.ceil(size * inverted_lists.ROOM)]  # as many as the room holds
+    assert int(index._capacity[at]) == size  # as a snapshot opens it: no room held before a list grows
+    bound = _bound_for(index, vectors(20_000, 6), at)
+    index.add(["first"], bound[:1])
+    assert _address(index, at) != where and inv.list_size(at) == size + 1  # its first new code moves it once
+    where, room = _address(index, at), inverted_lists.with_room(size + 1)
+    assert int(index._capacity[at]) == room
+    new = bound[1 : room - size]  # as many more as its room holds
     assert len(new)
     index.add([f"n{i}" for i in range(len(new))], new)
-    assert inv.list_size(at) == size + len(new)
+    assert inv.list_size(at) == room
     assert _address(index, at) == where  # no copy: FAISS alone would have doubled the list here
 
 
@@ -93,12 +103,6 @@ def test_the_swap_tightens_once_and_hands_the_heap_back(monkeypatch) -> None:
     assert calls == ["tighten", "release"]
 
 
-def _bound_for(index: VectorIndex, x: np.ndarray, at: int) -> np.ndarray:
-    """The rows of ``x`` that the index puts in list ``at``."""
-    rotated = faiss.downcast_VectorTransform(index._index.chain.at(0)).apply_py(x)  # the learned rotation
-    return x[index._ivf().quantizer.search(rotated, 1)[1][:, 0] == at]
-
-
 def test_a_full_list_alone_grows_and_by_its_share() -> None:
     index, _ = _trained(1_200, 4)
     index.tighten()
@@ -111,9 +115,9 @@ def test_a_full_list_alone_grows_and_by_its_share() -> None:
         _address(index, at),
         _address(index, other),
     )
-    assert capacity == size + math.ceil(size * inverted_lists.ROOM)
+    assert capacity == size  # tightened to its size: its first new code is one more than its room
     bound = _bound_for(index, vectors(20_000, 5), at)
-    new = bound[: capacity - size + 1]  # one more than its room
+    new = bound[:2]
     before = _lists(index)[at][0]
     index.add([f"n{i}" for i in range(len(new))], new)
     need = size + len(new)
@@ -187,6 +191,9 @@ def test_the_codes_are_residuals_after_a_learned_rotation_code_bytes_each() -> N
     assert isinstance(rotation, faiss.OPQMatrix)
     assert np.allclose(rotation.apply_py(x[:5]), x[:5] @ index._rotation.T, atol=1e-5)  # a query's, done in NumPy
     assert index._ivf().by_residual and index._ivf().code_size == 8 == index.bytes_per_record - 8
+    centroids = faiss.downcast_index(index._ivf().quantizer)  # held in float16, learned in float32
+    assert isinstance(centroids, faiss.IndexScalarQuantizer) and centroids.sq.qtype == faiss.ScalarQuantizer.QT_fp16
+    assert centroids.ntotal == index._ivf().nlist and index._ivf().clustering_index is None
     index.search(x[0], 10)
     assert index.lists == (index._ivf().nlist, index._ivf().nprobe) and index.lists[0] > 1
     assert VectorIndex(DIM, code_bytes=8, train_at=300).lists == (0, 0)  # exact: no lists
