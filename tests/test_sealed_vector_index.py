@@ -191,9 +191,6 @@ def test_the_codes_are_residuals_after_a_learned_rotation_code_bytes_each() -> N
     assert isinstance(rotation, faiss.OPQMatrix)
     assert np.allclose(rotation.apply_py(x[:5]), x[:5] @ index._rotation.T, atol=1e-5)  # a query's, done in NumPy
     assert index._ivf().by_residual and index._ivf().code_size == 8 == index.bytes_per_record - 8
-    centroids = faiss.downcast_index(index._ivf().quantizer)  # held in float16, learned in float32
-    assert isinstance(centroids, faiss.IndexScalarQuantizer) and centroids.sq.qtype == faiss.ScalarQuantizer.QT_fp16
-    assert centroids.ntotal == index._ivf().nlist and index._ivf().clustering_index is None
     index.search(x[0], 10)
     assert index.lists == (index._ivf().nlist, index._ivf().nprobe) and index.lists[0] > 1
     assert VectorIndex(DIM, code_bytes=8, train_at=300).lists == (0, 0)  # exact: no lists

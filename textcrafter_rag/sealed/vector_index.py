@@ -19,9 +19,9 @@ go on into the exact index, and swapped in when ready, so no write waits for tra
   sizes when a codebook is swapped in; a list that then grows keeps up to a thirty-second more room for new codes,
   a sixty-fourth on average: a full list grows by a thirty-second of its size, where FAISS alone doubles it
   (:meth:`VectorIndex.tighten`).
-* The lists' centroids, the one table whose size does not grow with the records, are held in float16
-  (``IndexScalarQuantizer``: 1.5 MB at 2,048 lists of 384 dimensions, half of float32's), learned in float32.
-  Snapshots with float32 centroids still open, and assign as they did.
+* The lists' centroids stay float32 (3 MB at 2,048 lists of 384 dimensions). Held in float16 they took half, but
+  FAISS's float16 search of them runs a team of OpenMP threads even for one query: a scan's p50 at 1,000,000
+  records was 8.3 ms against 4.2 ms (``benchmarks/results/store_index_scale_1m_fp16.md``, ``_1m_open60.md``).
 
 The re-rank of the opened records is exact (their sealed clean vectors), so the codes only have to put the
 true top ``k`` among the first ``open_k``.
@@ -267,12 +267,8 @@ class VectorIndex:
             sample = sample[np.sort(rng.choice(len(sample), _TRAIN_SAMPLE, replace=False))]
         nlist = max(1, min(_MAX_LISTS, len(sample) // _POINTS_PER_LIST))
         faiss, parts = self.faiss, _sub_quantizers(self.dim, self.code_bytes)
-        # the lists' centroids held in float16 (half of a float32 table's 3 MB at 2,048 lists), learned by k-means
-        # over float32 (FAISS's flat index, the clustering's assignment) and assigned against as held
-        quantizer = faiss.IndexScalarQuantizer(self.dim, faiss.ScalarQuantizer.QT_fp16, faiss.METRIC_INNER_PRODUCT)
-        clustering = faiss.IndexFlatIP(self.dim)
+        quantizer = faiss.IndexFlatIP(self.dim)
         ivf = faiss.IndexIVFPQ(quantizer, self.dim, nlist, parts, 8, faiss.METRIC_INNER_PRODUCT)  # residual codes
-        ivf.clustering_index = clustering
         ivf.cp.seed = 0
         ivf.cp.min_points_per_centroid = _POINTS_PER_LIST
         ivf.own_fields = True  # each index keeps what it wraps alive (and frees it)
@@ -288,9 +284,7 @@ class VectorIndex:
         rotation.this.disown()
         ivf.this.disown()
         index.train(np.ascontiguousarray(sample))  # the rotation, then the lists and the codebook in its space
-        rotation.pq = ivf.clustering_index = None  # only training reads them
-        clustering.thisown = True  # FAISS took it when it was set: freed with this name, and its centroids with it
-        del clustering
+        rotation.pq = None  # only training reads it
         del sample
         self._move_into(index)
         release_free_heap()  # the exact shards, their copies and the sample are freed: hand their pages back
@@ -335,8 +329,7 @@ class VectorIndex:
         a record (``benchmarks/results/store_index_memory_copy_rerun.md``); copied on the caller's thread at its
         next add or search, 108 B (``store_index_memory_caller.md``); allocated once for counts made before the
         move, 107 B (``store_index_memory_reserve.md``); packed with room through NumPy scratch arrays, 71 B
-        (``store_index_memory_repack.md``). Packed at their sizes as here, with the float16 centroids: 60.5 B and
-        63.4 B in two runs, 59 B opened from a snapshot (``store_index_memory_exact_fp16.md``, ``_rep.md``).
+        (``store_index_memory_repack.md``). Packed at their sizes as here: ``store_index_memory_packed.md``.
         """
         with self._lock:
             if not self._trained:
