@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import platform
-import threading
 
 import psutil
 import pytest
 
-from textcrafter_rag.heap import in_own_thread, release_free_heap
+from textcrafter_rag.heap import release_free_heap
 
 GLIBC = platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
 
@@ -31,21 +30,3 @@ def test_freed_blocks_in_the_middle_of_the_heap_leave_the_rss_only_when_released
 
 def test_elsewhere_it_says_it_could_not() -> None:
     assert release_free_heap() is GLIBC
-
-
-def test_a_call_in_its_own_thread_gives_back_what_it_returns_and_raises_what_it_raises() -> None:
-    caller = threading.current_thread()
-    seen: list[threading.Thread] = []
-
-    def work(a: int, b: int) -> int:
-        seen.append(threading.current_thread())
-        return a + b
-
-    assert in_own_thread(work, 2, 3) == 5
-    assert seen and seen[0] is not caller and not seen[0].is_alive()  # another thread, joined before it returned
-
-    def fail() -> None:
-        raise KeyError("inside")
-
-    with pytest.raises(KeyError, match="inside"):
-        in_own_thread(fail)

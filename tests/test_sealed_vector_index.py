@@ -90,17 +90,6 @@ def test_a_tightened_list_is_held_at_its_size_and_takes_its_room_at_its_first_ne
     assert _address(index, at) == where  # no copy: FAISS alone would have doubled the list here
 
 
-def test_the_lists_are_packed_on_a_thread_of_their_own(monkeypatch) -> None:
-    index, _ = _trained(1_200, 7)
-    threads: list[threading.Thread] = []
-    repack = vector_index.repack
-    monkeypatch.setattr(vector_index, "repack", lambda *a: threads.append(threading.current_thread()) or repack(*a))
-    before = _lists(index)
-    index.tighten()
-    assert len(threads) == 1 and threads[0] is not threading.current_thread()
-    assert _lists(index) == before
-
-
 def test_the_swap_tightens_once_and_hands_the_heap_back(monkeypatch) -> None:
     calls: list[str] = []
     tighten = VectorIndex.tighten

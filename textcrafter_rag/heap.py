@@ -14,10 +14,6 @@ snapshot loaded, every 20,000 entries applied, a codebook swapped in, a compacti
 milliseconds at a million records, at most about a tenth of a second in a hand check, so a search that happens
 to apply the 20,000th entry pays it once.
 Elsewhere (musl, macOS, Windows) it does nothing.
-
-:func:`in_own_thread` runs a bulk allocation on a short-lived thread of its own: glibc gives a new thread a heap
-arena of its own where it can (up to eight per core), so what it allocates is laid out apart from the holes that
-earlier frees left in the caller's arena, whose partial pages stay resident.
 """
 
 from __future__ import annotations
@@ -26,13 +22,9 @@ import ctypes
 import ctypes.util
 import functools
 import sys
-import threading
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
-__all__ = ["in_own_thread", "release_free_heap"]
-
-_T = TypeVar("_T")
+__all__ = ["release_free_heap"]
 
 
 @functools.cache
@@ -56,21 +48,3 @@ def release_free_heap() -> bool:
         return False
     trim(0)
     return True
-
-
-def in_own_thread(call: Callable[..., _T], *args: Any) -> _T:
-    """``call(*args)`` on a short-lived thread of its own, joined at once: what it returns, or what it raises."""
-    done: list[Any] = []
-
-    def run() -> None:
-        try:
-            done.append(call(*args))
-        except BaseException as exc:  # re-raised by the caller below
-            done.append(exc)
-
-    thread = threading.Thread(target=run, name="textcrafter-heap")
-    thread.start()
-    thread.join()
-    if isinstance(done[0], BaseException):
-        raise done[0]
-    return done[0]

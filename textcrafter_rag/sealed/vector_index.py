@@ -33,13 +33,13 @@ import json
 import math
 import struct
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from ..errors import InvalidInputError, MissingDependencyError
-from ..heap import in_own_thread, release_free_heap
+from ..heap import release_free_heap
 from ..numerics import unit_rows
 from .exact_shards import ExactShards
 from .id_table import IdTable
@@ -69,6 +69,14 @@ def _faiss() -> Any:
 def _sub_quantizers(dim: int, code_bytes: int) -> int:
     """The most sub-quantizers, at most ``code_bytes``, that divide ``dim`` (FAISS's PQ needs equal parts)."""
     return max(m for m in range(1, min(code_bytes, dim) + 1) if dim % m == 0)
+
+
+def _run_into(done: list[Any], call: Callable[..., Any], *args: Any) -> None:
+    """``done.append(call(*args))``, or the exception it raised: a thread's outcome for the thread that joins it."""
+    try:
+        done.append(call(*args))
+    except BaseException as exc:  # re-raised by the joining thread
+        done.append(exc)
 
 
 class VectorIndex:
@@ -322,22 +330,27 @@ class VectorIndex:
         """Pack every inverted list at its size, one after another (:func:`~.inverted_lists.repack`), under the lock.
 
         A list built by adds holds up to twice its codes (:mod:`.inverted_lists`): the lists are packed when a
-        codebook is swapped in, as FAISS reads a snapshot's lists, on a short-lived thread of their own
-        (:func:`~textcrafter_rag.heap.in_own_thread`). From then on a list
+        codebook is swapped in, in the thread that trained it, as FAISS reads a snapshot's lists. From then on a list
         takes its room at its first new code, and grows by its room alone when full (:meth:`_make_room`), so an index
         read from a store that no one writes holds no room. Earlier layouts, built from a log of 1,000,000 records on
         this project's 2-core machine: each list copied with a thirty-second more room as the old ones stayed, 68 B
         a record (``benchmarks/results/store_index_memory_copy_rerun.md``); copied on the caller's thread at its
         next add or search, 108 B (``store_index_memory_caller.md``); allocated once for counts made before the
         move, 107 B (``store_index_memory_reserve.md``); packed with room through NumPy scratch arrays, 71 B
-        (``store_index_memory_repack.md``); packed at their sizes on the training thread, 65 B
-        (``store_index_memory_packed.md``, ``_rep.md``); as here, ``store_index_memory_packed_thread.md``.
+        (``store_index_memory_repack.md``). Packed at their sizes as here: ``store_index_memory_packed.md``.
         """
         with self._lock:
             if not self._trained:
                 return
-            # on a thread of its own: the new lists are laid out apart from the holes the training's frees left
-            sizes = in_own_thread(repack, self.faiss, self._ivf())
+            ivf, done = self._ivf(), []
+            # packed on a thread of its own, joined at once: glibc gives a new thread a heap arena of its own
+            # where it can, so the new lists are laid out apart from the holes the training's frees left
+            packer = threading.Thread(target=_run_into, args=(done, repack, self.faiss, ivf), name="textcrafter-pack")
+            packer.start()
+            packer.join()
+            if isinstance(done[0], BaseException):
+                raise done[0]
+            sizes = done[0]
             self._capacity, self._used = sizes, sizes.copy()
 
     # -- snapshots ---------------------------------------------------------------------------------
