@@ -33,7 +33,7 @@ import json
 import math
 import struct
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -69,14 +69,6 @@ def _faiss() -> Any:
 def _sub_quantizers(dim: int, code_bytes: int) -> int:
     """The most sub-quantizers, at most ``code_bytes``, that divide ``dim`` (FAISS's PQ needs equal parts)."""
     return max(m for m in range(1, min(code_bytes, dim) + 1) if dim % m == 0)
-
-
-def _run_into(done: list[Any], call: Callable[..., Any], *args: Any) -> None:
-    """``done.append(call(*args))``, or the exception it raised: a thread's outcome for the thread that joins it."""
-    try:
-        done.append(call(*args))
-    except BaseException as exc:  # re-raised by the joining thread
-        done.append(exc)
 
 
 class VectorIndex:
@@ -342,15 +334,7 @@ class VectorIndex:
         with self._lock:
             if not self._trained:
                 return
-            ivf, done = self._ivf(), []
-            # packed on a thread of its own, joined at once: glibc gives a new thread a heap arena of its own
-            # where it can, so the new lists are laid out apart from the holes the training's frees left
-            packer = threading.Thread(target=_run_into, args=(done, repack, self.faiss, ivf), name="textcrafter-pack")
-            packer.start()
-            packer.join()
-            if isinstance(done[0], BaseException):
-                raise done[0]
-            sizes = done[0]
+            sizes = repack(self.faiss, self._ivf())
             self._capacity, self._used = sizes, sizes.copy()
 
     # -- snapshots ---------------------------------------------------------------------------------
