@@ -329,7 +329,9 @@ class VectorIndex:
         a record (``benchmarks/results/store_index_memory_copy_rerun.md``); copied on the caller's thread at its
         next add or search, 108 B (``store_index_memory_caller.md``); allocated once for counts made before the
         move, 107 B (``store_index_memory_reserve.md``); packed with room through NumPy scratch arrays, 71 B
-        (``store_index_memory_repack.md``). Packed at their sizes as here: ``store_index_memory_packed.md``.
+        (``store_index_memory_repack.md``). Packed at their sizes as here: 65 B (``store_index_memory_packed.md``,
+        ``_rep.md``). Packed on a short-lived thread of its own: 60 B in one run, 111 B in the next
+        (``store_index_memory_packed_thread.md``, ``_rep.md``): where glibc puts a new thread's heap is its choice.
         """
         with self._lock:
             if not self._trained:
