@@ -65,28 +65,18 @@ def _address(index: VectorIndex, at: int) -> int:
     return faiss.rev_swig_ptr(inv.get_codes(at), 1).__array_interface__["data"][0]
 
 
-def _bound_for(index: VectorIndex, x: np.ndarray, at: int) -> np.ndarray:
-    """The rows of ``x`` that the index puts in list ``at``."""
-    rotated = faiss.downcast_VectorTransform(index._index.chain.at(0)).apply_py(x)  # the learned rotation
-    return x[index._ivf().quantizer.search(rotated, 1)[1][:, 0] == at]
-
-
-def test_a_tightened_list_is_held_at_its_size_and_takes_its_room_at_its_first_new_code() -> None:
-    index, _ = _trained(1_200, 3)
+def test_a_tightened_list_takes_new_codes_in_its_room_without_moving() -> None:
+    index, x = _trained(1_200, 3)
     index.tighten()
     inv = index._ivf().invlists
     at = max(range(inv.nlist), key=inv.list_size)
     size, where = inv.list_size(at), _address(index, at)
-    assert int(index._capacity[at]) == size  # as a snapshot opens it: no room held before a list grows
-    bound = _bound_for(index, vectors(20_000, 6), at)
-    index.add(["first"], bound[:1])
-    assert _address(index, at) != where and inv.list_size(at) == size + 1  # its first new code moves it once
-    where, room = _address(index, at), inverted_lists.with_room(size + 1)
-    assert int(index._capacity[at]) == room
-    new = bound[1 : room - size]  # as many more as its room holds
+    rotated = faiss.downcast_VectorTransform(index._index.chain.at(0)).apply_py(x)  # the learned rotation
+    near = index._ivf().quantizer.search(rotated, 1)[1][:, 0]  # each vector's list, in the rotated space
+    new = x[near == at][: math.ceil(size * inverted_lists.ROOM)]  # as many as the room holds
     assert len(new)
     index.add([f"n{i}" for i in range(len(new))], new)
-    assert inv.list_size(at) == room
+    assert inv.list_size(at) == size + len(new)
     assert _address(index, at) == where  # no copy: FAISS alone would have doubled the list here
 
 
@@ -103,6 +93,12 @@ def test_the_swap_tightens_once_and_hands_the_heap_back(monkeypatch) -> None:
     assert calls == ["tighten", "release"]
 
 
+def _bound_for(index: VectorIndex, x: np.ndarray, at: int) -> np.ndarray:
+    """The rows of ``x`` that the index puts in list ``at``."""
+    rotated = faiss.downcast_VectorTransform(index._index.chain.at(0)).apply_py(x)  # the learned rotation
+    return x[index._ivf().quantizer.search(rotated, 1)[1][:, 0] == at]
+
+
 def test_a_full_list_alone_grows_and_by_its_share() -> None:
     index, _ = _trained(1_200, 4)
     index.tighten()
@@ -115,9 +111,9 @@ def test_a_full_list_alone_grows_and_by_its_share() -> None:
         _address(index, at),
         _address(index, other),
     )
-    assert capacity == size  # tightened to its size: its first new code is one more than its room
+    assert capacity == size + math.ceil(size * inverted_lists.ROOM)
     bound = _bound_for(index, vectors(20_000, 5), at)
-    new = bound[:2]
+    new = bound[: capacity - size + 1]  # one more than its room
     before = _lists(index)[at][0]
     index.add([f"n{i}" for i in range(len(new))], new)
     need = size + len(new)

@@ -147,7 +147,7 @@ def memory_child(n: int, dim: int, seed: int, warm_records: int = WARM_RECORDS) 
     same = reopened.candidates(q, options.opened(len(reopened))) == got and len(reopened) == n_first
     after_snapshot, trimmed_snapshot = _rss(), _trimmed_rss()
     # then live: another writer adds LIVE_SEGMENTS segments, and the reopened index reads each one (a reader
-    # serving while the store grows: each list it adds to takes its room, from the snapshot's exact sizes)
+    # serving while the store grows: FAISS grows each list it adds to by doubling, from the snapshot's exact sizes)
     held = set(port.records)
     other = IndexLog(key, port=port, dim=dim)
     for _ in range(LIVE_SEGMENTS):

@@ -15,13 +15,9 @@ go on into the exact index, and swapped in when ready, so no write waits for tra
 * A query scans about ``scan_codes`` codes (the ``nprobe`` nearest lists, at least :data:`_MIN_PROBE`), so its
   cost stops growing with the store past a few hundred thousand records (unset: by its size, :mod:`.sizing`).
 * Ids are held in an :class:`~.id_table.IdTable` (16 bytes a keyed id), so a record costs its code, FAISS's
-  8-byte label and 16 bytes of id (56 bytes with the default 32-byte codes). The lists are packed at their
-  sizes when a codebook is swapped in; a list that then grows keeps up to a thirty-second more room for new codes,
-  a sixty-fourth on average: a full list grows by a thirty-second of its size, where FAISS alone doubles it
-  (:meth:`VectorIndex.tighten`).
-* The lists' centroids stay float32 (3 MB at 2,048 lists of 384 dimensions). Held in float16 they took half, but
-  FAISS's float16 search of them runs a team of OpenMP threads even for one query: a scan's p50 at 1,000,000
-  records was 8.3 ms against 4.2 ms (``benchmarks/results/store_index_scale_1m_fp16.md``, ``_1m_open60.md``).
+  8-byte label and 16 bytes of id (56 bytes with the default 32-byte codes), and its list keeps up to a
+  thirty-second more room for new codes, a sixty-fourth on average: a full list grows by a thirty-second of its
+  size, where FAISS alone doubles it (:meth:`VectorIndex.tighten`).
 
 The re-rank of the opened records is exact (their sealed clean vectors), so the codes only have to put the
 true top ``k`` among the first ``open_k``.
@@ -43,7 +39,7 @@ from ..heap import release_free_heap
 from ..numerics import unit_rows
 from .exact_shards import ExactShards
 from .id_table import IdTable
-from .inverted_lists import copy_list, list_sizes, repack, with_room
+from .inverted_lists import copy_list, list_sizes, with_room
 from .sizing import SCAN_CODES, sized
 
 __all__ = ["SCAN_CODES", "VectorIndex"]
@@ -319,25 +315,33 @@ class VectorIndex:
                 self._moving = None
 
     def tighten(self) -> None:
-        """Pack every inverted list at its size, one after another (:func:`~.inverted_lists.repack`), under the lock.
+        """Copy each inverted list into one allocation of its size plus :data:`~.inverted_lists.ROOM`, under the lock.
 
-        A list built by adds holds up to twice its codes (:mod:`.inverted_lists`): the lists are packed when a
-        codebook is swapped in, in the thread that trained it, as FAISS reads a snapshot's lists. From then on a list
-        takes its room at its first new code, and grows by its room alone when full (:meth:`_make_room`), so an index
-        read from a store that no one writes holds no room. Earlier layouts, built from a log of 1,000,000 records on
-        this project's 2-core machine: each list copied with a thirty-second more room as the old ones stayed, 68 B
-        a record (``benchmarks/results/store_index_memory_copy_rerun.md``); copied on the caller's thread at its
-        next add or search, 108 B (``store_index_memory_caller.md``); allocated once for counts made before the
-        move, 107 B (``store_index_memory_reserve.md``); packed with room through NumPy scratch arrays, 71 B
-        (``store_index_memory_repack.md``). Packed at their sizes as here: 65 B (``store_index_memory_packed.md``,
-        ``_rep.md``). Packed on a short-lived thread of its own: 60 B in one run, 111 B in the next
-        (``store_index_memory_packed_thread.md``, ``_rep.md``): where glibc puts a new thread's heap is its choice.
+        A list built by adds holds up to twice its codes (:mod:`.inverted_lists`): one copy of the codes and labels
+        tightens them, when a codebook is swapped in, in the thread that trained it. From then on a full list grows
+        by its room alone (:meth:`_make_room`). Tightened instead by the caller's next add or search, on the caller's
+        thread, an index built from a log of 1,000,000 records grew the process by 108 B a record where this gives
+        67 B (``benchmarks/results/store_index_memory_caller.md``, ``store_index_memory_lean.md``). Allocated once
+        instead, for the entries counted list by list before the move, with no copy after, it grew by 107 B (85 B
+        at 200,000 records, where this gives 95 B; ``store_index_memory_reserve.md``). Copied instead through two
+        arrays, the old lists freed first and the new ones allocated in list order, the training thread's heap arena
+        kept far fewer small free chunks (a hand check with glibc's ``malloc_info``), but the process grew by 71 B
+        (``store_index_memory_repack.md``) where this gave 68 B on the same machine
+        (``store_index_memory_copy_rerun.md``), and 61 B opened from a snapshot: what the difference is was not traced.
         """
         with self._lock:
             if not self._trained:
                 return
-            sizes = repack(self.faiss, self._ivf())
-            self._capacity, self._used = sizes, sizes.copy()
+            ivf = self._ivf()
+            old = ivf.invlists
+            lists = self.faiss.ArrayInvertedLists(old.nlist, old.code_size)
+            sizes = list_sizes(old)
+            capacity = np.array([with_room(size) for size in sizes.tolist()], dtype=np.int64)
+            for at in np.flatnonzero(sizes).tolist():
+                copy_list(self.faiss, old, lists, at, int(sizes[at]), int(capacity[at]))
+            ivf.replace_invlists(lists, True)  # the index owns the new lists and frees the old ones
+            lists.this.disown()
+            self._capacity, self._used = capacity, sizes
 
     # -- snapshots ---------------------------------------------------------------------------------
 
