@@ -30,12 +30,48 @@ def test_ids_round_trip_through_labels_across_a_merge() -> None:
     assert held.all() and again.tolist() == labels[:10].tolist() + labels[-10:].tolist()
 
 
-def test_a_keyed_id_costs_sixteen_bytes() -> None:
+def test_a_keyed_id_costs_fourteen_bytes() -> None:
     table = IdTable()
     n = 3 * id_table._PENDING
     table.add(_uuids(n, 1))
-    buffer = 16 * id_table._PENDING
-    assert table.nbytes - buffer == 16 * (n - table._pn)  # the sorted arrays: two 8-byte halves an id
+    buffer, offsets = 16 * id_table._PENDING, 4 * (id_table._BUCKETS + 1)
+    assert table._pn == 0  # all merged
+    assert table.nbytes - buffer - offsets == 14 * n  # 48 bits of the label beside the 64-bit second half
+
+
+def _crowded_uuids(n: int, seed: int) -> list[str]:
+    """UUID4s of both signs whose first halves share a few buckets (their top 16 bits), many to a bucket."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        top = int(rng.choice([0x0000, 0x7FFF, 0x8000, 0xFFFF, 0x1234]))
+        rest = int(rng.integers(0, 1 << 48)) if rng.random() < 0.8 else int(rng.integers(0, 8))  # neighbours too
+        lo = int(rng.integers(0, 1 << 62))
+        out.append(str(uuid.UUID(int=(top << 112) | (rest << 64) | lo, version=4)))
+    return list(dict.fromkeys(out))
+
+
+def test_the_bucketed_halves_answer_as_a_dict_would_through_merges_and_pops() -> None:
+    """Adds and pops in rounds, across merges of the buffer, checked against a plain dict of id -> label."""
+    rng = np.random.default_rng(11)
+    pool = _crowded_uuids(3 * id_table._PENDING, 12)
+    table, held = IdTable(), {}
+    for round_ in range(6):
+        fresh = [rid for rid in pool[round_ * 7_000 : (round_ + 1) * 7_000] if rid not in held]
+        labels, was = table.add(fresh)
+        assert not was.any()
+        held.update(zip(fresh, labels.tolist()))
+        gone = [rid for rid in held if rng.random() < 0.1]
+        assert sorted(table.pop(gone).tolist()) == sorted(held.pop(rid) for rid in gone)
+        probe = list(held)[::97] + gone[:50] + _uuids(20, 100 + round_)
+        expect = [held.get(rid, -1) for rid in probe]
+        assert table.labels(probe).tolist() == expect
+        assert table.ids([label for label in expect if label != -1]) == [rid for rid in probe if rid in held]
+        assert sorted(table) == sorted(held) and len(table) == len(held)
+    hi, lo, other = table.arrays()
+    assert (np.diff(hi) > 0).all() and other  # first halves shared by two ids: the second is "other"
+    again = IdTable.from_arrays(hi, lo, other)
+    assert again.labels(list(held)).tolist() == list(held.values())
 
 
 def test_pop_forgets_ids_in_the_sorted_arrays_and_in_the_buffer() -> None:

@@ -65,18 +65,23 @@ def _address(index: VectorIndex, at: int) -> int:
     return faiss.rev_swig_ptr(inv.get_codes(at), 1).__array_interface__["data"][0]
 
 
-def test_a_tightened_list_takes_new_codes_in_its_room_without_moving() -> None:
+def test_a_tightened_list_is_held_at_its_size_then_takes_new_codes_in_its_room_without_moving() -> None:
     index, x = _trained(1_200, 3)
     index.tighten()
     inv = index._ivf().invlists
+    assert index._capacity.tolist() == [inv.list_size(at) for at in range(inv.nlist)]  # no room yet
     at = max(range(inv.nlist), key=inv.list_size)
-    size, where = inv.list_size(at), _address(index, at)
+    size = inv.list_size(at)
     rotated = faiss.downcast_VectorTransform(index._index.chain.at(0)).apply_py(x)  # the learned rotation
     near = index._ivf().quantizer.search(rotated, 1)[1][:, 0]  # each vector's list, in the rotated space
-    new = x[near == at][: math.ceil(size * inverted_lists.ROOM)]  # as many as the room holds
-    assert len(new)
-    index.add([f"n{i}" for i in range(len(new))], new)
-    assert inv.list_size(at) == size + len(new)
+    first, rest = x[near == at][:1], x[near == at][1 : 1 + math.ceil((size + 1) * inverted_lists.ROOM)]
+    assert len(rest)
+    where = _address(index, at)
+    index.add(["first"], first)  # its first new code: one copy, with the room
+    assert _address(index, at) != where and int(index._capacity[at]) == size + 1 + len(rest)
+    where = _address(index, at)
+    index.add([f"n{i}" for i in range(len(rest))], rest)  # as many as the room holds
+    assert inv.list_size(at) == size + 1 + len(rest)
     assert _address(index, at) == where  # no copy: FAISS alone would have doubled the list here
 
 
@@ -111,7 +116,7 @@ def test_a_full_list_alone_grows_and_by_its_share() -> None:
         _address(index, at),
         _address(index, other),
     )
-    assert capacity == size + math.ceil(size * inverted_lists.ROOM)
+    assert capacity == size  # tightened to its size: its first new code is one more than its room
     bound = _bound_for(index, vectors(20_000, 5), at)
     new = bound[: capacity - size + 1]  # one more than its room
     before = _lists(index)[at][0]

@@ -133,8 +133,8 @@ def _memory_sentence(r: dict[str, Any]) -> str:
             else ""
         )
         + f"against the {BYTES_TARGET:g} B target; FAISS accounts for {r['accounted_faiss_bytes_per_record']:.0f} B "
-        f"(code and int64 label), the id table {r['accounted_id_table_bytes_per_record']:.0f} B (two 8-byte halves of "
-        "each keyed id, plus a fixed buffer)"
+        f"(code and int64 label), the id table {r['accounted_id_table_bytes_per_record']:.0f} B (48 bits of each "
+        "keyed id's label, which FAISS holds whole, and its 8-byte second half, plus a fixed buffer and offsets)"
     )
 
 

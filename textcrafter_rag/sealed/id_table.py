@@ -1,12 +1,15 @@
-"""Record ids and the int64 labels FAISS keeps, in 16 bytes an id rather than a few hundred.
+"""Record ids and the int64 labels FAISS keeps, in 14 bytes an id rather than a few hundred.
 
 The store-held index holds every record's id in memory, and at a million records Python strings in two dicts
 cost more than the PQ codes (about 200 B a record, measured). The default keyed ids are version-4 UUIDs, so
-such an id is held as its two 64-bit halves in sorted NumPy arrays:
+such an id is held as its two 64-bit halves, sorted by the first:
 
 * the **label** FAISS stores is the first half read as an int64 (a UUID4's version nibble, bits 12-15 of it,
   is always ``0100``, so no label is ever FAISS's "none", -1);
-* the second half sits beside it; ``searchsorted`` on the labels finds either.
+* FAISS already holds each label (8 bytes in its list), so the table does not hold it whole again: its top 16
+  bits are the table's bucket (one offset a bucket, 256 KB in all) and only its other 48 bits are held, beside
+  the second half (:class:`_SortedHalves`): 14 bytes an id where the two halves take 16. A lookup is a binary
+  search within the id's bucket.
 
 Everything else (clear user ids, a non-canonical spelling, or a UUID4 whose first half another id already
 holds: a 2**-64 event a pair, but never wrong) goes in a plain dict under a hashed label whose bits 12-15 are
@@ -31,6 +34,9 @@ _VERSION_BITS = 0xF << 12
 _UUID4_BITS = 0x4 << 12
 _LOW64 = (1 << 64) - 1
 _PENDING = 16_384
+#: Buckets of the sorted first halves, by their top 16 bits.
+_BUCKETS = 1 << 16
+_KEY_BITS = (1 << 48) - 1
 
 
 def _signed(x: int) -> int:
@@ -68,12 +74,83 @@ def _lookup(keys: np.ndarray, order: np.ndarray | None, hi: np.ndarray) -> tuple
     return where, found
 
 
+class _SortedHalves:
+    """UUID4 halves sorted by the first, which is held as its bucket (its top 16 bits) and its other 48 bits.
+
+    ``top[b]`` is where bucket ``b`` starts; within a bucket the entries are sorted by their 48 bits, so the order
+    is that of the first halves as int64 (the bucket is the top 16 bits read as signed, plus 2**15).
+    """
+
+    def __init__(self) -> None:
+        self.top = np.zeros(_BUCKETS + 1, dtype=np.uint32)
+        self.mid = np.empty(0, dtype=np.uint16)  # bits 32-47 of each first half
+        self.low = np.empty(0, dtype=np.uint32)  # bits 0-31
+        self.lo = np.empty(0, dtype=np.uint64)  # the second halves, aligned
+
+    def __len__(self) -> int:
+        return len(self.lo)
+
+    @staticmethod
+    def _split(hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return (hi >> 48) + (_BUCKETS >> 1), hi & _KEY_BITS
+
+    def _key(self, at: np.ndarray) -> np.ndarray:
+        return (self.mid[at].astype(np.int64) << 32) | self.low[at].astype(np.int64)
+
+    def find(self, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Where each first half is or would go (its lower bound), and whether it is held there."""
+        hi = np.asarray(hi, dtype=np.int64)
+        bucket, key = self._split(hi)
+        start, end = self.top[bucket].astype(np.int64), self.top[bucket + 1].astype(np.int64)
+        if not len(self):
+            return start, np.zeros(len(hi), dtype=bool)
+        left, right = start.copy(), end.copy()
+        while True:  # a binary search in each one's bucket, all at once
+            active = left < right
+            if not active.any():
+                break
+            middle = (left + right) >> 1
+            below = active & (self._key(np.where(active, middle, 0)) < key)
+            left = np.where(below, middle + 1, left)
+            right = np.where(active & ~below, middle, right)
+        found = (left < end) & (self._key(np.minimum(left, len(self) - 1)) == key)
+        return left, found
+
+    def first_halves(self) -> np.ndarray:
+        """Every first half, in order (a copy: 8 bytes an entry, while it lives)."""
+        counts = np.diff(self.top.astype(np.int64))
+        bucket = np.repeat(np.arange(_BUCKETS, dtype=np.int64) - (_BUCKETS >> 1), counts)
+        return (bucket << 48) | self._key(np.arange(len(self)))
+
+    def insert(self, hi: np.ndarray, lo: np.ndarray) -> None:
+        """Hold these (new, distinct) halves."""
+        order = np.argsort(hi, kind="stable")
+        hi, lo = hi[order], lo[order]
+        at, _ = self.find(hi)
+        bucket, key = self._split(hi)
+        self.mid = np.insert(self.mid, at, (key >> 32).astype(np.uint16))
+        self.low = np.insert(self.low, at, (key & 0xFFFFFFFF).astype(np.uint32))
+        self.lo = np.insert(self.lo, at, lo)
+        self.top[1:] += np.cumsum(np.bincount(bucket, minlength=_BUCKETS)).astype(np.uint32)
+
+    def drop(self, at: np.ndarray, hi: np.ndarray) -> None:
+        """Forget the entries at ``at`` (held, distinct), whose first halves are ``hi``."""
+        keep = np.ones(len(self), dtype=bool)
+        keep[at] = False
+        self.mid, self.low, self.lo = self.mid[keep], self.low[keep], self.lo[keep]
+        bucket, _ = self._split(np.asarray(hi, dtype=np.int64))
+        self.top[1:] -= np.cumsum(np.bincount(bucket, minlength=_BUCKETS)).astype(np.uint32)
+
+    @property
+    def nbytes(self) -> int:
+        return self.top.nbytes + self.mid.nbytes + self.low.nbytes + self.lo.nbytes
+
+
 class IdTable:
     """Maps record ids to unique int64 labels (never -1) and back; not thread-safe (the index locks)."""
 
     def __init__(self) -> None:
-        self._hi = np.empty(0, dtype=np.int64)  # sorted labels of UUID4 ids
-        self._lo = np.empty(0, dtype=np.uint64)  # their second halves, aligned
+        self._sorted = _SortedHalves()  # UUID4 ids merged
         self._p_hi = np.empty(_PENDING, dtype=np.int64)  # unsorted buffer of new UUID4 ids
         self._p_lo = np.empty(_PENDING, dtype=np.uint64)
         self._pn = 0
@@ -82,7 +159,7 @@ class IdTable:
         self._other_label: dict[str, int] = {}
 
     def __len__(self) -> int:
-        return len(self._hi) + self._pn + len(self._other)
+        return len(self._sorted) + self._pn + len(self._other)
 
     # -- lookups --------------------------------------------------------------------------------------
 
@@ -95,9 +172,9 @@ class IdTable:
         self, hi: np.ndarray, lo: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Per UUID4: held in the sorted arrays (and where), held in the buffer (and where), or hi taken."""
-        m_at, m_hi = _lookup(self._hi, None, hi)
+        m_at, m_hi = self._sorted.find(hi)
         p_at, p_hi = _lookup(self._p_hi[: self._pn], self._pending_order(), hi)
-        in_m = m_hi & (self._lo[m_at] == lo) if len(self._hi) else m_hi
+        in_m = m_hi & (self._sorted.lo[np.minimum(m_at, len(self._sorted) - 1)] == lo) if len(self._sorted) else m_hi
         in_p = p_hi & (self._p_lo[p_at] == lo) if self._pn else p_hi
         return in_m, m_at, in_p, p_at, (m_hi | p_hi) & ~in_m & ~in_p
 
@@ -117,10 +194,10 @@ class IdTable:
         labels = np.asarray(labels, dtype=np.int64)
         compact = (labels & _VERSION_BITS) == _UUID4_BITS
         lo = np.zeros(len(labels), dtype=np.uint64)
-        m_at, m_found = _lookup(self._hi, None, labels)
+        m_at, m_found = self._sorted.find(labels)
         p_at, _ = _lookup(self._p_hi[: self._pn], self._pending_order(), labels)
-        if len(self._hi):
-            lo[m_found] = self._lo[m_at[m_found]]
+        if len(self._sorted):
+            lo[m_found] = self._sorted.lo[m_at[m_found]]
         if self._pn:
             lo[~m_found] = self._p_lo[p_at[~m_found]]
         return [
@@ -129,7 +206,7 @@ class IdTable:
         ]
 
     def __iter__(self) -> Iterator[str]:
-        yield from self.ids(self._hi)
+        yield from self.ids(self._sorted.first_halves())
         yield from self.ids(self._p_hi[: self._pn])
         yield from list(self._other.values())
 
@@ -169,9 +246,7 @@ class IdTable:
         self._p_order = None
 
     def _merge(self, hi: np.ndarray, lo: np.ndarray) -> None:
-        order = np.argsort(hi, kind="stable")
-        at = np.searchsorted(self._hi, hi[order])
-        self._hi, self._lo = np.insert(self._hi, at, hi[order]), np.insert(self._lo, at, lo[order])
+        self._sorted.insert(hi, lo)
 
     def pop(self, rids: Sequence[str]) -> np.ndarray:
         """Forget these ids: the labels of those that were held (unknown ids are ignored)."""
@@ -179,9 +254,7 @@ class IdTable:
         in_m, m_at, in_p, p_at, _ = self._locate(hi, lo)
         out = [hi[ok & (in_m | in_p)]]
         if (ok & in_m).any():
-            keep = np.ones(len(self._hi), dtype=bool)
-            keep[m_at[ok & in_m]] = False
-            self._hi, self._lo = self._hi[keep], self._lo[keep]
+            self._sorted.drop(m_at[ok & in_m], hi[ok & in_m])
         if (ok & in_p).any():
             keep = np.ones(self._pn, dtype=bool)
             keep[p_at[ok & in_p]] = False
@@ -199,7 +272,7 @@ class IdTable:
         if self._pn:
             self._merge(self._p_hi[: self._pn], self._p_lo[: self._pn])
             self._pn, self._p_order = 0, None
-        return self._hi, self._lo, dict(self._other)
+        return self._sorted.first_halves(), self._sorted.lo.copy(), dict(self._other)
 
     @classmethod
     def from_arrays(cls, hi: np.ndarray, lo: np.ndarray, other: dict[int, str]) -> IdTable:
@@ -207,7 +280,7 @@ class IdTable:
         if hi.shape != lo.shape or (len(hi) > 1 and not bool(np.all(hi[1:] > hi[:-1]))):
             raise InvalidInputError("a snapshot's id table is not sorted and aligned")
         table = cls()
-        table._hi, table._lo = hi.astype(np.int64), lo.astype(np.uint64)
+        table._sorted.insert(hi.astype(np.int64), lo.astype(np.uint64))
         table._other = {int(k): str(v) for k, v in other.items()}
         table._other_label = {v: k for k, v in table._other.items()}
         return table
@@ -215,4 +288,4 @@ class IdTable:
     @property
     def nbytes(self) -> int:
         """Bytes the NumPy arrays hold (the dict of other ids is not counted)."""
-        return self._hi.nbytes + self._lo.nbytes + self._p_hi.nbytes + self._p_lo.nbytes
+        return self._sorted.nbytes + self._p_hi.nbytes + self._p_lo.nbytes

@@ -1,10 +1,10 @@
 """The room each inverted list of the store-held index keeps for new codes, and the one copy that gives it.
 
 FAISS adds a code to a list by growing the list's arrays, doubling their capacity whenever one is full, so a list
-built by adds holds up to twice its codes. :class:`~.vector_index.VectorIndex` instead copies each list, once
-when a codebook is swapped in and then each time the list is full, into one allocation of its size plus
-:data:`ROOM` (:func:`with_room`): a list then holds a sixty-fourth more than its codes on average. A list's copy
-is its own (a few KB to a few hundred KB), never the whole index's, so less room costs little.
+built by adds holds up to twice its codes. :class:`~.vector_index.VectorIndex` instead copies each list into one
+allocation: of its size when a codebook is swapped in, and of its size plus :data:`ROOM` (:func:`with_room`) each
+time it is full, so a list written to holds a sixty-fourth more than its codes on average. A list's copy is its
+own (a few KB to a few hundred KB), never the whole index's, so less room costs little.
 """
 
 from __future__ import annotations

@@ -14,10 +14,11 @@ go on into the exact index, and swapped in when ready, so no write waits for tra
   16 bytes less. Snapshots with the direction's own codes and no rotation still open, and code as they did.
 * A query scans about ``scan_codes`` codes (the ``nprobe`` nearest lists, at least :data:`_MIN_PROBE`), so its
   cost stops growing with the store past a few hundred thousand records (unset: by its size, :mod:`.sizing`).
-* Ids are held in an :class:`~.id_table.IdTable` (16 bytes a keyed id), so a record costs its code, FAISS's
-  8-byte label and 16 bytes of id (56 bytes with the default 32-byte codes), and its list keeps up to a
-  thirty-second more room for new codes, a sixty-fourth on average: a full list grows by a thirty-second of its
-  size, where FAISS alone doubles it (:meth:`VectorIndex.tighten`).
+* Ids are held in an :class:`~.id_table.IdTable` (14 bytes a keyed id: FAISS's label is 8 of its 16), so a record
+  costs its code, FAISS's 8-byte label and 14 bytes of id (54 bytes with the default 32-byte codes). A list is
+  held at its size when a codebook is swapped in, and a full list grows by a thirty-second of its size, where
+  FAISS alone doubles it: a list written to holds a sixty-fourth more than its codes on average
+  (:meth:`VectorIndex.tighten`).
 
 The re-rank of the opened records is exact (their sealed clean vectors), so the codes only have to put the
 true top ``k`` among the first ``open_k``.
@@ -315,19 +316,20 @@ class VectorIndex:
                 self._moving = None
 
     def tighten(self) -> None:
-        """Copy each inverted list into one allocation of its size plus :data:`~.inverted_lists.ROOM`, under the lock.
+        """Copy each inverted list into one allocation of its size, under the lock: it grows by
+        :data:`~.inverted_lists.ROOM` at its first new code (:meth:`_make_room`), as a list read from a snapshot does.
 
         A list built by adds holds up to twice its codes (:mod:`.inverted_lists`): one copy of the codes and labels
-        tightens them, when a codebook is swapped in, in the thread that trained it. From then on a full list grows
-        by its room alone (:meth:`_make_room`). Tightened instead by the caller's next add or search, on the caller's
-        thread, an index built from a log of 1,000,000 records grew the process by 108 B a record where this gives
-        67 B (``benchmarks/results/store_index_memory_caller.md``, ``store_index_memory_lean.md``). Allocated once
-        instead, for the entries counted list by list before the move, with no copy after, it grew by 107 B (85 B
-        at 200,000 records, where this gives 95 B; ``store_index_memory_reserve.md``). Copied instead through two
-        arrays, the old lists freed first and the new ones allocated in list order, the training thread's heap arena
-        kept far fewer small free chunks (a hand check with glibc's ``malloc_info``), but the process grew by 71 B
-        (``store_index_memory_repack.md``) where this gave 68 B on the same machine
-        (``store_index_memory_copy_rerun.md``), and 61 B opened from a snapshot: what the difference is was not traced.
+        tightens them, when a codebook is swapped in, in the thread that trained it. Until
+        ``benchmarks/results/store_index_memory_exact_room.md`` this copy gave each list its room at once: a
+        thirty-second more from the start (1.25 B a record of the 40 B FAISS holds), kept for good by a reader built
+        from the log and never written to. Variants of that copy, measured: tightened by the caller's next add or
+        search, on the caller's thread, an index built from a log of 1,000,000 records grew the process by 108 B a
+        record where the copy in the training thread gave 67 B (``store_index_memory_caller.md``,
+        ``store_index_memory_lean.md``); allocated once, for the entries counted list by list before the move, with
+        no copy after, 107 B (``store_index_memory_reserve.md``); copied through two arrays, the old lists freed
+        first and the new ones allocated in list order, 71 B where it gave 68 B on the same machine
+        (``store_index_memory_repack.md``, ``store_index_memory_copy_rerun.md``).
         """
         with self._lock:
             if not self._trained:
@@ -336,12 +338,11 @@ class VectorIndex:
             old = ivf.invlists
             lists = self.faiss.ArrayInvertedLists(old.nlist, old.code_size)
             sizes = list_sizes(old)
-            capacity = np.array([with_room(size) for size in sizes.tolist()], dtype=np.int64)
             for at in np.flatnonzero(sizes).tolist():
-                copy_list(self.faiss, old, lists, at, int(sizes[at]), int(capacity[at]))
+                copy_list(self.faiss, old, lists, at, int(sizes[at]), int(sizes[at]))
             ivf.replace_invlists(lists, True)  # the index owns the new lists and frees the old ones
             lists.this.disown()
-            self._capacity, self._used = capacity, sizes
+            self._capacity, self._used = sizes.copy(), sizes
 
     # -- snapshots ---------------------------------------------------------------------------------
 
@@ -436,5 +437,5 @@ class VectorIndex:
 
     @property
     def id_bytes_per_record(self) -> float:
-        """What the id table's arrays hold a record (16 bytes a keyed id, plus a fixed buffer)."""
+        """What the id table's arrays hold a record (14 bytes a keyed id, plus a fixed buffer and offsets)."""
         return self._ids.nbytes / max(len(self._ids), 1)
