@@ -12,6 +12,7 @@ go on into the exact index, and swapped in when ready, so no write waits for tra
   100 records opened, where 32 bytes of the direction itself lost a twentieth of NDCG@10 with 200 opened
   (``benchmarks/results/store_index_scale_1m.md``, ``store_index_scale_1m_pq32_open200.md``); a record costs
   16 bytes less. Snapshots with the direction's own codes and no rotation still open, and code as they did.
+* The centroids are held in bfloat16, and a query's nearest lists are found in NumPy (:mod:`.centroids`).
 * A query scans about ``scan_codes`` codes (the ``nprobe`` nearest lists, at least :data:`_MIN_PROBE`), so its
   cost stops growing with the store past a few hundred thousand records (unset: by its size, :mod:`.sizing`).
 * Ids are held in an :class:`~.id_table.IdTable` (14 bytes a keyed id: FAISS's label is 8 of its 16), so a record
@@ -38,6 +39,7 @@ import numpy as np
 from ..errors import InvalidInputError, MissingDependencyError
 from ..heap import release_free_heap
 from ..numerics import unit_rows
+from .centroids import Centroids, in_bfloat16
 from .exact_shards import ExactShards
 from .id_table import IdTable
 from .inverted_lists import copy_list, list_sizes, with_room
@@ -94,6 +96,8 @@ class VectorIndex:
         self._trained = False
         #: The trained index's learned rotation (``d x d``), applied to a query here (see :meth:`search`).
         self._rotation: np.ndarray | None = None
+        #: The trained index's centroids, which a query's nearest lists are found from (:mod:`.centroids`).
+        self._centroids: Centroids | None = None
         self._training: threading.Thread | None = None
         #: Labels removed or replaced while exact entries are being moved into the trained index.
         self._moving: set[int] | None = None
@@ -229,7 +233,10 @@ class VectorIndex:
                     # the query's rotation in NumPy's own loop, not FAISS's BLAS: that runs it on OpenMP threads
                     # that spin after it, and on two cores the spinning took the CPU from the rest of the search
                     q = np.einsum("ij,j->i", self._rotation, q[0])[None, :]
-            _, labels = index.search(q, k)
+                assert self._centroids is not None
+                _, labels = index.search_preassigned(q, k, *self._centroids.nearest(q[0], index.nprobe))
+            else:
+                _, labels = index.search(q, k)
             return self._ids.ids(labels[0][labels[0] != -1])
 
     # -- training ----------------------------------------------------------------------------------
@@ -282,6 +289,7 @@ class VectorIndex:
         ivf.this.disown()
         index.train(np.ascontiguousarray(sample))  # the rotation, then the lists and the codebook in its space
         rotation.pq = None  # only training reads it
+        in_bfloat16(faiss, ivf)
         del sample
         self._move_into(index)
         release_free_heap()  # the exact shards, their copies and the sample are freed: hand their pages back
@@ -302,6 +310,7 @@ class VectorIndex:
                         trained.add_with_ids(*exact.contents(shard))
                     self._index, self._trained, self._moving = trained, True, None
                     self._rotation = self._rotation_of(trained)
+                    self._centroids = Centroids(self.faiss, self._ivf())
                     self.tighten()
                     return
                 shard = exact.shards[0]
@@ -316,20 +325,14 @@ class VectorIndex:
                 self._moving = None
 
     def tighten(self) -> None:
-        """Copy each inverted list into one allocation of its size, under the lock: it grows by
-        :data:`~.inverted_lists.ROOM` at its first new code (:meth:`_make_room`), as a list read from a snapshot does.
+        """Copy each inverted list into one allocation of its size, under the lock, in the thread that trained the
+        codebook: a list grows by :data:`~.inverted_lists.ROOM` at its first new code (:meth:`_make_room`), as a list
+        read from a snapshot does.
 
-        A list built by adds holds up to twice its codes (:mod:`.inverted_lists`): one copy of the codes and labels
-        tightens them, when a codebook is swapped in, in the thread that trained it. Until
-        ``benchmarks/results/store_index_memory_exact_room.md`` this copy gave each list its room at once: a
-        thirty-second more from the start (1.25 B a record of the 40 B FAISS holds), kept for good by a reader built
-        from the log and never written to. Variants of that copy, measured: tightened by the caller's next add or
-        search, on the caller's thread, an index built from a log of 1,000,000 records grew the process by 108 B a
-        record where the copy in the training thread gave 67 B (``store_index_memory_caller.md``,
-        ``store_index_memory_lean.md``); allocated once, for the entries counted list by list before the move, with
-        no copy after, 107 B (``store_index_memory_reserve.md``); copied through two arrays, the old lists freed
-        first and the new ones allocated in list order, 71 B where it gave 68 B on the same machine
-        (``store_index_memory_repack.md``, ``store_index_memory_copy_rerun.md``).
+        A list built by adds holds up to twice its codes (:mod:`.inverted_lists`). Given its room at this copy (as
+        until ``benchmarks/results/store_index_memory_ids14.md``), each list held a thirty-second more from the start
+        (1.25 B a record), kept for good by a reader never written to. The other ways of this copy measured (on the
+        caller's thread, allocated once, through two arrays) each grew the process more: see ``docs/results.md``.
         """
         with self._lock:
             if not self._trained:
@@ -397,14 +400,15 @@ class VectorIndex:
                 raise InvalidInputError(f"a snapshot of dimension {header['dim']} for an index of dimension {self.dim}")
             if header["trained"]:
                 index = self.faiss.deserialize_index(np.frombuffer(data, dtype=np.uint8, offset=at))
-                self.faiss.extract_index_ivf(index)  # an inverted file, rotated or not (raises if not)
+                # an inverted file, rotated or not (raises if not), its centroids in bfloat16 or float32
+                centroids = Centroids(self.faiss, self.faiss.extract_index_ivf(index))
                 rotation = self._rotation_of(index)
             else:
                 labels = np.frombuffer(data, dtype="<i8", count=exact, offset=at).astype(np.int64)
                 vectors = np.frombuffer(data, dtype="<f4", offset=at + 8 * exact).reshape(exact, self.dim)
                 index = ExactShards(self.faiss, self.dim)
                 index.add_with_ids(np.ascontiguousarray(vectors, dtype=np.float32), labels)
-                rotation = None
+                rotation = centroids = None
         except (ValueError, KeyError, TypeError, struct.error, RuntimeError) as exc:
             raise InvalidInputError(f"a snapshot's index does not read back: {exc}") from None
         if index.ntotal != len(table):
@@ -413,6 +417,7 @@ class VectorIndex:
         with self._lock:
             self._index, self._ids, self._trained, self._moving = index, table, bool(header["trained"]), None
             self._rotation, self._training = rotation, None
+            self._centroids = centroids
             # FAISS reads each list at its exact size: a list grows by its room at its first new code
             self._capacity = list_sizes(self._ivf().invlists) if self._trained else None
             self._used = None if self._capacity is None else self._capacity.copy()
