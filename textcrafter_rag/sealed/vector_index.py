@@ -331,8 +331,8 @@ class VectorIndex:
 
         A list built by adds holds up to twice its codes (:mod:`.inverted_lists`). Given its room at this copy (as
         until ``benchmarks/results/store_index_memory_ids14.md``), each list held a thirty-second more from the start
-        (1.25 B a record), kept for good by a reader never written to. The other ways of this copy measured (on the
-        caller's thread, allocated once, through two arrays) each grew the process more: see ``docs/results.md``.
+        (1.25 B a record), kept for good by a reader never written to. Other ways of this copy, measured and reverted
+        (on the caller's thread, allocated once, through two arrays, packed through a scratch mapping): ``SECURITY.md``.
         """
         with self._lock:
             if not self._trained:
