@@ -8,7 +8,7 @@ import pytest
 from _store_index_helpers import DIM, vectors
 
 from textcrafter_rag.sealed import centroids, vector_index
-from textcrafter_rag.sealed.centroids import Centroids, in_bfloat16
+from textcrafter_rag.sealed.centroids import Centroids, in_bfloat16, round_to_bfloat16
 from textcrafter_rag.sealed.vector_index import VectorIndex
 
 
@@ -78,7 +78,31 @@ def test_a_float32_quantizer_as_written_before_still_searches_as_faiss_does(monk
         assert reader.search(q, 10) == index.search(q, 10) == _faiss_own(index, q, 10)
 
 
-def test_the_quantizer_is_replaced_only_before_the_first_code() -> None:
+def test_centroids_are_rounded_only_before_the_first_code_and_replaced_only_once_rounded() -> None:
     index, _ = _trained(9)
     with pytest.raises(ValueError, match="before the first code"):
-        in_bfloat16(faiss, index._ivf())
+        round_to_bfloat16(faiss, index._ivf())
+    x = vectors(2_000, 10)
+    flat = faiss.IndexFlatIP(DIM)
+    ivf = faiss.IndexIVFPQ(flat, DIM, 20, 8, 8, faiss.METRIC_INNER_PRODUCT)
+    ivf.train(x)
+    with pytest.raises(ValueError, match="does not own its quantizer"):
+        in_bfloat16(faiss, ivf)
+    ivf.own_fields = True  # as a training makes it: the index owns (and frees) its quantizer
+    flat.this.disown()
+    with pytest.raises(ValueError, match="not bfloat16 values"):  # codes taken from other centroids: refused
+        in_bfloat16(faiss, ivf)
+    assert isinstance(faiss.downcast_index(ivf.quantizer), faiss.IndexFlat)
+    round_to_bfloat16(faiss, ivf)
+    before = ivf.quantizer.reconstruct_n(0, 20)
+    ivf.add(x)
+    in_bfloat16(faiss, ivf)
+    assert isinstance(faiss.downcast_index(ivf.quantizer), faiss.IndexScalarQuantizer)
+    assert np.array_equal(ivf.quantizer.reconstruct_n(0, 20), before)  # the same values, held in half the bytes
+
+
+def test_a_batch_of_adds_goes_to_the_lists_faiss_would_assign() -> None:
+    index, _ = _trained(11)
+    ivf = index._ivf()
+    rotated = faiss.downcast_VectorTransform(index._index.chain.at(0)).apply_py(vectors(500, 12))
+    assert index._centroids.assign(rotated).tolist() == ivf.quantizer.assign(rotated, 1)[:, 0].tolist()

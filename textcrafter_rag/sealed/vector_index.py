@@ -39,7 +39,7 @@ import numpy as np
 from ..errors import InvalidInputError, MissingDependencyError
 from ..heap import release_free_heap
 from ..numerics import unit_rows
-from .centroids import Centroids, in_bfloat16
+from .centroids import Centroids, in_bfloat16, round_to_bfloat16
 from .exact_shards import ExactShards
 from .id_table import IdTable
 from .inverted_lists import copy_list, list_sizes, with_room
@@ -162,7 +162,8 @@ class VectorIndex:
         if self._rotation is not None:  # FAISS's own rotation of a batch
             x = self.faiss.downcast_VectorTransform(self._index.chain.at(0)).apply(x)
         rotated = np.ascontiguousarray(x, dtype=np.float32)
-        assign = np.ascontiguousarray(ivf.quantizer.search(rotated, 1)[1][:, 0])
+        assert self._centroids is not None
+        assign = self._centroids.assign(rotated)
         self._make_room(ivf, assign)
         ptr = self.faiss.swig_ptr
         ivf.add_core(len(x), ptr(rotated), ptr(np.ascontiguousarray(labels, dtype=np.int64)), ptr(assign))
@@ -289,9 +290,12 @@ class VectorIndex:
         ivf.this.disown()
         index.train(np.ascontiguousarray(sample))  # the rotation, then the lists and the codebook in its space
         rotation.pq = None  # only training reads it
-        in_bfloat16(faiss, ivf)
+        round_to_bfloat16(faiss, ivf)
         del sample
         self._move_into(index)
+        with self._lock:  # the flat quantizer assigned the moved entries (BLAS): now the same values in half the bytes
+            in_bfloat16(faiss, self._ivf())
+            self._centroids = Centroids(faiss, self._ivf())
         release_free_heap()  # the exact shards, their copies and the sample are freed: hand their pages back
 
     def _move_into(self, trained: Any) -> None:
