@@ -34,17 +34,23 @@ __all__ = ["Centroids", "in_bfloat16", "round_to_bfloat16"]
 _BLOCK = 128
 
 
+def _halved(faiss: Any, ivf: Any) -> tuple[Any, np.ndarray, Any]:
+    """An inverted file's flat quantizer, a view of its centroids, and a bfloat16 quantizer holding them."""
+    flat = faiss.downcast_index(ivf.quantizer)
+    held = faiss.rev_swig_ptr(flat.get_xb(), flat.ntotal * flat.d).reshape(flat.ntotal, flat.d)
+    half = faiss.IndexScalarQuantizer(flat.d, faiss.ScalarQuantizer.QT_bf16, faiss.METRIC_INNER_PRODUCT)
+    half.add(np.ascontiguousarray(held))
+    return flat, held, half
+
+
 def round_to_bfloat16(faiss: Any, ivf: Any) -> None:
     """Round a trained inverted file's float32 centroids to bfloat16 values, in place, before its first code: every
     residual is then taken from the centroids as :func:`in_bfloat16` holds them (FAISS's flat quantizer, which
     assigns with BLAS, still holds them while the exact entries move in)."""
     if ivf.ntotal:
         raise ValueError("the centroids are rounded before the first code")
-    flat = faiss.downcast_index(ivf.quantizer)
-    held = faiss.rev_swig_ptr(flat.get_xb(), flat.ntotal * flat.d).reshape(flat.ntotal, flat.d)
-    half = faiss.IndexScalarQuantizer(flat.d, faiss.ScalarQuantizer.QT_bf16, faiss.METRIC_INNER_PRODUCT)
-    half.add(np.ascontiguousarray(held))
-    held[:] = half.reconstruct_n(0, flat.ntotal)
+    _, held, half = _halved(faiss, ivf)
+    held[:] = half.reconstruct_n(0, half.ntotal)
 
 
 def in_bfloat16(faiss: Any, ivf: Any) -> None:
@@ -56,11 +62,8 @@ def in_bfloat16(faiss: Any, ivf: Any) -> None:
     """
     if not ivf.own_fields:
         raise ValueError("the index does not own its quantizer: it could not free it")
-    flat = faiss.downcast_index(ivf.quantizer)
-    held = faiss.rev_swig_ptr(flat.get_xb(), flat.ntotal * flat.d).reshape(flat.ntotal, flat.d)
-    half = faiss.IndexScalarQuantizer(flat.d, faiss.ScalarQuantizer.QT_bf16, faiss.METRIC_INNER_PRODUCT)
-    half.add(np.ascontiguousarray(held))
-    if not np.array_equal(half.reconstruct_n(0, flat.ntotal), held):
+    flat, held, half = _halved(faiss, ivf)
+    if not np.array_equal(half.reconstruct_n(0, half.ntotal), held):
         raise ValueError("the centroids are not bfloat16 values: the codes were taken from others")
     ivf.quantizer = half  # the index owns its quantizer: it frees this one with itself
     half.this.disown()
