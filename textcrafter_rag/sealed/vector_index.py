@@ -12,7 +12,6 @@ go on into the exact index, and swapped in when ready, so no write waits for tra
   100 records opened, where 32 bytes of the direction itself lost a twentieth of NDCG@10 with 200 opened
   (``benchmarks/results/store_index_scale_1m.md``, ``store_index_scale_1m_pq32_open200.md``); a record costs
   16 bytes less. Snapshots with the direction's own codes and no rotation still open, and code as they did.
-* The centroids are held in bfloat16, and a query's nearest lists are found in NumPy (:mod:`.centroids`).
 * A query scans about ``scan_codes`` codes (the ``nprobe`` nearest lists, at least :data:`_MIN_PROBE`), so its
   cost stops growing with the store past a few hundred thousand records (unset: by its size, :mod:`.sizing`).
 * Ids are held in an :class:`~.id_table.IdTable` (14 bytes a keyed id: FAISS's label is 8 of its 16), so a record
@@ -39,7 +38,6 @@ import numpy as np
 from ..errors import InvalidInputError, MissingDependencyError
 from ..heap import release_free_heap
 from ..numerics import unit_rows
-from .centroids import Centroids, in_bfloat16, round_to_bfloat16
 from .exact_shards import ExactShards
 from .id_table import IdTable
 from .inverted_lists import copy_list, list_sizes, with_room
@@ -96,8 +94,6 @@ class VectorIndex:
         self._trained = False
         #: The trained index's learned rotation (``d x d``), applied to a query here (see :meth:`search`).
         self._rotation: np.ndarray | None = None
-        #: The trained index's centroids, which a query's nearest lists are found from (:mod:`.centroids`).
-        self._centroids: Centroids | None = None
         self._training: threading.Thread | None = None
         #: Labels removed or replaced while exact entries are being moved into the trained index.
         self._moving: set[int] | None = None
@@ -162,8 +158,7 @@ class VectorIndex:
         if self._rotation is not None:  # FAISS's own rotation of a batch
             x = self.faiss.downcast_VectorTransform(self._index.chain.at(0)).apply(x)
         rotated = np.ascontiguousarray(x, dtype=np.float32)
-        assert self._centroids is not None
-        assign = self._centroids.assign(rotated)
+        assign = np.ascontiguousarray(ivf.quantizer.search(rotated, 1)[1][:, 0])
         self._make_room(ivf, assign)
         ptr = self.faiss.swig_ptr
         ivf.add_core(len(x), ptr(rotated), ptr(np.ascontiguousarray(labels, dtype=np.int64)), ptr(assign))
@@ -234,10 +229,7 @@ class VectorIndex:
                     # the query's rotation in NumPy's own loop, not FAISS's BLAS: that runs it on OpenMP threads
                     # that spin after it, and on two cores the spinning took the CPU from the rest of the search
                     q = np.einsum("ij,j->i", self._rotation, q[0])[None, :]
-                assert self._centroids is not None
-                _, labels = index.search_preassigned(q, k, *self._centroids.nearest(q[0], index.nprobe))
-            else:
-                _, labels = index.search(q, k)
+            _, labels = index.search(q, k)
             return self._ids.ids(labels[0][labels[0] != -1])
 
     # -- training ----------------------------------------------------------------------------------
@@ -290,12 +282,8 @@ class VectorIndex:
         ivf.this.disown()
         index.train(np.ascontiguousarray(sample))  # the rotation, then the lists and the codebook in its space
         rotation.pq = None  # only training reads it
-        round_to_bfloat16(faiss, ivf)
         del sample
         self._move_into(index)
-        with self._lock:  # the flat quantizer assigned the moved entries (BLAS): now the same values in half the bytes
-            in_bfloat16(faiss, self._ivf())
-            self._centroids = Centroids(faiss, self._ivf())
         release_free_heap()  # the exact shards, their copies and the sample are freed: hand their pages back
 
     def _move_into(self, trained: Any) -> None:
@@ -314,7 +302,6 @@ class VectorIndex:
                         trained.add_with_ids(*exact.contents(shard))
                     self._index, self._trained, self._moving = trained, True, None
                     self._rotation = self._rotation_of(trained)
-                    self._centroids = Centroids(self.faiss, self._ivf())
                     self.tighten()
                     return
                 shard = exact.shards[0]
@@ -404,15 +391,14 @@ class VectorIndex:
                 raise InvalidInputError(f"a snapshot of dimension {header['dim']} for an index of dimension {self.dim}")
             if header["trained"]:
                 index = self.faiss.deserialize_index(np.frombuffer(data, dtype=np.uint8, offset=at))
-                # an inverted file, rotated or not (raises if not), its centroids in bfloat16 or float32
-                centroids = Centroids(self.faiss, self.faiss.extract_index_ivf(index))
+                self.faiss.extract_index_ivf(index)  # an inverted file, rotated or not (raises if not)
                 rotation = self._rotation_of(index)
             else:
                 labels = np.frombuffer(data, dtype="<i8", count=exact, offset=at).astype(np.int64)
                 vectors = np.frombuffer(data, dtype="<f4", offset=at + 8 * exact).reshape(exact, self.dim)
                 index = ExactShards(self.faiss, self.dim)
                 index.add_with_ids(np.ascontiguousarray(vectors, dtype=np.float32), labels)
-                rotation = centroids = None
+                rotation = None
         except (ValueError, KeyError, TypeError, struct.error, RuntimeError) as exc:
             raise InvalidInputError(f"a snapshot's index does not read back: {exc}") from None
         if index.ntotal != len(table):
@@ -421,7 +407,6 @@ class VectorIndex:
         with self._lock:
             self._index, self._ids, self._trained, self._moving = index, table, bool(header["trained"]), None
             self._rotation, self._training = rotation, None
-            self._centroids = centroids
             # FAISS reads each list at its exact size: a list grows by its room at its first new code
             self._capacity = list_sizes(self._ivf().invlists) if self._trained else None
             self._used = None if self._capacity is None else self._capacity.copy()
