@@ -64,14 +64,14 @@ def _other_label(rid: str, salt: int) -> int:
     return _signed(int.from_bytes(digest, "big") & ~_VERSION_BITS)
 
 
-def _lookup(keys: np.ndarray, order: np.ndarray | None, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Positions in ``keys`` (sorted, or sorted through ``order``) of each ``hi``, and which were found."""
-    view = keys if order is None else keys[order]
+def _lookup(keys: np.ndarray, order: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Positions in ``keys`` (unsorted: ``order`` sorts them, as for the buffer of new ids) of each ``hi``, and
+    which were found."""
+    view = keys[order]
     pos = np.searchsorted(view, hi)
     clipped = np.minimum(pos, max(len(view) - 1, 0))
     found = (pos < len(view)) & (view[clipped] == hi) if len(view) else np.zeros(len(hi), dtype=bool)
-    where = clipped if order is None else (order[clipped] if len(order) else clipped)
-    return where, found
+    return (order[clipped] if len(order) else clipped), found
 
 
 class _SortedHalves:
