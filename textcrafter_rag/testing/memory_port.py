@@ -7,6 +7,7 @@ tested at a chosen point, never by timing.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterator, Sequence
 
 import numpy as np
@@ -53,14 +54,18 @@ class MemoryPort:
             self.records.pop(i, None)
 
     def search(self, vector: Sequence[float], k: int) -> list[PortRecord]:
+        """The ``k`` records of highest inner product, best first, ties in the order they were put.
+
+        Ranked in one pass that holds ``k`` records, not one score a record: the memory benchmark builds an index
+        beside a port of tens of thousands of log records, and a search's scores of them all, freed after it, were
+        heap the process kept (``benchmarks/results/store_index_memory_port.md``).
+        """
         if self.empty_answers:
             self.empty_answers -= 1
             return []
-        held = [r for r in self.records.values() if r.vector is not None]
         q = np.asarray(vector, dtype=np.float64)
-        scores = [float(np.dot(q, np.asarray(r.vector, dtype=np.float64))) for r in held]
-        order = np.argsort(-np.asarray(scores), kind="stable")[:k]
-        return [held[i] for i in order]
+        held = (r for r in self.records.values() if r.vector is not None)
+        return heapq.nlargest(max(int(k), 0), held, key=lambda r: float(np.dot(q, np.asarray(r.vector, np.float64))))
 
     def enumerate(self, batch_size: int) -> Iterator[list[PortRecord]]:
         items = list(self.records.values())
