@@ -1,4 +1,4 @@
-"""The in-memory port's search: the exact ranking, ties in put order, ``k`` records held, not one score a record."""
+"""The in-memory port's search: the exact ranking, ties in the order the records were put, an empty answer when told."""
 
 from __future__ import annotations
 

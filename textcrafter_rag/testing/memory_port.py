@@ -54,10 +54,10 @@ class MemoryPort:
             self.records.pop(i, None)
 
     def search(self, vector: Sequence[float], k: int) -> list[PortRecord]:
-        """The ``k`` records of highest inner product, best first, ties in the order they were put.
+        """The ``k`` records of highest inner product, best first, ties in the port's order (first put, first).
 
         Ranked in one pass that holds ``k`` records, not one score a record: the memory benchmark builds an index
-        beside a port of tens of thousands of log records, and a search's scores of them all, freed after it, were
+        beside a port of thousands of log records, and a search's scores of them all, freed after it, were free
         heap the process kept (``benchmarks/results/store_index_memory_port.md``).
         """
         if self.empty_answers:
