@@ -65,7 +65,7 @@ class MemoryPort:
             return []
         q = np.asarray(vector, dtype=np.float64)
         held = (r for r in self.records.values() if r.vector is not None)
-        return heapq.nlargest(max(int(k), 0), held, key=lambda r: float(np.dot(q, np.asarray(r.vector, np.float64))))
+        return heapq.nlargest(k, held, key=lambda r: float(np.dot(q, np.asarray(r.vector, np.float64))))
 
     def enumerate(self, batch_size: int) -> Iterator[list[PortRecord]]:
         items = list(self.records.values())
