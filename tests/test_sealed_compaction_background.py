@@ -197,3 +197,41 @@ def test_an_explicit_compact_waits_for_the_background_one_then_writes_its_own():
     assert covers[w] == 4 == writer.log.applied[w] - 1  # two batches, the late write, the first pointer; not its own
     fresh = process(port)
     assert fresh.candidates(x[20], 1) == ["late"] and len(fresh) == 21 and fresh.snapshots.loaded == 1
+
+
+def test_a_write_waits_for_the_index_s_copy_only_never_for_its_serialization(monkeypatch: pytest.MonkeyPatch):
+    """At ten million records FAISS's serialization of the index took over a second, and every write waited for it
+    while the compaction held the lock through it. Here the serialization waits for the test: the write returns
+    meanwhile, so it never waited (held through it, the write would return only once the serialization gave up)."""
+    port, x = GatedPort(), vectors(700, 25)
+    writer = process(port, train_at=300, background_training=False)  # trained in the write that crosses it
+    write_in_batches(writer, x[:600], prefix="r", batch=100)
+    assert writer.index.trained
+    faiss, entered, go, gave_up = writer.index.faiss, threading.Event(), threading.Event(), threading.Event()
+
+    class HeldSerialization:
+        """FAISS, whose serialization waits until the test lets it go."""
+
+        def __getattr__(self, name: str):
+            return getattr(faiss, name)
+
+        def serialize_index(self, index):
+            entered.set()
+            if not go.wait(DEADLINE):
+                gave_up.set()
+            return faiss.serialize_index(index)
+
+    monkeypatch.setattr(writer.index, "faiss", HeldSerialization())
+    compaction = threading.Thread(target=writer.compact)
+    compaction.start()
+    assert entered.wait(DEADLINE)
+    writer.add(["late"], x[600:601])
+    assert compaction.is_alive() and not gave_up.is_set()  # returned while the copy was being serialized
+    assert writer.candidates(x[600], 1) == ["late"]
+    go.set()
+    compaction.join(DEADLINE)
+    assert not compaction.is_alive() and writer.snapshots.written == 1
+    covers, _ = writer.snapshots.read(writer.log.snapshot)
+    assert covers[writer.log.writer] == 6  # the six batches; the late write is past it, in the log
+    fresh = process(port)
+    assert fresh.candidates(x[600], 1) == ["late"] and len(fresh) == 601 and fresh.snapshots.loaded == 1

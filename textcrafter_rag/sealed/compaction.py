@@ -1,7 +1,7 @@
 """Compaction: the index log folded into sealed snapshots, so that opening a store reads one, not the whole log.
 
 A process that has applied the log holds the whole index in memory; a **snapshot** is that index (FAISS's own
-serialization of the inverted file, or the exact directions, with the id table: :meth:`.VectorIndex.to_bytes`)
+serialization of the inverted file, or the exact directions, with the id table: :meth:`.VectorIndex.copy`)
 with the segments it covers (the highest applied per writer), sealed as one message under the index subkey and
 stored in chunks like a segment. The protocol, in order:
 
@@ -40,7 +40,7 @@ from typing import Any
 from ..logs import logger
 from ..sealing import NotPicklable
 from .log import IndexLog, snapshot_order
-from .log_records import IndexRollbackError, IndexTamperedError, chunk_count
+from .log_records import Buffer, IndexRollbackError, IndexTamperedError, chunk_count
 
 __all__ = ["Snapshots"]
 
@@ -67,9 +67,9 @@ class Snapshots(NotPicklable):
 
     # -- writing -----------------------------------------------------------------------------------
 
-    def write(self, index: bytes, covers: dict[str, int], *, epoch: int | None = None) -> dict[str, Any]:
-        """Store ``index`` (what the segments ``covers`` names built) as a snapshot, point the heads at it, and
-        delete what it covers, in a row; the pointer its head carries.
+    def write(self, index: Sequence[Buffer], covers: dict[str, int], *, epoch: int | None = None) -> dict[str, Any]:
+        """Store ``index`` (the bytes, in parts, of what the segments ``covers`` names built) as a snapshot, point
+        the heads at it, and delete what it covers, in a row; the pointer its head carries.
 
         ``epoch`` (a new one after the store was cleared) makes every process that reads the heads replace its
         index by this snapshot, not only new ones; by default the snapshot keeps the log's current epoch.
@@ -79,8 +79,9 @@ class Snapshots(NotPicklable):
         self.clean(pointer, covers, previous)
         return pointer
 
-    def store(self, index: bytes, covers: dict[str, int], *, epoch: int) -> dict[str, Any]:
-        """Step 1: seal ``index`` with what it covers and store it in chunks; the pointer a head will carry.
+    def store(self, index: Sequence[Buffer], covers: dict[str, int], *, epoch: int) -> dict[str, Any]:
+        """Step 1: seal ``index`` (its bytes, in parts: never joined) with what it covers and store it in chunks as
+        they are sealed; the pointer a head will carry.
 
         Nothing names it yet, so it needs no lock: the chunk ids are this writer's next snapshot's, which no other
         writer writes and no head names. A failed attempt leaves chunks that the next one overwrites (the same
@@ -90,7 +91,7 @@ class Snapshots(NotPicklable):
         n = (int(self._own["n"]) if self._own is not None else 0) + 1
         header = json.dumps({"covers": covers}, separators=(",", ":")).encode("utf-8")
         chunks = self.log.records.put_sealed(
-            "snap", f"{writer}|{n}", struct.pack("<Q", len(header)) + header + index, self._chunk_ids(writer, n)
+            "snap", f"{writer}|{n}", [struct.pack("<Q", len(header)), header, *index], self._chunk_ids(writer, n)
         )
         return {"writer": writer, "n": n, "chunks": chunks, "covered": sum(covers.values()), "epoch": int(epoch)}
 

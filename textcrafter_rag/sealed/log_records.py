@@ -13,11 +13,12 @@ import base64
 import binascii
 import hashlib
 import hmac
+import itertools
 import json
 import secrets
 import struct
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -68,6 +69,8 @@ LOG_WRITE_BATCH = 8
 _SEAL_BLOCK = 3 << 20
 #: The URL-safe base64 alphabet the records are written in, mapped to the standard one ``binascii`` reads.
 _TO_STANDARD = bytes.maketrans(b"-_", b"+/")
+#: What :meth:`LogRecords.put_sealed` takes a message's parts as: anything with a flat byte buffer.
+Buffer = bytes | bytearray | memoryview | np.ndarray
 _KINDS = {"seg": "segment", "snap": "snapshot", "head": "head", "beacon": "beacon"}
 
 
@@ -160,7 +163,7 @@ class LogRecords(NotPicklable):
 
     def seal(self, plain: bytes, *, kind: str, ident: str) -> str:
         """One sealed text (prefixed, base64: the nonce, the AES-GCM ciphertext and its tag)."""
-        return _PREFIX + "".join(self._sealed_pieces(plain, kind=kind, ident=ident, size=None))
+        return _PREFIX + "".join(self._sealed_pieces([plain], kind=kind, ident=ident, size=None))
 
     def open(self, text: str, *, kind: str, ident: str) -> bytes:
         """The plain bytes of a sealed text. Raises ``InvalidTag`` when it does not open."""
@@ -201,7 +204,7 @@ class LogRecords(NotPicklable):
         """Store one segment, sealed, in as many chunks as it takes (:meth:`put_sealed`)."""
         self._chunks.pop((seg.writer, seg.seq), None)
         ids = self._segment_chunk_ids(seg.writer, seg.seq)
-        if (n := self.put_sealed("seg", f"{seg.writer}|{seg.seq}", seg.encode(), ids)) > 1:
+        if (n := self.put_sealed("seg", f"{seg.writer}|{seg.seq}", [seg.encode()], ids)) > 1:
             self._chunks[(seg.writer, seg.seq)] = n
 
     def read_segment(self, writer: str, seq: int, first: PortRecord) -> Segment:
@@ -235,34 +238,45 @@ class LogRecords(NotPicklable):
 
     # -- chunked messages --------------------------------------------------------------------------
 
-    def put_sealed(self, kind: str, ident: str, plain: bytes, ids: Callable[[int], str]) -> int:
-        """Seal ``plain`` as one message and store it in chunks under ``ids(0), ids(1), ...``; how many chunks.
+    def put_sealed(self, kind: str, ident: str, parts: Sequence[Buffer], ids: Callable[[int], str]) -> int:
+        """Seal ``parts``, joined, as one message and store it in chunks under ``ids(0), ids(1), ...``; how many
+        chunks.
 
-        The call holding chunk 0 (the one readers look for, with the chunk count) is made last: a process killed
-        between two calls leaves chunks no reader finds, never a first chunk whose others are missing (which a
-        reader would take for a rollback).
+        The message is given in parts so that no caller joins a large one first (a snapshot: the index's serialized
+        bytes with a header), and its chunks are stored as they are made, :attr:`write_batch` a call, so the sealed
+        text of a whole snapshot is never held at once. The call holding chunk 0 (the one readers look for, with the
+        chunk count) is made last: a process killed between two calls leaves chunks no reader finds, never a first
+        chunk whose others are missing (which a reader would take for a rollback).
         """
-        pieces = self._sealed_pieces(plain, kind=kind, ident=ident, size=self.segment_chars - len(_PREFIX))
-        for start in reversed(range(0, len(pieces), self.write_batch)):
-            out = []
-            for c in range(start, min(start + self.write_batch, len(pieces))):
-                rid = ids(c)
-                fields = {LOG_FIELD: kind, CHUNKS_FIELD: str(len(pieces))} if c == 0 else {LOG_FIELD: kind}
-                out.append(PortRecord(rid, _PREFIX + pieces[c], fields, self.keyed(rid).astype(np.float32).tolist()))
-            self.port.put(out)
-        return len(pieces)
 
-    def _sealed_pieces(self, plain: bytes, *, kind: str, ident: str, size: int | None) -> list[str]:
-        """:meth:`seal`'s text without its prefix, cut into pieces of ``size`` characters (``None``: one piece),
-        made a block of :data:`_SEAL_BLOCK` bytes at a time (AES-GCM as a stream: the ciphertext and tag of one
-        call)."""
+        def record(c: int, piece: str, fields: dict[str, str]) -> PortRecord:
+            rid = ids(c)
+            return PortRecord(rid, _PREFIX + piece, fields, self.keyed(rid).astype(np.float32).tolist())
+
+        pieces = self._sealed_pieces(parts, kind=kind, ident=ident, size=self.segment_chars - len(_PREFIX))
+        first, pending, count = next(pieces), [], 1
+        for piece in pieces:
+            pending.append(record(count, piece, {LOG_FIELD: kind}))
+            count += 1
+            if len(pending) == self.write_batch:
+                self.port.put(pending)
+                pending = []
+        self.port.put([record(0, first, {LOG_FIELD: kind, CHUNKS_FIELD: str(count)}), *pending])
+        return count
+
+    def _sealed_pieces(self, parts: Sequence[Buffer], *, kind: str, ident: str, size: int | None) -> Iterator[str]:
+        """:meth:`seal`'s text of ``parts`` joined, without its prefix, in pieces of ``size`` characters (``None``:
+        one piece), made a block of at most :data:`_SEAL_BLOCK` bytes at a time (AES-GCM as a stream: the
+        ciphertext and tag of one call), each piece given as soon as it is made; at least one piece."""
         nonce = secrets.token_bytes(_NONCE)
         encryptor = Cipher(self._cipher, modes.GCM(nonce)).encryptor()
         encryptor.authenticate_additional_data(self._aad(kind, ident))
-        view, raw, text, pieces = memoryview(plain), nonce, "", []
-        for at in range(0, len(view) + _SEAL_BLOCK, _SEAL_BLOCK):
-            if at < len(view):
-                raw += encryptor.update(view[at : at + _SEAL_BLOCK])
+        raw, text, given = nonce, "", False
+        views = [memoryview(part).cast("B") for part in parts]
+        blocks = (view[at : at + _SEAL_BLOCK] for view in views for at in range(0, len(view), _SEAL_BLOCK))
+        for block in itertools.chain(blocks, [None]):
+            if block is not None:
+                raw += encryptor.update(block)
                 cut = len(raw) - len(raw) % 3  # whole base64 quanta; the rest waits for the next block
             else:  # past the last block: the tag, and the padding once at the end
                 raw += encryptor.finalize() + encryptor.tag
@@ -270,10 +284,11 @@ class LogRecords(NotPicklable):
             text += base64.urlsafe_b64encode(raw[:cut]).decode("ascii")
             raw, start = raw[cut:], 0
             while size is not None and len(text) - start >= size:
-                pieces.append(text[start : start + size])
-                start += size
+                yield text[start : start + size]
+                given, start = True, start + size
             text = text[start:]
-        return [*pieces, text] if text or not pieces else pieces
+        if text or not given:
+            yield text
 
     def read_sealed(self, kind: str, ident: str, first: PortRecord, ids: Callable[[int], str]) -> bytes:
         """Open a message :meth:`put_sealed` stored, given its first chunk (the rest are read by id).

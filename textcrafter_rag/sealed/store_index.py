@@ -245,16 +245,20 @@ class StoreIndex(NotPicklable):
         Writes and searches go on meanwhile, except while the index is copied: the copy and what it covers (the
         segments applied) are taken together under the lock that applies segments, so the snapshot holds exactly
         what it covers. Copying holds that lock, since FAISS's index cannot be read while a write changes it
-        (:meth:`VectorIndex.to_bytes`). Serializing the copy, sealing and storing the snapshot (a block at a time,
+        (:meth:`VectorIndex.copy`). Serializing the copy, sealing and storing the snapshot (a block at a time,
         so other threads run between blocks), and deleting what it covers run without it; a segment written
-        meanwhile is past what the snapshot covers, so it is neither in it nor deleted.
+        meanwhile is past what the snapshot covers, so it is neither in it nor deleted. (Serializing under the
+        lock too, as until ``benchmarks/results/store_index_stall_10m.md``, held writes for over a second from
+        about three million records.)
         """
         with self._lock:
             self.refresh()  # the snapshot covers what other processes wrote too: fewer segments left to read
-            data = self.index.to_bytes()
-            if data is None:
+            copy = self.index.copy()
+            if copy is None:
                 return False
             covers, epoch, taken, snapshots = self.log.applied, self.log.epoch, self._since_snapshot, self.snapshots
+        data = copy.parts()
+        del copy
         pointer = snapshots.store(data, covers, epoch=epoch)
         del data
         with self._lock:  # one empty segment, like a write; its head makes the snapshot durable
@@ -298,9 +302,9 @@ class StoreIndex(NotPicklable):
                 reset([])
             self.log.start_from(heads, epoch=epoch)
             self.snapshots = Snapshots(self.log, deleted=heads)
-            empty = self.index.to_bytes()
+            empty = self.index.copy()
             assert empty is not None  # an empty index is never training
-            self.snapshots.write(empty, heads, epoch=epoch)
+            self.snapshots.write(empty.parts(), heads, epoch=epoch)
             self._since_snapshot = 0
             self._read_at = time.monotonic()
 

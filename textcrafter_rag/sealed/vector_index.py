@@ -40,6 +40,7 @@ from ..heap import release_free_heap
 from ..numerics import unit_rows
 from .exact_shards import ExactShards
 from .id_table import IdTable
+from .index_copy import IndexCopy
 from .inverted_lists import copy_list, list_sizes, with_room
 from .sizing import SCAN_CODES, sized
 
@@ -340,21 +341,23 @@ class VectorIndex:
 
     # -- snapshots ---------------------------------------------------------------------------------
 
-    def to_bytes(self) -> bytes | None:
-        """The whole index as bytes (a compaction snapshot seals them); ``None`` while a training runs.
+    def copy(self) -> IndexCopy | None:
+        """A copy of the whole index, to serialize with no lock held (:meth:`IndexCopy.parts`); ``None`` while a
+        training runs.
 
-        Trained: FAISS's own serialization of the index (rotation, codebook, lists, codes, labels). Exact: every
-        direction as float32 with its label. Either way with the id table's arrays, so every label stays the same.
-        Writes and searches wait only for the index's copy (FAISS's ``clone_index``), not for its serialization.
+        Only the copy holds the lock that writes and searches take: FAISS's ``clone_index`` of a trained index
+        (rotation, codebook, lists, codes, labels), or every exact direction with its label, with the id table's
+        arrays, so every label stays the same. Its serialization, much slower than the copy at ten million
+        records, runs after.
         """
         with self._lock:
             if self._training is not None and not self._trained:
                 return None
             hi, lo, other = self._ids.arrays()
-            ids = [hi.astype("<i8").tobytes(), lo.astype("<u8").tobytes()]  # copies, as the rest
+            ids = [hi.astype("<i8", copy=False), lo.astype("<u8", copy=False)]  # the table's copies
             trained = self._trained
             if trained:
-                copy = self.faiss.clone_index(self._index)
+                body: list[Any] = [self.faiss.clone_index(self._index)]
             else:
                 parts = [self._index.contents(s) for s in self._index.shards]
                 vectors = np.concatenate([v for v, _ in parts]) if parts else np.zeros((0, self.dim), np.float32)
@@ -367,11 +370,14 @@ class VectorIndex:
                 "exact": 0 if trained else len(labels),
                 "other": [[label, rid] for label, rid in other.items()],
             }
-        if trained:
-            body = [np.asarray(self.faiss.serialize_index(copy), dtype=np.uint8).tobytes()]
-            del copy
         head = json.dumps(header, separators=(",", ":")).encode("utf-8")
-        return b"".join([struct.pack("<Q", len(head)), head, *ids, *body])
+        return IndexCopy(self.faiss, [struct.pack("<Q", len(head)), head, *ids, *body])
+
+    def to_bytes(self) -> bytes | None:
+        """The whole index as bytes (what :meth:`restore` reads); ``None`` while a training runs. A compaction
+        takes :meth:`copy`'s parts instead, so as never to join them."""
+        copy = self.copy()
+        return None if copy is None else b"".join(copy.parts())
 
     def restore(self, data: bytes) -> None:
         """Replace everything held by what :meth:`to_bytes` gave (a snapshot's index).

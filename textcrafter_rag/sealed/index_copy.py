@@ -1,0 +1,41 @@
+"""A copy of the in-memory index, serialized with no lock held: what a compaction seals (:mod:`.compaction`).
+
+At ten million records FAISS's serialization of the index takes longer than the copy it serializes, and until
+it was taken apart from the copy, every write of the process waited for both (over a second from about three
+million records, ``benchmarks/results/store_index_stall_10m.md``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+__all__ = ["IndexCopy"]
+
+
+class IndexCopy:
+    """A copy of a :class:`~.vector_index.VectorIndex` that nothing else holds (``VectorIndex.copy``).
+
+    Args:
+        faiss: The ``faiss`` module.
+        parts: The index's bytes in order: buffers (``bytes``, NumPy arrays) as they are, and FAISS indexes (a
+            trained index's clone) to serialize.
+    """
+
+    def __init__(self, faiss: Any, parts: list[Any]) -> None:
+        self._faiss = faiss
+        self._parts: list[Any] | None = parts
+
+    def parts(self) -> list[bytes | np.ndarray]:
+        """The index's bytes in parts, in order (joined, what :meth:`~.vector_index.VectorIndex.restore` reads), once:
+        a FAISS index is given as its serialization (a NumPy array, never copied into ``bytes``), and the copy is
+        let go.
+
+        Raises:
+            RuntimeError: Called a second time.
+        """
+        if self._parts is None:
+            raise RuntimeError("an index copy gives its parts once")
+        parts, self._parts = self._parts, None
+        return [self._faiss.serialize_index(p) if isinstance(p, self._faiss.Index) else p for p in parts]
