@@ -347,8 +347,7 @@ class VectorIndex:
 
         Only the copy holds the lock that writes and searches take: FAISS's ``clone_index`` of a trained index
         (rotation, codebook, lists, codes, labels), or every exact direction with its label, with the id table's
-        arrays, so every label stays the same. Its serialization, much slower than the copy at ten million
-        records, runs after.
+        arrays, so every label stays the same. Its serialization runs after, with no lock held.
         """
         with self._lock:
             if self._training is not None and not self._trained:
