@@ -1,8 +1,8 @@
 """A copy of the in-memory index, serialized with no lock held: what a compaction seals (:mod:`.compaction`).
 
-At ten million records FAISS's serialization of the index takes longer than the copy it serializes, and until
-it was taken apart from the copy, every write of the process waited for both (over a second from about three
-million records, ``benchmarks/results/store_index_stall_10m.md``).
+Until a compaction serialized the copy after letting go of the lock, every write of the process waited for the
+serialization too: over a second from three million records, four at ten million
+(``benchmarks/results/store_index_stall_10m.md``).
 """
 
 from __future__ import annotations
