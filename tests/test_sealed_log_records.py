@@ -4,6 +4,7 @@ snapshot, 76 MB at a million records, never holds the GIL in one call), cut into
 from __future__ import annotations
 
 import base64
+import itertools
 
 import numpy as np
 import pytest
@@ -34,7 +35,7 @@ def test_a_message_sealed_in_blocks_is_one_aes_gcm_calls_text_cut_into_pieces(mo
     assert pieces == [body[i : i + size] for i in range(0, len(body), size)]
     # given in parts (as a compaction gives the index: header, id table, FAISS's bytes), cut anywhere: the same text
     cuts = sorted({0, n, n // 3, n // 2 + 1, min(n, BLOCK + 5)})
-    parts = [plain[a:b] for a, b in zip(cuts, cuts[1:])]
+    parts = [plain[a:b] for a, b in itertools.pairwise(cuts)]
     parts[len(parts) // 2 :] = [np.frombuffer(p, dtype=np.uint8) for p in parts[len(parts) // 2 :]]  # any buffer
     assert list(records._sealed_pieces(parts, kind="snap", ident="w|1", size=size)) == pieces
     assert records.seal(plain, kind="snap", ident="w|1") == log_records._PREFIX + body
