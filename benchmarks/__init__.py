@@ -28,6 +28,8 @@ Scripts (each ``main(argv) -> int``; writes ``benchmarks/results/<name>.*`` by d
   records: NDCG@10 against clean, records opened, app work, bytes a record),
   ``python -m benchmarks.sealed_search.store_index_reads`` (the default's search on a Chroma server, part by part:
   the in-memory scan, the read by id against a plain store's query and read, and the same records packed),
+  ``python -m benchmarks.sealed_search.store_index_stall`` (how long a write waits for a compaction, as one
+  store-held index grows to 10,000,000 records),
   ``python -m benchmarks.sealed_search.access_patterns`` (what the store learns from reads and writes, with and
   without the local replica, and the replica's costs, in process and on a Chroma server with a writer in another
   process);

@@ -56,6 +56,7 @@ SCRIPTS = [
     "benchmarks.sealed_search.llama_index_ndcg",
     "benchmarks.sealed_search.store_index_scale",
     "benchmarks.sealed_search.store_index_reads",
+    "benchmarks.sealed_search.store_index_stall",
     "benchmarks.sealed_search.access_patterns",
 ]
 #: Command-line tools among the benchmarks that write no results of their own (the GPU inverter's steps:

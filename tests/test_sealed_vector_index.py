@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from _store_index_helpers import DIM, process, vectors, write_in_batches
 
-from textcrafter_rag.errors import InvalidInputError
+from textcrafter_rag.errors import InvalidInputError, NotSupportedError
 from textcrafter_rag.sealed import inverted_lists, store_index, vector_index
 from textcrafter_rag.sealed.vector_index import VectorIndex
 from textcrafter_rag.testing.memory_port import MemoryPort
@@ -262,6 +262,20 @@ def test_a_snapshot_holds_writes_back_for_the_copy_only_not_the_serialization(mo
     assert [reader.search(x[i], 10) for i in range(0, 1_200, 97)] == [
         index.search(x[i], 10) for i in range(0, 1_200, 97)
     ]
+
+
+@pytest.mark.parametrize("trained", [True, False])
+def test_a_copy_gives_its_parts_once_and_they_join_into_the_index_s_bytes(trained: bool) -> None:
+    index, _ = _trained(1_200, 11) if trained else (VectorIndex(DIM, code_bytes=8, train_at=10_000), None)
+    if not trained:
+        index.add([f"e{i}" for i in range(30)], vectors(30, 11))
+    copy = index.copy()
+    assert copy is not None
+    parts = copy.parts()
+    assert any(isinstance(p, np.ndarray) for p in parts)  # the id table's arrays (and FAISS's bytes), never joined
+    assert b"".join(parts) == index.to_bytes()
+    with pytest.raises(NotSupportedError, match="once"):
+        copy.parts()
 
 
 _THREADS_PROBE = textwrap.dedent(

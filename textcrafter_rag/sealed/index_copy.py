@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import NotSupportedError
+
 __all__ = ["IndexCopy"]
 
 
@@ -33,9 +35,9 @@ class IndexCopy:
         let go.
 
         Raises:
-            RuntimeError: Called a second time.
+            NotSupportedError: Called a second time.
         """
         if self._parts is None:
-            raise RuntimeError("an index copy gives its parts once")
+            raise NotSupportedError("an index copy gives its parts once: take another copy")
         parts, self._parts = self._parts, None
         return [self._faiss.serialize_index(p) if isinstance(p, self._faiss.Index) else p for p in parts]
