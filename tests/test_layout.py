@@ -231,7 +231,8 @@ SEALED = "textcrafter_rag.sealed"
 SEALED_FLOORS: tuple[frozenset[str], ...] = tuple(
     frozenset(f"{SEALED}.{name}" for name in floor.split())
     for floor in (
-        "filters port record_ids records layout marker segment id_table exact_shards sizing inverted_lists index_copy",
+        "filters port record_ids records layout marker segment id_table exact_shards sizing inverted_lists index_copy"
+        " background",
         "candidates rounds app_index log_records log compaction vector_index store_index",
         "replica",
         "engine",

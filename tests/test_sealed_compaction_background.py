@@ -9,6 +9,8 @@ no assertion depends on how long anything takes.
 from __future__ import annotations
 
 import logging
+import os
+import sys
 import threading
 from collections.abc import Sequence
 
@@ -16,6 +18,7 @@ import pytest
 from _store_index_helpers import kinds, process, vectors, write_in_batches
 
 from textcrafter_rag.sealed import PortRecord, StoreIndex
+from textcrafter_rag.sealed.background import NICE_STEP
 from textcrafter_rag.sealed.log import LOG_FIELD
 from textcrafter_rag.testing.memory_port import CrashAt, MemoryPort
 
@@ -235,3 +238,48 @@ def test_a_write_waits_for_the_index_s_copy_only_never_for_its_serialization(mon
     assert covers[writer.log.writer] == 6  # the six batches; the late write is past it, in the log
     fresh = process(port)
     assert fresh.candidates(x[600], 1) == ["late"] and len(fresh) == 601 and fresh.snapshots.loaded == 1
+
+
+class PriorityPort(GatedPort):
+    """A :class:`GatedPort` that notes the nice value of the compaction thread at each of its calls."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[tuple[str, int]] = []
+
+    def _note(self, call: str) -> None:
+        if threading.current_thread().name == "textcrafter-compaction":
+            self.seen.append((call, os.getpriority(os.PRIO_PROCESS, threading.get_native_id())))
+
+    def put(self, records: Sequence[PortRecord]) -> None:
+        self._note(str(records[0].fields.get(LOG_FIELD)) if records else "")
+        super().put(records)
+
+    def search(self, vector: Sequence[float], k: int) -> list[PortRecord]:
+        self._note("search")
+        return super().search(vector, k)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a nice value of each thread is Linux's")
+def test_a_background_compaction_copies_at_the_caller_s_priority_and_stores_at_a_lower_one():
+    """The copy, under the lock that writes take, runs at the caller's priority (a lowered thread holding it would
+    keep the writes waiting on it); from the serialization on, the compaction's thread yields the CPU to them."""
+    base = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    if base >= 19:
+        pytest.skip("the tests already run at the lowest priority: nothing to lower")
+    port, x = PriorityPort(), vectors(30, 26)
+    writer = process(port, compact_every=0)
+    write_in_batches(writer, x[:20], prefix="r")
+    port.hold("snapshot")
+    assert writer.compact(wait=False)
+    assert port.held.wait(DEADLINE)
+    assert not writer.compact(wait=False)  # one runs: none started
+    port.release()
+    assert writer.wait_compacted(DEADLINE) and writer.snapshots.written == 1
+    lowered = min(19, base + NICE_STEP)
+    assert ("search", base) in port.seen  # the heads read under the lock, before the copy
+    assert {nice for call, nice in port.seen if call == "snap"} == {lowered}
+    assert port.seen.index(("search", base)) < port.seen.index(("snap", lowered))
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == base  # the caller's thread is untouched
+    fresh = process(port)
+    assert set(fresh.candidates(x[0], 30)) == {f"r{i}" for i in range(20)} and fresh.snapshots.loaded == 1

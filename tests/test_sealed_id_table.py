@@ -74,6 +74,26 @@ def test_the_bucketed_halves_answer_as_a_dict_would_through_merges_and_pops() ->
     assert again.labels(list(held)).tolist() == list(held.values())
 
 
+def test_frozen_gives_the_arrays_as_they_were_whatever_the_table_does_after() -> None:
+    """A compaction takes :meth:`IdTable.frozen` under its lock and makes the arrays after, while writes change the
+    table: the buffer of new ids is written in place, and the bucket offsets with every merge."""
+    pool = _crowded_uuids(2 * id_table._PENDING, 13)
+    table = IdTable()
+    table.add(pool[: id_table._PENDING + 500])  # merged into the sorted arrays, and 500 in the buffer
+    table.add(["user-1", "user-2"])
+    before = table.arrays()
+    frozen = table.frozen()
+    table.pop([*pool[:300], *pool[id_table._PENDING : id_table._PENDING + 100], "user-1"])  # from both, and other
+    table.add(pool[id_table._PENDING + 500 :])  # the buffer overwritten, then merged
+    table.add(["user-3"])
+    hi, lo, other = frozen()
+    assert np.array_equal(hi, before[0]) and np.array_equal(lo, before[1]) and other == before[2]
+    assert len(hi) + len(other) == id_table._PENDING + 502 and (np.diff(hi) > 0).all()
+    again = IdTable.from_arrays(hi, lo, other)
+    assert again.labels([*pool[: id_table._PENDING + 500], "user-1"]).min() != -1
+    assert len(table.arrays()[0]) != len(hi)
+
+
 def test_pop_forgets_ids_in_the_sorted_arrays_and_in_the_buffer() -> None:
     table = IdTable()
     ids = _uuids(id_table._PENDING + 100, 2)

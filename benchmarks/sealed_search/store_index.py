@@ -39,7 +39,7 @@ trained and dropped in the same process, and from a cold one, read before that (
 counted). The same process then compacts the log and opens a second index from the snapshot (its own RSS growth),
 and another writer adds 40,000 records that the second index reads (``live``: a reader serving while the store
 grows; the new log records are deleted from the port before the RSS is read). Last, segments of 2,000 records are
-written and timed one by one while the same index compacts in a thread of its own
+written and timed one by one while the same index compacts in its background thread
 (how long a write waits for a compaction).
 
 Usage::

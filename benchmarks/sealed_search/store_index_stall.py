@@ -1,18 +1,18 @@
 """How long a write waits for a compaction, as one store-held index grows to 10,000,000 records.
 
 A compaction copies the index under the lock that writes take (FAISS's ``clone_index``), then serializes, seals and
-stores the copy in a thread of its own while writes go on (:mod:`textcrafter_rag.sealed.compaction`). The ``memory``
-part of ``store_index`` times a write during one at 1,000,000 records, built from a log it keeps whole; a
-10,000,000-record log (about 10 GB of sealed text in a :class:`~textcrafter_rag.testing.memory_port.MemoryPort`)
-does not fit here beside the index and its copies. So this grows one
-:class:`~textcrafter_rag.sealed.store_index.StoreIndex` by its own adds of 2,000 entries (the log's segment size,
-384-d random unit vectors, random UUID4 ids, as the ``memory`` part) into a ``MemoryPort``, and compacts it, in the
-add's own thread, every ``--fold`` entries: each compaction deletes the segments it covers, so the port holds the
-newest snapshot and at most ``--fold`` entries of log. At each size of ``--at`` it times, as the ``memory`` part
-does (:func:`~.store_index_memory.compaction_stall`): the index's bytes taken alone, five writes alone, then writes
-one after another while the index compacts in a thread of its own, each timed; then a new ``StoreIndex`` given only
-the key and the store opens it, and must hold every entry. The store-held mode's target: no write waits more than a
-second.
+stores the copy in its background thread, at a lower CPU priority, while writes go on
+(:mod:`textcrafter_rag.sealed.compaction`, :mod:`textcrafter_rag.sealed.background`). The ``memory`` part of
+``store_index`` times a write during one at 1,000,000 records, built from a log it keeps whole; a 10,000,000-record
+log (about 10 GB of sealed text in a :class:`~textcrafter_rag.testing.memory_port.MemoryPort`) does not fit here
+beside the index and its copies. So this grows one :class:`~textcrafter_rag.sealed.store_index.StoreIndex` by its
+own adds of 2,000 entries (the log's segment size, 384-d random unit vectors, random UUID4 ids, as the ``memory``
+part) into a ``MemoryPort``, and compacts it, in the add's own thread, every ``--fold`` entries: each compaction
+deletes the segments it covers, so the port holds the newest snapshot and at most ``--fold`` entries of log. At each
+size of ``--at`` it times, as the ``memory`` part does (:func:`~.store_index_memory.compaction_stall`): the index's
+bytes taken alone, five writes alone, then writes one after another while the index compacts in its background
+thread (``compact(wait=False)``), each timed; then a new ``StoreIndex`` given only the key and the store opens it,
+and must hold every entry. The store-held mode's target: no write waits more than a second.
 
 Usage::
 

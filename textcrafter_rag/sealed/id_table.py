@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -269,10 +269,26 @@ class IdTable:
     # -- snapshots ------------------------------------------------------------------------------------
     def arrays(self) -> tuple[np.ndarray, np.ndarray, dict[int, str]]:
         """Everything held, for a snapshot: the sorted UUID4 labels, their second halves, and the other ids."""
-        if self._pn:
-            self._merge(self._p_hi[: self._pn], self._p_lo[: self._pn])
-            self._pn, self._p_order = 0, None
-        return self._sorted.first_halves(), self._sorted.lo.copy(), dict(self._other)
+        return self.frozen()()
+
+    def frozen(self) -> Callable[[], tuple[np.ndarray, np.ndarray, dict[int, str]]]:
+        """:meth:`arrays` in two steps, so a compaction's lock covers only the first: what is held now (the sorted
+        arrays themselves, which no change writes into, since each makes new ones; copies of the rest, the buffer
+        of new ids and the bucket offsets: a few hundred KB, and the other ids), and a function that makes the
+        arrays from it, with no lock, whatever the table does meanwhile."""
+        held, now = _SortedHalves(), self._sorted
+        held.top, held.mid, held.low, held.lo = now.top.copy(), now.mid, now.low, now.lo
+        new_hi, new_lo, other = self._p_hi[: self._pn].copy(), self._p_lo[: self._pn].copy(), dict(self._other)
+
+        def arrays() -> tuple[np.ndarray, np.ndarray, dict[int, str]]:
+            hi, lo = held.first_halves(), held.lo
+            if len(new_hi):  # the buffer's ids merged in order, as a merge into the table would
+                order = np.argsort(new_hi, kind="stable")
+                at = np.searchsorted(hi, new_hi[order])
+                hi, lo = np.insert(hi, at, new_hi[order]), np.insert(lo, at, new_lo[order])
+            return hi, lo, other
+
+        return arrays
 
     @classmethod
     def from_arrays(cls, hi: np.ndarray, lo: np.ndarray, other: dict[int, str]) -> IdTable:

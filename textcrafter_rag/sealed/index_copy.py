@@ -7,6 +7,7 @@ serialization too: over a second from three million records, four at ten million
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -21,13 +22,13 @@ class IndexCopy:
 
     Args:
         faiss: The ``faiss`` module.
-        parts: The index's bytes in order: buffers (``bytes``, NumPy arrays) as they are, and FAISS indexes (a
-            trained index's clone) to serialize.
+        parts: Makes the index's bytes in order, with no lock held: buffers (``bytes``, NumPy arrays) as they are,
+            and FAISS indexes (a trained index's clone) to serialize.
     """
 
-    def __init__(self, faiss: Any, parts: list[Any]) -> None:
+    def __init__(self, faiss: Any, parts: Callable[[], list[Any]]) -> None:
         self._faiss = faiss
-        self._parts: list[Any] | None = parts
+        self._parts: Callable[[], list[Any]] | None = parts
 
     def parts(self) -> list[bytes | np.ndarray]:
         """The index's bytes in parts, in order (joined, what :meth:`~.vector_index.VectorIndex.restore` reads), once:
@@ -39,5 +40,5 @@ class IndexCopy:
         """
         if self._parts is None:
             raise NotSupportedError("an index copy gives its parts once: take another copy")
-        parts, self._parts = self._parts, None
-        return [self._faiss.serialize_index(p) if isinstance(p, self._faiss.Index) else p for p in parts]
+        make, self._parts = self._parts, None
+        return [self._faiss.serialize_index(p) if isinstance(p, self._faiss.Index) else p for p in make()]

@@ -37,6 +37,7 @@ from ..heap import release_free_heap
 from ..logs import logger
 from ..sealing import NotPicklable, SecretKey
 from ..validation import check_int
+from .background import lower_this_thread
 from .compaction import Snapshots
 from .log import DEFAULT_SEGMENT_CHARS, IndexLog, Probe, Segment, SegmentGapError
 from .port import PortRecord, RecordPort, concurrent_calls
@@ -230,26 +231,25 @@ class StoreIndex(NotPicklable):
             release_free_heap()
         return loaded
 
-    def compact(self) -> bool:
+    def compact(self, *, wait: bool = True) -> bool:
         """Store this process's index as a sealed snapshot now, and delete the segments it covers; whether a
-        snapshot was written. Synchronous: it first waits for a background compaction in flight.
-
-        Returns ``False`` (nothing written) while the codebook trains in the background: the next write retries.
-        """
+        snapshot was written (not while the codebook trains: the next write retries). It first waits for a
+        compaction in flight. ``wait=False`` starts one as ``compact_every`` does (in a background thread where the
+        store takes calls from two threads, else in this call): whether it started (not while one runs)."""
+        if not wait:
+            with self._lock:
+                return self._start_compaction()
         with self._compacting:
             return self._compact()
 
-    def _compact(self) -> bool:
+    def _compact(self, *, in_background: bool = False) -> bool:
         """One compaction (the caller holds :attr:`_compacting`, so no other runs); whether a snapshot was written.
 
-        Writes and searches go on meanwhile, except while the index is copied: the copy and what it covers (the
-        segments applied) are taken together under the lock that applies segments, so the snapshot holds exactly
-        what it covers. Copying holds that lock, since FAISS's index cannot be read while a write changes it
-        (:meth:`VectorIndex.copy`). Serializing the copy, sealing and storing the snapshot (a block at a time,
-        so other threads run between blocks), and deleting what it covers run without it; a segment written
-        meanwhile is past what the snapshot covers, so it is neither in it nor deleted. (Serializing under the
-        lock too, as until ``benchmarks/results/store_index_stall_10m.md``, held writes for over a second from
-        about three million records.)
+        Writes and searches go on meanwhile, except while the index is copied (:meth:`VectorIndex.copy`): the copy
+        and what it covers (the segments applied) are taken together under the lock that applies segments, so the
+        snapshot holds exactly what it covers. Serializing the copy (:mod:`.index_copy`), sealing and storing it,
+        and deleting what it covers run without it, in a background thread at a lower priority (:mod:`.background`);
+        a segment written meanwhile is past what the snapshot covers: neither in it nor deleted.
         """
         with self._lock:
             self.refresh()  # the snapshot covers what other processes wrote too: fewer segments left to read
@@ -257,6 +257,8 @@ class StoreIndex(NotPicklable):
             if copy is None:
                 return False
             covers, epoch, taken, snapshots = self.log.applied, self.log.epoch, self._since_snapshot, self.snapshots
+        if in_background:  # no lock held from here to the empty segment: the writes come first (:mod:`.background`)
+            lower_this_thread()
         data = copy.parts()
         del copy
         pointer = snapshots.store(data, covers, epoch=epoch)
@@ -314,35 +316,35 @@ class StoreIndex(NotPicklable):
         skipped, and the next write checks again."""
         self._since_snapshot += entries
         every = self.options.compact_every
-        if not every or self._since_snapshot < max(every, len(self.index) // 4):
-            return
+        if every and self._since_snapshot >= max(every, len(self.index) // 4):
+            self._start_compaction()
+
+    def _start_compaction(self) -> bool:
+        """Start a compaction unless one runs (the caller holds :attr:`_lock`); whether one started."""
         if not self._compacting.acquire(blocking=False):
-            return
+            return False
         if not self.background:
-            try:
-                self._compact_quietly()
-            finally:
-                self._compacting.release()
-            return
+            self._compact_quietly()
+            return True
+        kwargs = {"in_background": True}
         try:
-            thread = threading.Thread(target=self._compact_in_background, name="textcrafter-compaction", daemon=True)
+            thread = threading.Thread(target=self._compact_quietly, kwargs=kwargs, name="textcrafter-compaction")
+            thread.daemon = True
             thread.start()
         except BaseException:
             self._compacting.release()
             raise
         self._compaction = thread
+        return True
 
-    def _compact_in_background(self) -> None:
+    def _compact_quietly(self, *, in_background: bool = False) -> None:
+        """One compaction that was started, not waited for; it releases :attr:`_compacting`."""
         try:
-            self._compact_quietly()
-        finally:
-            self._compacting.release()
-
-    def _compact_quietly(self) -> None:
-        try:
-            self._compact()
+            self._compact(in_background=in_background)
         except Exception as exc:  # the write itself is logged: a failed compaction is retried, never fatal
             logger.warning("compacting the sealed index failed (retried at a later write): %s", exc)
+        finally:
+            self._compacting.release()
 
     def _log_due(self) -> bool:
         """Whether the log is to be read before this write or search (``refresh_every``)."""

@@ -346,14 +346,14 @@ class VectorIndex:
         training runs.
 
         Only the copy holds the lock that writes and searches take: FAISS's ``clone_index`` of a trained index
-        (rotation, codebook, lists, codes, labels), or every exact direction with its label, with the id table's
-        arrays, so every label stays the same. Its serialization runs after, with no lock held.
+        (rotation, codebook, lists, codes, labels), or every exact direction with its label, and what the id table
+        holds (:meth:`~.id_table.IdTable.frozen`), so every label stays the same. The id table's arrays and the
+        serialization are made after, with no lock held.
         """
         with self._lock:
             if self._training is not None and not self._trained:
                 return None
-            hi, lo, other = self._ids.arrays()
-            ids = [hi.astype("<i8", copy=False), lo.astype("<u8", copy=False)]  # the table's copies
+            table = self._ids.frozen()
             trained = self._trained
             if trained:
                 body: list[Any] = [self.faiss.clone_index(self._index)]
@@ -362,15 +362,17 @@ class VectorIndex:
                 vectors = np.concatenate([v for v, _ in parts]) if parts else np.zeros((0, self.dim), np.float32)
                 labels = np.concatenate([la for _, la in parts]) if parts else np.zeros(0, np.int64)
                 body = [labels.astype("<i8").tobytes(), vectors.astype("<f4").tobytes()]
-            header = {
-                "dim": self.dim,
-                "trained": trained,
-                "ids": len(hi),
-                "exact": 0 if trained else len(labels),
-                "other": [[label, rid] for label, rid in other.items()],
-            }
-        head = json.dumps(header, separators=(",", ":")).encode("utf-8")
-        return IndexCopy(self.faiss, [struct.pack("<Q", len(head)), head, *ids, *body])
+            exact = 0 if trained else len(labels)
+
+        def made() -> list[Any]:
+            hi, lo, other = table()
+            header = {"dim": self.dim, "trained": trained, "ids": len(hi), "exact": exact}
+            header["other"] = [[label, rid] for label, rid in other.items()]
+            head = json.dumps(header, separators=(",", ":")).encode("utf-8")
+            ids = [hi.astype("<i8", copy=False), lo.astype("<u8", copy=False)]
+            return [struct.pack("<Q", len(head)), head, *ids, *body]
+
+        return IndexCopy(self.faiss, made)
 
     def to_bytes(self) -> bytes | None:
         """The whole index as bytes (what :meth:`restore` reads); ``None`` while a training runs. A compaction
