@@ -88,6 +88,7 @@ def test_frozen_gives_the_arrays_as_they_were_whatever_the_table_does_after() ->
     table.add(["user-3"])
     hi, lo, other = frozen()
     assert np.array_equal(hi, before[0]) and np.array_equal(lo, before[1]) and other == before[2]
+    assert all(np.array_equal(a, b) for a, b in zip(frozen()[:2], (hi, lo), strict=True))  # the same, called again
     assert len(hi) + len(other) == id_table._PENDING + 502 and (np.diff(hi) > 0).all()
     again = IdTable.from_arrays(hi, lo, other)
     assert again.labels([*pool[: id_table._PENDING + 500], "user-1"]).min() != -1

@@ -281,12 +281,11 @@ class IdTable:
         new_hi, new_lo, other = self._p_hi[: self._pn].copy(), self._p_lo[: self._pn].copy(), dict(self._other)
 
         def arrays() -> tuple[np.ndarray, np.ndarray, dict[int, str]]:
-            hi, lo = held.first_halves(), held.lo
-            if len(new_hi):  # the buffer's ids merged in order, as a merge into the table would
-                order = np.argsort(new_hi, kind="stable")
-                at = np.searchsorted(hi, new_hi[order])
-                hi, lo = np.insert(hi, at, new_hi[order]), np.insert(lo, at, new_lo[order])
-            return hi, lo, other
+            nonlocal new_hi, new_lo
+            if len(new_hi):  # the buffer merged into the copy (new arrays, its own offsets), as into the table; once
+                held.insert(new_hi, new_lo)
+                new_hi, new_lo = new_hi[:0], new_lo[:0]
+            return held.first_halves(), held.lo, other
 
         return arrays
 

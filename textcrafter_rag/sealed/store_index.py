@@ -326,10 +326,10 @@ class StoreIndex(NotPicklable):
         if not self.background:
             self._compact_quietly()
             return True
-        kwargs = {"in_background": True}
         try:
-            thread = threading.Thread(target=self._compact_quietly, kwargs=kwargs, name="textcrafter-compaction")
-            thread.daemon = True
+            thread = threading.Thread(
+                target=self._compact_quietly, kwargs={"in_background": True}, name="textcrafter-compaction", daemon=True
+            )
             thread.start()
         except BaseException:
             self._compacting.release()
