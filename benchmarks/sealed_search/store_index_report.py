@@ -204,9 +204,9 @@ def render_markdown(rows: Sequence[dict[str, Any]], meta: dict[str, Any]) -> str
             d, e = by.get((engine, DEFAULT)), by.get((engine, EVERY))
             if d and e and "p95_ratio_to_plain" in d:
                 parts.append(
-                    f"on {engine} the default (a log read before every search) is {d['p95_ratio_to_plain']:.1f}x the "
-                    f"plain store's p95 and reading the log at most once a second {e['p95_ratio_to_plain']:.1f}x "
-                    f"(the log read costs {d['latency_ms_p50'] - e['latency_ms_p50']:.0f} ms at p50)"
+                    f"on {engine} the default (a log read before every search) is {d['p95_ratio_to_plain']:.2g}x the "
+                    f"plain store's p95 and reading the log at most once a second {e['p95_ratio_to_plain']:.2g}x "
+                    f"(the log read costs {d['latency_ms_p50'] - e['latency_ms_p50']:.1f} ms at p50)"
                 )
             elif d and "p95_ratio_to_plain" in d:
                 parts.append(
