@@ -50,10 +50,11 @@ from benchmarks.common.options import base_parser, resolve_data_or_none, resolve
 from benchmarks.common.reporting import Script, make_meta, write_results
 from llama_index.embeddings.textcrafter import ReportedVectorsWarning, SealedVectorStore, sealed_storage_context
 from textcrafter_rag.metrics import retrieval_metrics
+from textcrafter_rag.sealed.index_modes import records_read
 from textcrafter_rag.sealed.store_index import StoreIndexSearch
 
 from .store_index import _git, _load
-from .store_index_parts import Retrieval, _exact_ndcg, _scifact, first_queries
+from .store_index_parts import Retrieval, _exact_ndcg, _held_index, _scifact, first_queries
 
 __all__ = ["MODES", "NAME", "SCRIPT", "SIZES", "main", "measure", "render_markdown"]
 
@@ -196,7 +197,15 @@ def measure(
                 nodes(), storage_context=ctx, embed_model=embed_model, insert_batch_size=batch, show_progress=False
             )
             written = round(time.perf_counter() - t0, 1)
-            row(WRITER, *_retrieved(sealed, data, by_uuid, k), write_seconds=written, search_options=repr(options))
+            held = _held_index(ctx.vector_store)
+            row(
+                WRITER,
+                *_retrieved(sealed, data, by_uuid, k),
+                write_seconds=written,
+                search_options=repr(options),
+                records_read=records_read(held, held.options.most_opened, k),
+                index_trained=bool(held.index.trained),
+            )
             t0 = time.perf_counter()
             fresh = SealedVectorStore(QdrantVectorStore(client=client, collection_name="sealed"), key=key)
             reader = VectorStoreIndex.from_vector_store(fresh, embed_model=embed_model)
@@ -268,8 +277,10 @@ def render_markdown(rows: Sequence[dict[str, Any]], meta: dict[str, Any]) -> str
     if writer is not None:
         lines.append(
             f"Latency: the default's p95 is {writer['p95_ratio_to_plain']:.1f}x the plain store's (p50 "
-            f"{writer['latency_ms_p50']:.0f} ms against {r0['latency_ms_p50']:.0f} ms): each query reads the log's "
-            "heads, then fetches and opens 100 sealed nodes by id, where the plain store returns 10 plaintext hits."
+            f"{writer['latency_ms_p50']:.0f} ms against {r0['latency_ms_p50']:.0f} ms): each query reads the log "
+            f"(its beacon, or its heads) and fetches and opens {writer.get('records_read', '?')} sealed nodes by id "
+            f"(the index {'trained' if writer.get('index_trained') else 'exact'}), where the plain store returns "
+            f"{r0['k']} plaintext hits."
         )
     if fresh is not None:
         lines.append(
